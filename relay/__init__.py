@@ -1,0 +1,3 @@
+"""acp-relay: serve an ACP agent over WebSocket, one agent process per socket."""
+
+__version__ = "0.1.0.dev0"
