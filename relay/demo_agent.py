@@ -1,0 +1,439 @@
+"""The relay's built-in demo agent: an ACP agent that reports what reached it and echoes prompts.
+
+Run it as ``python -m relay.demo_agent``. It speaks ACP over stdin/stdout through the official
+ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when stdin closes.
+
+``initialize``
+    Answers protocolVersion 1, agentInfo ``acp-relay-demo`` (version ``relay.__version__``) and
+    agentCapabilities ``{"loadSession": true, "promptCapabilities": {"image": false,
+    "audio": false, "embeddedContext": false}, "mcpCapabilities": {"http": true, "sse": false},
+    "sessionCapabilities": {"additionalDirectories": {}, "resume": {}, "fork": {}}}``.
+    Flags change the declaration (for tests of the relay's capability gating):
+    ``--[no-]mcp-http`` (default on), ``--[no-]mcp-sse`` (default off),
+    ``--[no-]load-session`` (default on), ``--[no-]additional-directories`` (default on).
+    A declaration only changes what is declared: every method below always works.
+
+``session/new``, ``session/load``, ``session/resume``, ``session/fork``
+    Accept any request (any session id) and report what arrived. The response's ``_meta`` is
+    ``{"demo": {"method", "sessionId", "cwd", "cwdExists", "additionalDirectories",
+    "mcpServers", "agentCwd"}}`` (plus ``"forkedFrom"`` for a fork); see :func:`session_report`.
+    Once that response is written, the agent sends one ``agent_message_chunk`` whose text is
+    ``session started in <cwd> with MCP servers: <comma-separated names or (none)>``.
+
+``session/prompt``
+    Streams the prompt back as several ``agent_message_chunk`` updates, one word (with its
+    whitespace) per chunk, so the chunks joined equal the prompt's text blocks concatenated;
+    other blocks are echoed as ``[image]``, ``[audio]``, ``[resource_link <uri>]`` or
+    ``[resource <uri>]``. Returns stopReason ``end_turn``, or ``cancelled`` after a
+    ``session/cancel`` for that session. Prompt commands (the whole prompt text, surrounding
+    whitespace ignored):
+
+    ``/exit N``
+        exit the process at once with status N (0-255), leaving the prompt unanswered.
+    ``/stderr TEXT``
+        write TEXT and a newline to stderr, then echo the prompt as usual.
+    ``/hang``
+        send one chunk ``waiting for session/cancel``, then block until the session is
+        cancelled and return ``cancelled``.
+
+Any other method gets the SDK's answer: -32601 Method not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import stat
+import sys
+import uuid
+from collections.abc import Awaitable, Sequence
+from typing import Any, NoReturn
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent, update_agent_message_text
+from acp.connection import StreamDirection, StreamEvent
+from acp.interfaces import Client
+from acp.meta import AGENT_METHODS
+from acp.schema import (
+    AcpMcpServer,
+    AgentCapabilities,
+    AudioContentBlock,
+    AuthenticateResponse,
+    ClientCapabilities,
+    CloseSessionResponse,
+    EmbeddedResourceContentBlock,
+    ForkSessionResponse,
+    HttpMcpServer,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    McpServerStdio,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    ResumeSessionResponse,
+    SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities,
+    SessionForkCapabilities,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    SseMcpServer,
+    TextContentBlock,
+)
+
+from relay import __version__
+
+AGENT_NAME = "acp-relay-demo"
+META_KEY = "demo"
+HANG_TEXT = "waiting for session/cancel"
+
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+ContentBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+
+_EXIT_COMMAND = re.compile(r"/exit (\d{1,3})")
+_STDERR_PREFIX = "/stderr "
+_WORD = re.compile(r"\S+\s*|\s+")
+
+log = logging.getLogger("relay.demo_agent")
+
+
+def build_capabilities(
+    *,
+    mcp_http: bool = True,
+    mcp_sse: bool = False,
+    load_session: bool = True,
+    additional_directories: bool = True,
+) -> AgentCapabilities:
+    """Return the capabilities the agent declares; every field is set so all reach the wire."""
+    return AgentCapabilities(
+        load_session=load_session,
+        prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=False),
+        mcp_capabilities=McpCapabilities(http=mcp_http, sse=mcp_sse),
+        session_capabilities=SessionCapabilities(
+            additional_directories=(
+                SessionAdditionalDirectoriesCapabilities() if additional_directories else None
+            ),
+            resume=SessionResumeCapabilities(),
+            fork=SessionForkCapabilities(),
+        ),
+    )
+
+
+def session_report(
+    method: str,
+    session_id: str,
+    cwd: str,
+    additional_directories: list[str] | None,
+    mcp_servers: list[McpServer] | None,
+) -> dict[str, Any]:
+    """Describe a session request as it arrived: the ``demo`` dict of the response's ``_meta``."""
+    return {
+        "method": method,
+        "sessionId": session_id,
+        "cwd": cwd,
+        "cwdExists": os.path.isdir(cwd),
+        "additionalDirectories": list(additional_directories or []),
+        "mcpServers": [server.name for server in mcp_servers or []],
+        "agentCwd": os.getcwd(),
+    }
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """Return the text of the update that follows a session response."""
+    names = ", ".join(report["mcpServers"]) or "(none)"
+    return f"session started in {report['cwd']} with MCP servers: {names}"
+
+
+def describe_block(block: ContentBlock) -> str:
+    """Return the text a prompt block is echoed as."""
+    if isinstance(block, TextContentBlock):
+        return block.text
+    if isinstance(block, ImageContentBlock):
+        return "[image]"
+    if isinstance(block, AudioContentBlock):
+        return "[audio]"
+    if isinstance(block, ResourceContentBlock):
+        return f"[resource_link {block.uri}]"
+    return f"[resource {block.resource.uri}]"
+
+
+def split_words(text: str) -> list[str]:
+    """Split text into chunks of one word plus its trailing whitespace; they join back to text."""
+    return _WORD.findall(text)
+
+
+def _exit_now(status: int) -> NoReturn:
+    sys.stderr.flush()
+    os._exit(status)
+
+
+class DemoAgent:
+    """ACP agent that reports every session request and echoes prompts word by word."""
+
+    def __init__(self, capabilities: AgentCapabilities | None = None) -> None:
+        self._capabilities = capabilities if capabilities is not None else build_capabilities()
+        self._client: Client | None = None
+        # Report texts waiting for their response to be written, by session id.
+        self._pending_reports: dict[str, list[str]] = {}
+        # Cancel events of the prompts running in each session.
+        self._prompts: dict[str, set[asyncio.Event]] = {}
+
+    async def serve(self) -> None:
+        """Serve ACP on stdin/stdout until stdin closes."""
+        await run_agent(self, use_unstable_protocol=True, observers=[self.on_stream_event])
+
+    def on_connect(self, conn: Client) -> None:
+        self._client = conn
+
+    def on_stream_event(self, event: StreamEvent) -> Awaitable[None] | None:
+        """Send a session's report update once its response has been written."""
+        if event.direction is not StreamDirection.OUTGOING:
+            return None
+        result = event.message.get("result")
+        meta = result.get("_meta") if isinstance(result, dict) else None
+        report = meta.get(META_KEY) if isinstance(meta, dict) else None
+        session_id = report.get("sessionId") if isinstance(report, dict) else None
+        if not isinstance(session_id, str) or session_id not in self._pending_reports:
+            return None
+        texts = self._pending_reports[session_id]
+        text = texts.pop(0)
+        if not texts:
+            del self._pending_reports[session_id]
+        return self._send_report(session_id, text)
+
+    async def _send_report(self, session_id: str, text: str) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self._send_text(session_id, text)
+
+    async def _send_text(self, session_id: str, text: str) -> None:
+        if self._client is None:
+            raise RuntimeError("demo agent is not connected")
+        await self._client.session_update(
+            session_id=session_id, update=update_agent_message_text(text)
+        )
+
+    def _report(
+        self,
+        method: str,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None,
+        mcp_servers: list[McpServer] | None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        report = session_report(method, session_id, cwd, additional_directories, mcp_servers)
+        report.update(extra)
+        self._pending_reports.setdefault(session_id, []).append(report_text(report))
+        return {META_KEY: report}
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=self._capabilities,
+            auth_methods=[],
+            agent_info=Implementation(
+                name=AGENT_NAME, title="acp-relay demo agent", version=__version__
+            ),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        session_id = uuid.uuid4().hex
+        meta = self._report(
+            AGENT_METHODS["session_new"], session_id, cwd, additional_directories, mcp_servers
+        )
+        return NewSessionResponse(session_id=session_id, field_meta=meta)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        meta = self._report(
+            AGENT_METHODS["session_load"], session_id, cwd, additional_directories, mcp_servers
+        )
+        return LoadSessionResponse(field_meta=meta)
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        meta = self._report(
+            AGENT_METHODS["session_resume"], session_id, cwd, additional_directories, mcp_servers
+        )
+        return ResumeSessionResponse(field_meta=meta)
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        fork_id = uuid.uuid4().hex
+        meta = self._report(
+            AGENT_METHODS["session_fork"],
+            fork_id,
+            cwd,
+            additional_directories,
+            mcp_servers,
+            forkedFrom=session_id,
+        )
+        return ForkSessionResponse(session_id=fork_id, field_meta=meta)
+
+    async def prompt(
+        self,
+        session_id: str,
+        prompt: list[ContentBlock],
+        **kwargs: Any,
+    ) -> PromptResponse:
+        text = "".join(describe_block(block) for block in prompt)
+        command = text.strip()
+        if (match := _EXIT_COMMAND.fullmatch(command)) and int(match[1]) <= 255:
+            _exit_now(int(match[1]))
+        if command.startswith(_STDERR_PREFIX):
+            print(command[len(_STDERR_PREFIX) :], file=sys.stderr, flush=True)
+        cancelled = asyncio.Event()
+        running = self._prompts.setdefault(session_id, set())
+        running.add(cancelled)
+        try:
+            if command == "/hang":
+                await self._send_text(session_id, HANG_TEXT)
+                await cancelled.wait()
+                return PromptResponse(stop_reason="cancelled")
+            for chunk in split_words(text):
+                if cancelled.is_set():
+                    break
+                await self._send_text(session_id, chunk)
+            return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
+        finally:
+            running.discard(cancelled)
+            if not running and self._prompts.get(session_id) is running:
+                del self._prompts[session_id]
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        for event in self._prompts.get(session_id, ()):
+            event.set()
+
+    # Methods the demo does not support answer exactly as the SDK does for a missing handler.
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        raise RequestError.method_not_found(AGENT_METHODS["session_list"])
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        raise RequestError.method_not_found(AGENT_METHODS["session_set_mode"])
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        raise RequestError.method_not_found(AGENT_METHODS["session_set_config_option"])
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        raise RequestError.method_not_found(AGENT_METHODS["authenticate"])
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
+        raise RequestError.method_not_found(AGENT_METHODS["session_close"])
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        log.debug("ignoring extension notification _%s", method)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m relay.demo_agent",
+        description="acp-relay demo ACP agent (speaks ACP on stdin/stdout).",
+    )
+    flag = argparse.BooleanOptionalAction
+    parser.add_argument(
+        "--mcp-http", action=flag, default=True, help="declare mcpCapabilities.http"
+    )
+    parser.add_argument("--mcp-sse", action=flag, default=False, help="declare mcpCapabilities.sse")
+    parser.add_argument("--load-session", action=flag, default=True, help="declare loadSession")
+    parser.add_argument(
+        "--additional-directories",
+        action=flag,
+        default=True,
+        help="declare sessionCapabilities.additionalDirectories",
+    )
+    return parser
+
+
+def _stdio_problem() -> str | None:
+    """Say why stdin/stdout cannot carry ACP, or None: the SDK needs pipes, sockets or ttys."""
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            return f"{name} is closed"
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+            return f"{name} must be a pipe, a socket or a terminal, not a file"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo agent on stdin/stdout; return the process exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s"
+    )
+    if (problem := _stdio_problem()) is not None:
+        print(f"{AGENT_NAME}: {problem}", file=sys.stderr)
+        return 2
+    agent = DemoAgent(
+        build_capabilities(
+            mcp_http=args.mcp_http,
+            mcp_sse=args.mcp_sse,
+            load_session=args.load_session,
+            additional_directories=args.additional_directories,
+        )
+    )
+    try:
+        asyncio.run(agent.serve())
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

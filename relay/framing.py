@@ -1,0 +1,146 @@
+"""Line framing between ACP's newline-delimited stdio and WebSocket text frames.
+
+Pure: bytes in, bytes (or a verdict) out. ACP stdio carries one JSON-RPC message per
+``\\n``-terminated line; a WebSocket carries one message per text frame. This module
+splits a byte stream into lines without a per-line size limit of its own (unlike
+``StreamReader.readline``), drops lines over the configured limit without buffering
+them, and turns a client frame into exactly one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+NEWLINE = b"\n"
+
+
+@dataclass(frozen=True)
+class DroppedLine:
+    """A line that was not forwarded: its full size in bytes and why."""
+
+    size: int
+    reason: str
+
+
+Line = bytes | DroppedLine
+
+
+class LineSplitter:
+    """Splits a byte stream into lines; a line over ``max_line_bytes`` is counted, not kept.
+
+    Lines are returned without their terminator (``\\n``, or ``\\r\\n``). Empty lines
+    carry no message and are skipped. Memory held between calls is at most
+    ``max_line_bytes`` plus one chunk.
+    """
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._partial = bytearray()
+        self._discarding = 0  # bytes of an oversized line seen so far, 0 when not discarding
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        """Consume a chunk; return the lines it completed, in order."""
+        if not self._partial and not self._discarding and chunk.endswith(NEWLINE):
+            return self._complete_lines(chunk[:-1].split(NEWLINE))
+        pieces = chunk.split(NEWLINE)
+        tail = pieces.pop()
+        lines: list[Line] = []
+        if pieces:
+            lines.append(self._finish_partial(pieces[0]))
+            lines.extend(self._complete_lines(pieces[1:]))
+        self._extend_partial(tail)
+        return [line for line in lines if line != b""]
+
+    def finish(self) -> Line | None:
+        """End of stream: return the unterminated last line, if any."""
+        if not self._partial and not self._discarding:
+            return None
+        line = self._finish_partial(b"")
+        return None if line == b"" else line
+
+    def _complete_lines(self, pieces: list[bytes]) -> list[Line]:
+        limit = self.max_line_bytes
+        out: list[Line] = []
+        for piece in pieces:
+            if piece.endswith(b"\r"):
+                piece = piece[:-1]
+            if len(piece) > limit:
+                out.append(DroppedLine(len(piece), f"line of {len(piece)} bytes over the limit"))
+            elif piece:
+                out.append(piece)
+        return out
+
+    def _finish_partial(self, head: bytes) -> Line:
+        if self._discarding:
+            size = self._discarding + len(head)
+            self._discarding = 0
+            return DroppedLine(size, f"line of {size} bytes over the limit")
+        if self._partial:
+            self._partial += head
+            line = bytes(self._partial)
+            self._partial.clear()
+        else:
+            line = head
+        result = self._complete_lines([line])
+        return result[0] if result else b""
+
+    def _extend_partial(self, tail: bytes) -> None:
+        if self._discarding:
+            self._discarding += len(tail)
+        elif len(self._partial) + len(tail) > self.max_line_bytes + 1:  # +1: a trailing \r
+            self._discarding = len(self._partial) + len(tail)
+            self._partial.clear()
+        else:
+            self._partial += tail
+
+
+def utf8_problem(line: bytes) -> str | None:
+    """Return why ``line`` is not valid UTF-8, or None when it is."""
+    if line.isascii():
+        return None
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+    return None
+
+
+@dataclass(frozen=True)
+class FrameRefused:
+    """A client frame that cannot become one line; ``reply`` is the JSON-RPC error to send back."""
+
+    reply: bytes
+    reason: str
+
+
+def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
+    """Turn one client text frame into one stdio line (without the ``\\n``).
+
+    A frame is normally passed through as it is. A frame holding a newline would
+    become two lines: if it is valid JSON it is re-serialized compactly (JSON
+    whitespace carries no meaning), otherwise it is refused with a -32700 error.
+    A blank frame carries no message: None.
+    """
+    if NEWLINE not in frame and b"\r" not in frame:
+        return frame if frame else None
+    if not frame.strip():
+        return None
+    try:
+        message = json.loads(frame)
+    except ValueError as exc:
+        return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def parse_error(detail: str) -> bytes:
+    """A JSON-RPC -32700 error (id null) for a frame that could not be forwarded."""
+    error = {
+        "code": -32700,
+        "message": "Parse error: a message must be one JSON value per WebSocket text frame",
+        "data": {
+            "detail": detail,
+            "hint": "send compact JSON (no raw newlines outside strings), one message per frame",
+        },
+    }
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()

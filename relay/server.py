@@ -1,0 +1,335 @@
+"""``acp-relay serve``: admit WebSockets by ticket and run one agent process per socket.
+
+The WebSocket layer is ``websockets``' asyncio server. Admission (origin, ticket,
+capacity) is decided by :mod:`relay.admission` before the upgrade, so a refused
+request never starts an agent. Each accepted socket gets its own agent process; the
+pumps of :mod:`relay.pump` carry lines both ways until either side goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+from websockets.protocol import State
+
+from relay.admission import Policy, Refusal, admit, ticket_from_request
+from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
+from relay.logs import get_logger
+from relay.pump import Counters, frames_to_lines, lines_to_frames
+from relay.rewrite import SessionRewriter
+from relay.ticket import Claims, ReplayGuard
+
+CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
+MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """What ``serve`` needs, resolved: no files or environment are read past this point."""
+
+    host: str
+    port: int
+    path: str
+    agent_argv: tuple[str, ...]
+    workspace: str
+    agent_env: dict[str, str]
+    policy: Policy
+    max_message_bytes: int
+    ping_interval: float
+    ping_timeout: float
+    kill_grace: float
+    open_timeout: float
+
+
+@dataclass
+class Admission:
+    """A socket that passed admission and awaits its handler."""
+
+    conn_id: str
+    claims: Claims
+    opened: float = field(default_factory=time.monotonic)
+
+
+class Relay:
+    """The relay server: admission, connection bookkeeping, /healthz and /busy."""
+
+    def __init__(self, config: RelayConfig, *, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.replay_guard = ReplayGuard()
+        self.log = get_logger("relay.server")
+        self.pending: dict[ServerConnection, Admission] = {}
+        self.sessions: set[str] = set()
+        self.idle_since: float | None = time.monotonic()
+        self.shutting_down = False
+        self._server: Server | None = None
+
+    async def start(self) -> None:
+        """Listen; the bound port is then in :attr:`port`."""
+        c = self.config
+        self._server = await serve(
+            self._handle,
+            c.host,
+            c.port,
+            process_request=self._process_request,
+            process_response=self._process_response,
+            compression=None,
+            open_timeout=c.open_timeout,
+            ping_interval=c.ping_interval,
+            ping_timeout=c.ping_timeout,
+            close_timeout=CLOSE_TIMEOUT,
+            max_size=c.max_message_bytes,
+            server_header=None,
+        )
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def shutdown(self) -> None:
+        """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
+        self.shutting_down = True
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    # -- HTTP, before the upgrade -------------------------------------------------
+
+    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        path = urlsplit(request.path).path
+        if path == "/healthz":
+            return _text_response(200, "ok\n")
+        if path == "/busy":
+            return _json_response(200, self.busy_report())
+        if path != self.config.path:
+            return _text_response(404, f"not found: the ACP endpoint is {self.config.path}\n")
+        return self._admit(ws, request)
+
+    def _admit(self, ws: ServerConnection, request: Request) -> Response | None:
+        verdict = admit(
+            ticket=ticket_from_request(request.path, request.headers.get("Authorization")),
+            origin=request.headers.get("Origin"),
+            open_connections=self._open_count(),
+            policy=self.config.policy,
+            replay_guard=self.replay_guard,
+            now=self.clock(),
+        )
+        if isinstance(verdict, Refusal):
+            self.log.warning(
+                "connection refused",
+                status=verdict.status,
+                reason=verdict.reason,
+                remote=_remote(ws),
+            )
+            return _text_response(verdict.status, verdict.reason + "\n", verdict.headers)
+        self.pending[ws] = Admission(str(uuid.uuid4()), verdict.claims)
+        return None
+
+    def _process_response(
+        self, ws: ServerConnection, request: Request, response: Response
+    ) -> Response | None:
+        admission = self.pending.get(ws)
+        if admission is None:
+            return None
+        if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
+            response.headers["Acp-Connection-Id"] = admission.conn_id
+        else:
+            del self.pending[ws]
+        return None
+
+    def _open_count(self) -> int:
+        for ws in [ws for ws in self.pending if ws.state is State.CLOSED]:
+            del self.pending[ws]
+        return len(self.sessions) + len(self.pending)
+
+    def busy_report(self) -> dict[str, Any]:
+        """The supervisor's view: busy while any socket is open, however silent."""
+        idle = None if self.idle_since is None else round(time.monotonic() - self.idle_since, 3)
+        count = len(self.sessions)
+        return {"busy": count > 0, "connections": count, "idle_seconds": idle}
+
+    # -- after the upgrade --------------------------------------------------------
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        admission = self.pending.pop(ws, None)
+        if admission is None:  # cannot happen: every upgrade went through _admit
+            await ws.close(1011, "internal error: connection was not admitted")
+            return
+        self.sessions.add(admission.conn_id)
+        self.idle_since = None
+        try:
+            await Session(self, ws, admission).run()
+        finally:
+            self.sessions.discard(admission.conn_id)
+            if not self.sessions:
+                self.idle_since = time.monotonic()
+
+
+class Session:
+    """One socket and its agent, from the agent's start to both being gone."""
+
+    def __init__(self, relay: Relay, ws: ServerConnection, admission: Admission) -> None:
+        self.relay = relay
+        self.config = relay.config
+        self.ws = ws
+        self.admission = admission
+        self.up = Counters()  # client -> agent
+        self.down = Counters()  # agent -> client
+        self.log = get_logger("relay.session", conn=admission.conn_id)
+        self.stdout_done = asyncio.Event()  # every line of the agent's stdout was handed on
+
+    async def run(self) -> None:
+        """Start the agent, pump until one side goes, then stop the other and log."""
+        try:
+            agent = await AgentProcess.start(
+                self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
+            )
+        except AgentStartError as exc:
+            self.log.error("agent failed to start", why=str(exc), remote=_remote(self.ws))
+            await self.ws.close(1011, _reason(f"agent failed to start: {exc}"))
+            return
+        self.log = self.log.bind(pid=agent.pid)
+        self.log.info(
+            "connection opened",
+            remote=_remote(self.ws),
+            subject=self.admission.claims.sub,
+        )
+        exit_ = await self._pump(agent)
+        self._log_closed(exit_)
+
+    async def _pump(self, agent: AgentProcess) -> Exit:
+        stderr = asyncio.create_task(drain_stderr(agent.stderr, self.log))
+        to_agent = asyncio.create_task(
+            frames_to_lines(
+                self.ws,
+                agent.stdin,
+                transform=SessionRewriter().client_line,
+                counters=self.up,
+                log=self.log,
+            )
+        )
+        to_client = asyncio.create_task(self._agent_to_client(agent))
+        try:
+            return await self._supervise(agent)
+        finally:
+            to_agent.cancel()
+            to_client.cancel()
+            await asyncio.gather(to_agent, to_client, return_exceptions=True)
+            await _bounded(stderr, self.config.kill_grace)
+
+    async def _agent_to_client(self, agent: AgentProcess) -> None:
+        try:
+            await lines_to_frames(
+                agent.stdout,
+                self.ws,
+                max_bytes=self.config.max_message_bytes,
+                counters=self.down,
+                log=self.log,
+            )
+        except ConnectionClosed:
+            pass
+        finally:
+            self.stdout_done.set()
+        # Socket gone or stdout closed: keep draining so the agent never blocks on a full pipe.
+        while await agent.stdout.read(1 << 16):
+            pass
+
+    async def _supervise(self, agent: AgentProcess) -> Exit:
+        exited = asyncio.create_task(agent.wait())
+        closed = asyncio.create_task(self.ws.wait_closed())
+        try:
+            await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if exited.done():
+                return await self._agent_gone(agent, exited.result(), closed)
+            return await agent.stop(self.config.kill_grace, eof_first=not self.relay.shutting_down)
+        finally:
+            exited.cancel()
+            closed.cancel()
+
+    async def _agent_gone(
+        self,
+        agent: AgentProcess,
+        exit_: Exit,
+        closed: asyncio.Task[None],
+    ) -> Exit:
+        """Flush what the agent wrote, then close the socket with its exit status."""
+        children = asyncio.create_task(agent.stop_children(self.config.kill_grace))
+        flushed = asyncio.create_task(self.stdout_done.wait())
+        await asyncio.wait({flushed, closed}, return_when=asyncio.FIRST_COMPLETED)
+        flushed.cancel()
+        await self.ws.close(exit_.close_code, _reason(exit_.reason))
+        await children
+        return exit_
+
+    def _log_closed(self, exit_: Exit) -> None:
+        self.log.info(
+            "connection closed",
+            exit_status=exit_.returncode,
+            close_code=self.ws.close_code,
+            close_reason=self.ws.close_reason,
+            messages_in=self.up.messages,
+            bytes_in=self.up.bytes,
+            messages_out=self.down.messages,
+            bytes_out=self.down.bytes,
+            dropped_out=self.down.dropped,
+            duration=round(time.monotonic() - self.admission.opened, 3),
+        )
+
+
+async def _bounded(task: asyncio.Task[None], seconds: float) -> None:
+    try:
+        await asyncio.wait_for(task, max(seconds, 0.1))
+    except (TimeoutError, Exception):
+        task.cancel()
+
+
+def _reason(text: str) -> str:
+    """Cut a close reason to the 123 bytes RFC 6455 allows."""
+    data = text.encode()
+    if len(data) <= MAX_REASON_BYTES:
+        return text
+    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def _remote(ws: ServerConnection) -> str:
+    address = ws.remote_address
+    if isinstance(address, Sequence) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
+
+
+def _text_response(status: int, body: str, headers: Sequence[tuple[str, str]] = ()) -> Response:
+    return _response(status, body.encode(), "text/plain; charset=utf-8", headers)
+
+
+def _json_response(status: int, payload: object) -> Response:
+    return _response(status, json.dumps(payload).encode(), "application/json", ())
+
+
+def _response(
+    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]]
+) -> Response:
+    headers = Headers(
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Connection", "close"),
+            ("Cache-Control", "no-store"),
+            *extra,
+        ]
+    )
+    return Response(status, http.HTTPStatus(status).phrase, headers, body)

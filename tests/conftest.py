@@ -1,0 +1,125 @@
+"""Shared test helpers: misbehaving agents, process checks, a live relay on 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from relay import logs
+from relay.admission import Policy
+from relay.server import Relay, RelayConfig
+from relay.ticket import mint, new_nonce
+
+AGENTS = Path(__file__).parent / "agents"
+SECRET = "test-secret-0123456789abcdef"
+DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
+ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
+
+logs.configure("debug", "json")
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie waiting for its parent."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def children_of(pid: int) -> list[int]:
+    """Live (non-zombie) child pids of ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[1]) == pid and stat[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def make_ticket(
+    secret: str = SECRET,
+    *,
+    subject: str = "tester",
+    audience: str | None = None,
+    now: float | None = None,
+    ttl: float | None = None,
+) -> str:
+    """A fresh ticket signed with ``secret``."""
+    return mint(
+        secret,
+        now=time.time() if now is None else now,
+        nonce=new_nonce(os.urandom(16)),
+        subject=subject,
+        audience=audience,
+        ttl=ttl,
+    )
+
+
+def relay_config(agent: Sequence[str] = ECHO_AGENT, **changes: Any) -> RelayConfig:
+    """A RelayConfig for tests: loopback, port 0, short grace; ``changes`` override fields."""
+    policy_fields = {"secrets", "ticket_ttl", "audience", "allow_origins", "max_connections"}
+    policy = Policy(
+        secrets=(SECRET,),
+        ticket_ttl=60,
+        audience=None,
+        allow_origins=(),
+        max_connections=64,
+    )
+    policy = replace(policy, **{k: v for k, v in changes.items() if k in policy_fields})
+    config = RelayConfig(
+        host="127.0.0.1",
+        port=0,
+        path="/acp",
+        agent_argv=tuple(agent),
+        workspace=os.getcwd(),
+        agent_env=dict(os.environ),
+        policy=policy,
+        max_message_bytes=64 * 1024 * 1024,
+        ping_interval=20,
+        ping_timeout=20,
+        kill_grace=1.0,
+        open_timeout=10,
+    )
+    return replace(config, **{k: v for k, v in changes.items() if k not in policy_fields})
+
+
+@dataclass
+class LiveRelay:
+    """A relay listening on 127.0.0.1 with its URL."""
+
+    relay: Relay
+    base: str
+
+    def url(self, ticket: str | None = None, path: str = "/acp") -> str:
+        """The WebSocket URL, with ``?ticket=`` when a ticket is given."""
+        return f"{self.base}{path}" + (f"?ticket={ticket}" if ticket else "")
+
+    def ticket_url(self, **kwargs: Any) -> str:
+        return self.url(make_ticket(**kwargs))
+
+
+@asynccontextmanager
+async def live_relay(
+    agent: Sequence[str] = ECHO_AGENT,
+    clock: Callable[[], float] = time.time,
+    **changes: Any,
+) -> AsyncIterator[LiveRelay]:
+    """Run a relay in this event loop for the duration of the block, then shut it down."""
+    relay = Relay(relay_config(agent, **changes), clock=clock)
+    await relay.start()
+    try:
+        yield LiveRelay(relay, f"ws://127.0.0.1:{relay.port}")
+    finally:
+        await relay.shutdown()

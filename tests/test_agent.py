@@ -1,0 +1,144 @@
+"""Tests for relay.agent: starting the agent in its own group and stopping it with its children."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr, signal_name
+from tests.conftest import AGENTS, pid_alive
+
+ENV = dict(os.environ)
+
+
+class RecordingLog:
+    """Collects log calls as (event, fields) pairs."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, Any]]] = []
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.lines.append((event, fields))
+
+
+@pytest.mark.parametrize(
+    ("returncode", "code", "reason"),
+    [
+        (0, 1000, "agent exited"),
+        (3, 1011, "agent exited with status 3"),
+        (-9, 1011, "agent killed by SIGKILL"),
+        (-15, 1011, "agent killed by SIGTERM"),
+        (-200, 1011, "agent killed by signal 200"),
+    ],
+)
+def test_exit_close_code_and_reason(returncode: int, code: int, reason: str) -> None:
+    """An exit status maps to the close code and reason the client sees."""
+    assert (Exit(returncode).close_code, Exit(returncode).reason) == (code, reason)
+
+
+def test_signal_name() -> None:
+    """Signals are named; unknown numbers are spelled out."""
+    assert (signal_name(2), signal_name(999)) == ("SIGINT", "signal 999")
+
+
+async def test_agent_runs_in_its_own_process_group(tmp_path: Path) -> None:
+    """The agent leads a new process group, so its children can be signalled together."""
+    agent = await AgentProcess.start(["sleep", "30"], cwd=str(tmp_path), env=ENV)
+    try:
+        assert os.getpgid(agent.pid) == agent.pid != os.getpgid(0)
+    finally:
+        await agent.stop(0.5)
+
+
+async def test_agent_gets_the_workspace_as_cwd(tmp_path: Path) -> None:
+    """The agent's working directory is the workspace."""
+    agent = await AgentProcess.start(
+        [sys.executable, "-c", "import os; print(os.getcwd())"], cwd=str(tmp_path), env=ENV
+    )
+    async with asyncio.timeout(10):
+        out = await agent.stdout.read()
+        assert (await agent.wait()).returncode == 0
+    assert out.decode().strip() == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["/nonexistent/agent-binary"], "/nonexistent/agent-binary: command not found"),
+        (["no-such-agent-command-xyz"], "no-such-agent-command-xyz: command not found"),
+        ([str(AGENTS / "echo.py")], "echo.py: permission denied (is it executable?)"),
+    ],
+)
+async def test_start_failure_says_why(tmp_path: Path, argv: list[str], message: str) -> None:
+    """A command that cannot run raises AgentStartError with a fixable reason."""
+    with pytest.raises(AgentStartError) as caught:
+        await AgentProcess.start(argv, cwd=str(tmp_path), env=ENV)
+    assert message in str(caught.value)
+
+
+async def test_missing_workspace_is_named(tmp_path: Path) -> None:
+    """A workspace that does not exist is named in the start error."""
+    missing = tmp_path / "gone"
+    with pytest.raises(AgentStartError, match="does not exist"):
+        await AgentProcess.start(["cat"], cwd=str(missing), env=ENV)
+
+
+async def test_stop_closes_stdin_first(tmp_path: Path) -> None:
+    """An agent that exits on stdin EOF is stopped cleanly, with status 0, before any signal."""
+    agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(5):
+        exit_ = await agent.stop(3.0)
+    assert exit_ == Exit(0)
+
+
+async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -> None:
+    """An agent ignoring EOF and SIGTERM, with a child doing the same, is SIGKILLed with it."""
+    agent = await AgentProcess.start(
+        [sys.executable, str(AGENTS / "stubborn.py")], cwd=str(tmp_path), env=ENV
+    )
+    async with asyncio.timeout(10):
+        ready = (await agent.stdout.readline()).split()
+    child = int(ready[2])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.timeout(5):
+        exit_ = await agent.stop(0.3)
+    assert loop.time() - started < 2 * 0.3 + 0.5
+    assert exit_.reason == "agent killed by SIGKILL"
+    assert not pid_alive(agent.pid)
+    assert not pid_alive(child)
+
+
+async def test_children_left_behind_are_stopped(tmp_path: Path) -> None:
+    """When the agent exits but its child lives on, the child is stopped too."""
+    script = (
+        "import subprocess,sys\np = subprocess.Popen(['sleep', '60'])\nprint(p.pid, flush=True)\n"
+    )
+    agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(10):
+        child = int((await agent.stdout.readline()).strip())
+        assert (await agent.wait()).returncode == 0
+        assert pid_alive(child)
+        await agent.stop_children(1.0)
+    assert not pid_alive(child)
+
+
+async def test_stderr_is_logged_line_by_line(tmp_path: Path) -> None:
+    """Each stderr line becomes one log line; an oversized one is reported by size only."""
+    script = "import sys; sys.stderr.write('one\\ntwo\\n' + 'x' * 10000 + '\\nlast')"
+    agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
+    log = RecordingLog()
+    async with asyncio.timeout(10):
+        await drain_stderr(agent.stderr, log)
+        await agent.wait()
+    assert [fields["line"] for _, fields in log.lines] == [
+        "one",
+        "two",
+        "[10000 bytes, over 8192: not shown]",
+        "last",
+    ]

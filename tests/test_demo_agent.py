@@ -1,0 +1,392 @@
+"""The demo agent as a real subprocess, driven by the ACP SDK's client side."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, image_block, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.connection import StreamDirection, StreamEvent
+from acp.interfaces import Agent
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanContentUpdate,
+    AgentPlanRemovedUpdate,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
+    CreateElicitationResponse,
+    CreateTerminalResponse,
+    CurrentModeUpdate,
+    ElicitationMode,
+    EnvVariable,
+    HttpMcpServer,
+    KillTerminalResponse,
+    McpServerStdio,
+    PermissionOption,
+    ReadTextFileResponse,
+    ReleaseTerminalResponse,
+    RequestPermissionResponse,
+    SessionInfoUpdate,
+    TerminalOutputResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    UsageUpdate,
+    UserMessageChunk,
+    WaitForTerminalExitResponse,
+    WriteTextFileResponse,
+)
+
+from relay import __version__
+from relay.demo_agent import AGENT_NAME, HANG_TEXT, ContentBlock
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 8.0
+
+SessionUpdate = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+    | AgentPlanContentUpdate
+    | AgentPlanRemovedUpdate
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+    | SessionInfoUpdate
+    | UsageUpdate
+)
+
+
+class RecordingClient:
+    """ACP client that records session updates and every raw message from the agent."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[str, SessionUpdate]] = []
+        self.incoming: list[dict[str, Any]] = []
+        self._changed = asyncio.Condition()
+
+    def observe(self, event: StreamEvent) -> None:
+        if event.direction is StreamDirection.INCOMING:
+            self.incoming.append(event.message)
+
+    def texts(self, session_id: str) -> list[str]:
+        return [
+            update.content.text
+            for sid, update in self.updates
+            if sid == session_id
+            and isinstance(update, AgentMessageChunk)
+            and isinstance(update.content, TextContentBlock)
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        async with self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def session_update(self, session_id: str, update: SessionUpdate, **kwargs: Any) -> None:
+        async with self._changed:
+            self.updates.append((session_id, update))
+            self._changed.notify_all()
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        raise RequestError.method_not_found("session/request_permission")
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> WriteTextFileResponse | None:
+        raise RequestError.method_not_found("fs/write_text_file")
+
+    async def read_text_file(
+        self,
+        session_id: str,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> ReadTextFileResponse:
+        raise RequestError.method_not_found("fs/read_text_file")
+
+    async def create_terminal(
+        self,
+        session_id: str,
+        command: str,
+        args: list[str] | None = None,
+        env: list[EnvVariable] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+        **kwargs: Any,
+    ) -> CreateTerminalResponse:
+        raise RequestError.method_not_found("terminal/create")
+
+    async def terminal_output(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> TerminalOutputResponse:
+        raise RequestError.method_not_found("terminal/output")
+
+    async def release_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> ReleaseTerminalResponse | None:
+        raise RequestError.method_not_found("terminal/release")
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        raise RequestError.method_not_found("terminal/wait_for_exit")
+
+    async def kill_terminal(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> KillTerminalResponse | None:
+        raise RequestError.method_not_found("terminal/kill")
+
+    async def create_elicitation(
+        self, message: str, mode: ElicitationMode, **kwargs: Any
+    ) -> CreateElicitationResponse:
+        raise RequestError.method_not_found("elicitation/create")
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    def on_connect(self, conn: Agent) -> None:
+        return None
+
+
+@dataclass
+class Running:
+    conn: ClientSideConnection
+    process: asyncio.subprocess.Process
+    client: RecordingClient
+    launched_in: Path
+
+    @property
+    def cwd(self) -> str:
+        """The agent process's working directory as os.getcwd() reports it."""
+        return os.path.realpath(self.launched_in)
+
+    def result(self, key: str, value: Any) -> tuple[int, dict[str, Any]]:
+        """Return (position, result) of the first raw response whose result has key == value."""
+        for index, message in enumerate(self.client.incoming):
+            result = message.get("result")
+            if isinstance(result, dict) and result.get(key) == value:
+                return index, result
+        raise AssertionError(f"no response with {key}={value!r}")
+
+    def position(self, session_id: str, text: str) -> int:
+        """Return the position of the raw session/update carrying this text."""
+        for index, message in enumerate(self.client.incoming):
+            params = message.get("params") or {}
+            if (
+                message.get("method") == "session/update"
+                and params.get("sessionId") == session_id
+                and params["update"]["content"].get("text") == text
+            ):
+                return index
+        raise AssertionError(f"no update {text!r}")
+
+
+@asynccontextmanager
+async def demo_agent(tmp_path: Path, *flags: str) -> AsyncIterator[Running]:
+    """Launch `python -m relay.demo_agent` in tmp_path and connect the SDK client to it."""
+    client = RecordingClient()
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    async with spawn_agent_process(
+        client,
+        sys.executable,
+        "-m",
+        "relay.demo_agent",
+        *flags,
+        env={"PYTHONPATH": pythonpath},
+        cwd=tmp_path,
+        observers=[client.observe],
+    ) as (conn, process):
+        yield Running(conn, process, client, tmp_path)
+
+
+async def test_initialize_declares_defaults(tmp_path: Path) -> None:
+    """Initialize answers version, agentInfo and the default capabilities; EOF exits 0."""
+    async with asyncio.timeout(TIMEOUT):
+        async with demo_agent(tmp_path) as agent:
+            response = await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert response.protocol_version == PROTOCOL_VERSION
+            assert response.agent_info is not None
+            assert (response.agent_info.name, response.agent_info.version) == (
+                AGENT_NAME,
+                __version__,
+            )
+            _, raw = agent.result("protocolVersion", PROTOCOL_VERSION)
+            assert raw["agentCapabilities"] == {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+                "mcpCapabilities": {"http": True, "sse": False},
+                "sessionCapabilities": {"additionalDirectories": {}, "fork": {}, "resume": {}},
+            }
+            with pytest.raises(RequestError) as unknown:
+                await agent.conn.ext_method("demo/unknown", {})
+            assert unknown.value.code == -32601
+        assert agent.process.returncode == 0
+
+
+async def test_flags_change_declared_capabilities(tmp_path: Path) -> None:
+    """--no-mcp-http, --mcp-sse, --no-load-session, --no-additional-directories change the reply."""
+    flags = ("--no-mcp-http", "--mcp-sse", "--no-load-session", "--no-additional-directories")
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path, *flags) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        _, raw = agent.result("protocolVersion", PROTOCOL_VERSION)
+        capabilities = raw["agentCapabilities"]
+        assert capabilities["mcpCapabilities"] == {"http": False, "sse": True}
+        assert capabilities["loadSession"] is False
+        assert capabilities["sessionCapabilities"] == {"fork": {}, "resume": {}}
+
+
+async def test_new_session_reports_what_arrived(tmp_path: Path) -> None:
+    """session/new reports cwd, directories and MCP server names in _meta, then in an update."""
+    work = tmp_path / "work"
+    work.mkdir()
+    servers: list[Any] = [
+        McpServerStdio(name="files", command="/bin/true", args=[], env=[]),
+        HttpMcpServer(type="http", name="web", url="http://127.0.0.1:9/mcp", headers=[]),
+    ]
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        response = await agent.conn.new_session(
+            cwd=str(work), additional_directories=["/srv/extra"], mcp_servers=servers
+        )
+        sid = response.session_id
+        assert len(sid) == 32
+        assert response.field_meta == {
+            "demo": {
+                "method": "session/new",
+                "sessionId": sid,
+                "cwd": str(work),
+                "cwdExists": True,
+                "additionalDirectories": ["/srv/extra"],
+                "mcpServers": ["files", "web"],
+                "agentCwd": agent.cwd,
+            }
+        }
+        text = f"session started in {work} with MCP servers: files, web"
+        await agent.client.wait_for(lambda: agent.client.texts(sid) == [text])
+        answered, _ = agent.result("sessionId", sid)
+        assert answered < agent.position(sid, text)
+
+        missing = str(tmp_path / "missing")
+        other = await agent.conn.new_session(cwd=missing, mcp_servers=[])
+        assert other.session_id != sid
+        assert other.field_meta is not None
+        report = other.field_meta["demo"]
+        assert (report["cwdExists"], report["additionalDirectories"], report["mcpServers"]) == (
+            False,
+            [],
+            [],
+        )
+        text = f"session started in {missing} with MCP servers: (none)"
+        await agent.client.wait_for(lambda: agent.client.texts(other.session_id) == [text])
+
+
+async def test_load_resume_and_fork_report(tmp_path: Path) -> None:
+    """session/load, session/resume and session/fork report like session/new."""
+    server = McpServerStdio(name="files", command="/bin/true", args=[], env=[])
+    cwd = str(tmp_path)
+    text = f"session started in {cwd} with MCP servers: files"
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        loaded = await agent.conn.load_session(cwd=cwd, session_id="old-1", mcp_servers=[server])
+        assert loaded.field_meta is not None
+        assert loaded.field_meta["demo"]["method"] == "session/load"
+        assert loaded.field_meta["demo"]["sessionId"] == "old-1"
+        assert loaded.field_meta["demo"]["mcpServers"] == ["files"]
+        await agent.client.wait_for(lambda: agent.client.texts("old-1") == [text])
+
+        resumed = await agent.conn.resume_session(
+            session_id="old-2", cwd=cwd, additional_directories=["/d"], mcp_servers=[server]
+        )
+        assert resumed.field_meta is not None
+        assert resumed.field_meta["demo"]["method"] == "session/resume"
+        assert resumed.field_meta["demo"]["additionalDirectories"] == ["/d"]
+        await agent.client.wait_for(lambda: agent.client.texts("old-2") == [text])
+
+        forked = await agent.conn.fork_session(session_id="old-2", cwd=cwd, mcp_servers=[server])
+        assert forked.field_meta is not None
+        assert forked.field_meta["demo"]["sessionId"] == forked.session_id
+        assert forked.field_meta["demo"]["forkedFrom"] == "old-2"
+        await agent.client.wait_for(lambda: agent.client.texts(forked.session_id) == [text])
+
+
+async def test_prompt_streams_words_back(tmp_path: Path) -> None:
+    """A prompt comes back as one chunk per word that join to the text; stopReason end_turn."""
+    prompt = "Hello,  relay!\n\tThis is   the demo agent. "
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        await agent.client.wait_for(lambda: len(agent.client.texts(sid)) == 1)
+        del agent.client.updates[:]
+
+        response = await agent.conn.prompt(session_id=sid, prompt=[text_block(prompt)])
+        assert response.stop_reason == "end_turn"
+        chunks = agent.client.texts(sid)
+        assert "".join(chunks) == prompt
+        assert len(chunks) == len(prompt.split())
+
+        del agent.client.updates[:]
+        mixed: list[ContentBlock] = [text_block("look: "), image_block("AAAA", "image/png")]
+        response = await agent.conn.prompt(session_id=sid, prompt=mixed)
+        assert response.stop_reason == "end_turn"
+        assert "".join(agent.client.texts(sid)) == "look: [image]"
+
+
+async def test_cancel_ends_prompt_cancelled(tmp_path: Path) -> None:
+    """session/cancel makes the running prompt (/hang) return stopReason cancelled."""
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        prompting = asyncio.create_task(
+            agent.conn.prompt(session_id="s", prompt=[text_block("/hang")])
+        )
+        await agent.client.wait_for(lambda: agent.client.texts("s") == [HANG_TEXT])
+        await agent.conn.cancel(session_id="s")
+        assert (await prompting).stop_reason == "cancelled"
+
+
+async def test_stderr_command_writes_stderr_and_echoes(tmp_path: Path) -> None:
+    """/stderr TEXT writes TEXT to stderr and echoes the prompt as usual."""
+    prompt = "/stderr hello from the demo"
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        response = await agent.conn.prompt(session_id="s", prompt=[text_block(prompt)])
+        assert response.stop_reason == "end_turn"
+        assert "".join(agent.client.texts("s")) == prompt
+        assert agent.process.stderr is not None
+        while (line := await agent.process.stderr.readline()) != b"hello from the demo\n":
+            assert line, "stderr closed without the text"
+
+
+async def test_exit_command_exits_with_status(tmp_path: Path) -> None:
+    """/exit 3 makes the agent process exit with status 3 without answering."""
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        with pytest.raises(ConnectionError):
+            await agent.conn.prompt(session_id="s", prompt=[text_block("/exit 3")])
+        assert await agent.process.wait() == 3
