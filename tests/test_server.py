@@ -1,0 +1,442 @@
+"""Tests for relay.server: a live relay on 127.0.0.1:0 with real agent processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.conftest import (
+    AGENTS,
+    DEMO_AGENT,
+    SECRET,
+    children_of,
+    live_relay,
+    make_ticket,
+    pid_alive,
+)
+
+CAT = ("cat",)
+MiB = 1024 * 1024
+
+
+async def refused(url: str, **kwargs: object) -> tuple[int, str, dict[str, str]]:
+    """Try to connect; return the HTTP status, body and headers of the refusal."""
+    with pytest.raises(InvalidStatus) as caught:
+        async with connect(url, **kwargs):  # type: ignore[arg-type]
+            pass
+    response = caught.value.response
+    return response.status_code, response.body.decode(), dict(response.headers.raw_items())
+
+
+async def closed_with(ws: ClientConnection, seconds: float = 10) -> tuple[int | None, str | None]:
+    """Read until the relay closes the socket; return its close code and reason."""
+    async with asyncio.timeout(seconds):
+        try:
+            while True:
+                await ws.recv()
+        except ConnectionClosed:
+            return ws.close_code, ws.close_reason
+
+
+async def wait_until_gone(pids: Sequence[int], seconds: float) -> bool:
+    """Poll until none of ``pids`` is alive, for at most ``seconds``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while any(pid_alive(pid) for pid in pids):
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def agents_running() -> list[int]:
+    return children_of(os.getpid())
+
+
+# -- the pipe ---------------------------------------------------------------------
+
+
+async def test_round_trip_and_connection_id() -> None:
+    """A frame reaches the agent as a line and back; the 101 carries Acp-Connection-Id."""
+    async with live_relay(CAT) as live, connect(live.ticket_url()) as ws:
+        assert ws.response is not None
+        uuid.UUID(ws.response.headers["Acp-Connection-Id"])
+        await ws.send('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+        async with asyncio.timeout(5):
+            assert await ws.recv() == '{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+
+async def test_bearer_header_is_accepted() -> None:
+    """Machine clients may send the ticket as Authorization: Bearer."""
+    async with live_relay(CAT) as live:
+        headers = {"Authorization": f"Bearer {make_ticket()}"}
+        async with connect(live.url(), additional_headers=headers) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+
+
+async def test_16_mib_line_both_ways_byte_identical() -> None:
+    """A 16 MiB message (non-ASCII included) crosses both ways unchanged."""
+    body = ("é✓" + "x" * 1021) * (16 * 1024)
+    message = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"text": body}}, ensure_ascii=False)
+    assert len(message.encode()) > 16 * MiB
+    async with live_relay(CAT) as live, connect(live.ticket_url(), max_size=None) as ws:
+        await ws.send(message)
+        async with asyncio.timeout(30):
+            echoed = await ws.recv(decode=False)
+    assert echoed == message.encode()
+
+
+async def test_100k_small_messages_in_order() -> None:
+    """100,000 small messages sent as fast as possible all come back, in order."""
+    count = 100_000
+    async with live_relay(CAT) as live, connect(live.ticket_url()) as ws:
+
+        async def send_all() -> None:
+            for i in range(count):
+                await ws.send(f'{{"jsonrpc":"2.0","method":"n","params":{{"i":{i}}}}}')
+
+        sender = asyncio.create_task(send_all())
+        async with asyncio.timeout(60):
+            for i in range(count):
+                assert await ws.recv() == f'{{"jsonrpc":"2.0","method":"n","params":{{"i":{i}}}}}'
+        await sender
+
+
+async def test_frames_with_newlines_and_binary_frames() -> None:
+    """Pretty JSON is compacted, non-JSON with a newline gets -32700, binary frames are ignored."""
+    async with live_relay(CAT) as live, connect(live.ticket_url()) as ws:
+        await ws.send(b"\x00binary")
+        await ws.send('{\n "id": 1,\n "method": "a"\n}')
+        await ws.send("not json\nat all")
+        await ws.send('{"id":2}')
+        async with asyncio.timeout(5):
+            received = [str(await ws.recv()) for _ in range(3)]
+    # The relay answers the bad frame itself, so its reply may overtake the agent's lines.
+    errors = [json.loads(m) for m in received if "error" in m]
+    assert [m for m in received if "error" not in m] == ['{"id":1,"method":"a"}', '{"id":2}']
+    assert len(errors) == 1
+    error = errors[0]
+    assert error["id"] is None
+    assert error["error"]["code"] == -32700
+    assert error["error"]["data"]["detail"].startswith("Expecting value")
+
+
+async def test_bad_agent_lines_are_dropped_and_stream_goes_on() -> None:
+    """Invalid UTF-8 and over-limit stdout lines are dropped; the lines around them arrive."""
+    script = (
+        "import sys\n"
+        "out = sys.stdout.buffer\n"
+        "out.write(b'{\"n\":1}\\n' + b'\\xff\\xfe\\n' + b'y' * 5000 + b'\\n{\"n\":2}\\r\\n')\n"
+        "out.flush()\n"
+        "sys.stdin.read()\n"
+    )
+    agent = (sys.executable, "-c", script)
+    async with live_relay(agent, max_message_bytes=4096) as live, connect(live.ticket_url()) as ws:
+        async with asyncio.timeout(5):
+            assert [await ws.recv(), await ws.recv()] == ['{"n":1}', '{"n":2}']
+
+
+async def test_client_frame_over_limit_closes_1009() -> None:
+    """A client frame over --max-message-bytes closes the socket with 1009."""
+    async with live_relay(CAT, max_message_bytes=1024) as live, connect(live.ticket_url()) as ws:
+        await ws.send("x" * 2000)
+        code, _ = await closed_with(ws)
+    assert code == 1009
+
+
+async def test_demo_agent_through_relay_with_acp_sdk() -> None:
+    """The ACP Python SDK as client drives the demo agent through the relay."""
+    import acp
+    from acp.ws.client import create_websocket_stream
+
+    updates: list[str] = []
+
+    class Client:
+        async def session_update(self, session_id: str, update: object, **_: object) -> None:
+            content = getattr(update, "content", None)
+            if getattr(update, "session_update", "") == "agent_message_chunk" and content:
+                updates.append(getattr(content, "text", ""))
+
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(name)
+
+    async with live_relay(DEMO_AGENT) as live:
+        transport = await create_websocket_stream(live.ticket_url())
+        conn = acp.connect_to_agent(Client(), transport)  # type: ignore[arg-type]
+        async with asyncio.timeout(20):
+            init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+            reply = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("hello relay world")]
+            )
+        await conn.close()
+    assert init.agent_info is not None
+    assert init.agent_info.name == "acp-relay-demo"
+    assert reply.stop_reason == "end_turn"
+    assert "session started in /tmp with MCP servers: (none)" in updates
+    assert "".join(u for u in updates if not u.startswith("session started")) == (
+        "hello relay world"
+    )
+
+
+# -- refusals before the upgrade -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ticket", "reason"),
+    [
+        (None, "no ticket"),
+        ("garbage", "malformed ticket"),
+        (make_ticket("another-secret"), "ticket signature is invalid"),
+        (make_ticket(now=time.time() - 3600), "ticket expired"),
+        (make_ticket(audience="other-box"), "ticket is for another audience"),
+    ],
+)
+async def test_bad_tickets_get_401_and_no_agent(ticket: str | None, reason: str) -> None:
+    """Every bad ticket is refused with 401 and a reason, and no agent starts."""
+    async with live_relay(CAT, audience="this-box") as live:
+        status, body, _ = await refused(live.url(ticket))
+        assert agents_running() == []
+    assert status == 401
+    assert reason in body
+
+
+async def test_replayed_ticket_is_refused() -> None:
+    """A ticket works once; the second use gets 401."""
+    ticket = make_ticket()
+    async with live_relay(CAT) as live:
+        async with connect(live.url(ticket)):
+            pass
+        status, body, _ = await refused(live.url(ticket))
+    assert (status, body.strip()) == (
+        401,
+        "ticket was already used: tickets are single-use, get a new one",
+    )
+
+
+async def test_secret_rotation() -> None:
+    """Tickets signed with any configured secret are accepted."""
+    async with live_relay(CAT, secrets=("new-secret-abcdef", SECRET)) as live:
+        for secret in ("new-secret-abcdef", SECRET):
+            async with connect(live.url(make_ticket(secret))) as ws:
+                await ws.send("{}")
+                async with asyncio.timeout(5):
+                    assert await ws.recv() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("allow", "origin", "status"),
+    [
+        ((), "https://evil.example", 403),
+        ((), "http://localhost:3000", 101),
+        (("https://*.example.com",), "https://app.example.com", 101),
+        (("https://*.example.com",), "https://example.com.evil.net", 403),
+    ],
+)
+async def test_origin_checked(allow: tuple[str, ...], origin: str, status: int) -> None:
+    """A browser Origin must be allowed; refused ones get 403 before any agent starts."""
+    async with live_relay(CAT, allow_origins=allow) as live:
+        url = live.ticket_url()
+        if status == 101:
+            async with connect(url, origin=origin):  # type: ignore[arg-type]
+                return
+        got, body, _ = await refused(url, origin=origin)
+        assert agents_running() == []
+    assert got == status
+    assert f"origin {origin} is not allowed" in body
+
+
+async def test_full_relay_answers_503_with_retry_after() -> None:
+    """At --max-connections a new socket gets 503 with Retry-After, and no agent."""
+    async with (
+        live_relay(CAT, max_connections=2) as live,
+        connect(live.ticket_url()),
+        connect(live.ticket_url()),
+    ):
+        before = agents_running()
+        status, body, headers = await refused(live.ticket_url())
+        assert agents_running() == before
+    assert status == 503
+    assert headers["Retry-After"] == "5"
+    assert "limit of 2 connections" in body
+
+
+async def test_other_paths_404_healthz_and_busy() -> None:
+    """Unknown paths get 404; /healthz says ok; /busy counts open sockets."""
+    async with live_relay(CAT) as live:
+        status, body, _ = await refused(live.url(make_ticket(), path="/elsewhere"))
+        assert (status, "the ACP endpoint is /acp" in body) == (404, True)
+        assert await http_get(live.relay.port, "/healthz") == (200, "ok\n")
+        idle = json.loads((await http_get(live.relay.port, "/busy"))[1])
+        async with connect(live.ticket_url()):
+            busy = json.loads((await http_get(live.relay.port, "/busy"))[1])
+    assert (idle["busy"], idle["connections"]) == (False, 0)
+    assert isinstance(idle["idle_seconds"], float)
+    assert busy == {"busy": True, "connections": 1, "idle_seconds": None}
+
+
+async def http_get(port: int, path: str) -> tuple[int, str]:
+    """A plain HTTP/1.1 GET on loopback; returns status and body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    async with asyncio.timeout(5):
+        raw = await reader.read()
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode()
+
+
+# -- lifecycle ---------------------------------------------------------------------
+
+
+async def test_agent_exit_status_closes_1011_after_flushing() -> None:
+    """Lines the agent wrote arrive, then the socket closes 1011 with its exit status."""
+    agent = (sys.executable, str(AGENTS / "exit_with.py"), "3", '{"a":1}', '{"b":2}')
+    async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
+        async with asyncio.timeout(5):
+            assert [await ws.recv(), await ws.recv()] == ['{"a":1}', '{"b":2}']
+        assert await closed_with(ws) == (1011, "agent exited with status 3")
+
+
+async def test_agent_exit_zero_closes_1000() -> None:
+    """An agent that exits 0 closes the socket normally."""
+    agent = (sys.executable, str(AGENTS / "exit_with.py"), "0")
+    async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
+        assert await closed_with(ws) == (1000, "agent exited")
+
+
+async def test_agent_killed_by_signal_is_named() -> None:
+    """An agent killed by a signal closes the socket with the signal's name."""
+    agent = (sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
+        assert await closed_with(ws) == (1011, "agent killed by SIGKILL")
+
+
+async def test_agent_that_cannot_start() -> None:
+    """An agent command that does not exist closes the socket 1011 saying why."""
+    async with live_relay(("no-such-agent-xyz",)) as live, connect(live.ticket_url()) as ws:
+        code, reason = await closed_with(ws)
+    assert code == 1011
+    assert reason == (
+        "agent failed to start: no-such-agent-xyz: command not found (check --agent and PATH)"
+    )
+
+
+async def stubborn_session(live_url: str) -> tuple[ClientConnection, list[int]]:
+    ws = await connect(live_url)
+    async with asyncio.timeout(10):
+        ready = str(await ws.recv()).split()
+    return ws, [int(ready[1]), int(ready[2])]
+
+
+async def test_stubborn_agent_and_child_gone_after_client_closes() -> None:
+    """An agent ignoring EOF and SIGTERM, and its child, are gone within 2 x kill-grace."""
+    agent = (sys.executable, str(AGENTS / "stubborn.py"))
+    async with live_relay(agent, kill_grace=0.3) as live:
+        ws, pids = await stubborn_session(live.ticket_url())
+        await ws.close()
+        assert await wait_until_gone(pids, 2 * 0.3 + 1.0)
+
+
+async def test_client_tcp_reset_stops_agent() -> None:
+    """A client that vanishes with a TCP reset takes its agent with it."""
+    agent = (sys.executable, str(AGENTS / "stubborn.py"))
+    async with live_relay(agent, kill_grace=0.3) as live:
+        ws, pids = await stubborn_session(live.ticket_url())
+        ws.transport.abort()
+        assert await wait_until_gone(pids, 2 * 0.3 + 1.0)
+        assert await wait_for_idle(live.relay)
+
+
+async def wait_for_idle(relay: object, seconds: float = 5) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while getattr(relay, "sessions", None):
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def test_silent_client_times_out_on_heartbeat() -> None:
+    """A client that stops answering pings is dropped and its agent stopped."""
+    async with live_relay(CAT, ping_interval=0.2, ping_timeout=0.2) as live:
+        reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
+        writer.write(
+            (
+                f"GET /acp?ticket={make_ticket()} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        async with asyncio.timeout(5):
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
+            assert agents_running() != []
+            # Never read again, never answer a ping.
+            assert await wait_for_idle(live.relay)
+        writer.close()
+        assert await wait_until_gone(agents_running(), 3)
+
+
+async def test_agent_not_reading_stdin_slows_the_client() -> None:
+    """When the agent does not read, the client's sends stall: nothing piles up in the relay."""
+    agent = (sys.executable, "-c", "import time; time.sleep(60)")
+    frame = "x" * 65536
+    async with live_relay(agent) as live:
+        ws = await connect(live.ticket_url())
+        sent = 0
+        try:
+            async with asyncio.timeout(2):
+                while True:
+                    await ws.send(frame)
+                    sent += len(frame)
+        except TimeoutError:
+            stalled = True
+        ws.transport.abort()
+    assert stalled
+    # pipe (64 KiB) + relay's receive queue (16 frames) + socket buffers: a few MiB, not more.
+    assert 0 < sent < 16 * MiB
+
+
+async def test_slow_client_slows_the_agent() -> None:
+    """When the client does not read, the agent's writes stall: stdout is not read ahead."""
+    script = (
+        "import sys\n"
+        "line = b'y' * 65535 + b'\\n'\n"
+        "n = 0\n"
+        "while True:\n"
+        "    sys.stdout.buffer.write(line); sys.stdout.flush(); n += 1\n"
+        "    sys.stderr.write(f'{n}\\n'); sys.stderr.flush()\n"
+    )
+    agent = (sys.executable, "-c", script)
+    async with live_relay(agent) as live:
+        ws = await connect(live.ticket_url(), max_queue=1)
+        await asyncio.sleep(1.5)
+        ws.transport.pause_reading()
+        await asyncio.sleep(1.0)
+        pid = agents_running()[0]
+        first = proc_write_bytes(pid)
+        await asyncio.sleep(1.0)
+        assert proc_write_bytes(pid) == first  # the agent is blocked on a full pipe
+        assert first < 64 * MiB
+        ws.transport.abort()
+
+
+def proc_write_bytes(pid: int) -> int:
+    """Bytes the process has written so far (from /proc/PID/io)."""
+    with open(f"/proc/{pid}/io") as io:
+        for line in io:
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/PID/io")
