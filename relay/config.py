@@ -459,7 +459,8 @@ OPTIONS: tuple[Option, ...] = (
            _positive_seconds),
     Option("ping-timeout", "seconds to wait for a pong before closing", 20, "SECONDS",
            _positive_seconds),
-    Option("kill-grace", "seconds between SIGTERM and SIGKILL when stopping an agent", 3,
+    Option("kill-grace",
+           "seconds an agent gets after stdin EOF before SIGTERM, then before SIGKILL", 3,
            "SECONDS", _seconds),
     Option("ticket-ttl", "seconds a ticket stays valid", 60, "SECONDS", _positive_seconds),
     Option("audience", "audience (aud) tickets must carry", None, "AUD", _non_empty,
@@ -470,7 +471,9 @@ OPTIONS: tuple[Option, ...] = (
            default_text="auto: console on a terminal, else json"),
     Option("log-level", "log level: debug, info, warning or error", "info", "LEVEL",
            _log_level),
-    Option("dev", "development mode, not for production", False, None, _bool, is_flag=True,
+    Option("dev",
+           "development mode, not for production: throwaway secret, demo agent unless "
+           "--agent, ready ticket URLs on stdout", False, None, _bool, is_flag=True,
            default_text="off"),
 )  # fmt: skip
 

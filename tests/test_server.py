@@ -155,6 +155,17 @@ async def test_client_frame_over_limit_closes_1009() -> None:
     assert code == 1009
 
 
+async def test_client_invalid_utf8_closes_1007() -> None:
+    """A client text frame that is not UTF-8 closes the socket with 1007; its agent goes."""
+    async with live_relay(CAT) as live, connect(live.ticket_url()) as ws:
+        await ws.send(b'{"a":"\xff"}', text=True)
+        code, reason = await closed_with(ws)
+        assert await wait_for_idle(live.relay)
+    assert code == 1007
+    assert reason is not None
+    assert "invalid start byte" in reason
+
+
 async def test_demo_agent_through_relay_with_acp_sdk() -> None:
     """The ACP Python SDK as client drives the demo agent through the relay."""
     import acp
