@@ -202,12 +202,10 @@ class Session:
             self.log.error("agent failed to start", why=str(exc), remote=_remote(self.ws))
             await self.ws.close(1011, _reason(f"agent failed to start: {exc}"))
             return
-        self.log = self.log.bind(pid=agent.pid)
-        self.log.info(
-            "connection opened",
-            remote=_remote(self.ws),
-            subject=self.admission.claims.sub,
+        self.log = self.log.bind(
+            pid=agent.pid, remote=_remote(self.ws), subject=self.admission.claims.sub
         )
+        self.log.info("connection opened")
         exit_ = await self._pump(agent)
         self._log_closed(exit_)
 
@@ -279,7 +277,7 @@ class Session:
         self.log.info(
             "connection closed",
             exit_status=exit_.returncode,
-            close_code=self.ws.close_code,
+            close_code=None if self.ws.close_code is None else int(self.ws.close_code),
             close_reason=self.ws.close_reason,
             messages_in=self.up.messages,
             bytes_in=self.up.bytes,

@@ -451,3 +451,30 @@ def proc_write_bytes(pid: int) -> int:
             if line.startswith("wchar:"):
                 return int(line.split()[1])
     raise AssertionError("no wchar in /proc/PID/io")
+
+
+async def test_sessions_leave_no_fds_tasks_or_processes() -> None:
+    """After 30 sessions of every ending, open fds, tasks and child processes are back to start."""
+    exit3 = (sys.executable, str(AGENTS / "exit_with.py"), "3", "{}")
+    async with live_relay(CAT) as live, live_relay(exit3) as failing:
+        await one_echo(live.ticket_url())  # warm up lazily created resources
+        assert await wait_for_idle(live.relay)
+        await asyncio.sleep(0.1)
+        fds, tasks = len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())
+        for _ in range(10):
+            await one_echo(live.ticket_url())
+            ws = await connect(live.ticket_url())
+            ws.transport.abort()
+            async with connect(failing.ticket_url()) as ws:
+                assert (await closed_with(ws))[0] == 1011
+        assert await wait_for_idle(live.relay)
+        assert await wait_until_gone(agents_running(), 5)
+        await asyncio.sleep(0.1)  # let closed transports release their fds
+        assert (len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())) == (fds, tasks)
+
+
+async def one_echo(url: str) -> None:
+    async with connect(url) as ws:
+        await ws.send("{}")
+        async with asyncio.timeout(5):
+            assert await ws.recv() == "{}"
