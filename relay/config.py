@@ -16,7 +16,10 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+
+from relay.mcp import MERGES, Merge
+from relay.paths import FALLBACKS, CwdRule, Fallback, parse_rule
 
 ENV_PREFIX = "ACP_RELAY_"
 CONFIG_ENV = "ACP_RELAY_CONFIG"
@@ -165,6 +168,18 @@ def _log_level(value: object) -> str:
 def _log_format(value: object) -> str | None:
     word = _choice(value, (*LOG_FORMATS, "auto"))
     return None if word == "auto" else word
+
+
+def _cwd_rule(item: str) -> CwdRule:
+    return parse_rule(item)
+
+
+def _cwd_fallback(value: object) -> Fallback:
+    return cast(Fallback, _choice(value, FALLBACKS))
+
+
+def _mcp_merge(value: object) -> Merge:
+    return cast(Merge, _choice(value, MERGES))
 
 
 def _url_path(value: object) -> str:
@@ -417,6 +432,7 @@ class Option:
     repeatable: bool = False
     is_flag: bool = False
     default_text: str | None = None
+    negatable: bool = False  # a boolean flag with a --no- form (its default is on)
 
     @property
     def dest(self) -> str:
@@ -471,6 +487,20 @@ OPTIONS: tuple[Option, ...] = (
            default_text="auto: console on a terminal, else json"),
     Option("log-level", "log level: debug, info, warning or error", "info", "LEVEL",
            _log_level),
+    Option("cwd-map", "map a client path prefix to the agent's: /Users/alice=/workspace, "
+           "C:\\Users\\alice=/workspace, //wsl$/Ubuntu/home/alice=/workspace; longest wins",
+           (), "CLIENT=AGENT", _repeated(_cwd_rule), repeatable=True, default_text="none"),
+    Option("cwd-fallback", "when no --cwd-map rule matches: workspace (use --workspace), "
+           "keep (pass unchanged) or reject", "workspace", "POLICY", _cwd_fallback),
+    Option("cwd-must-exist", "refuse a translated cwd that does not exist on this machine",
+           True, None, _bool, is_flag=True, negatable=True, default_text="on"),
+    Option("mcp-servers", "JSON file of MCP servers to add to every session; ${VAR} is "
+           "expanded from the environment at start-up", None, "FILE", _non_empty),
+    Option("mcp-merge", "append (the relay's server wins a name clash) or replace the "
+           "client's mcpServers", "append", "MODE", _mcp_merge),
+    Option("drop-client-stdio-mcp", "drop the client's stdio MCP servers (they name "
+           "programs on the user's machine)", False, None, _bool, is_flag=True,
+           default_text="off"),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout", False, None, _bool, is_flag=True,
@@ -506,6 +536,12 @@ class Settings:
     log_level: str
     dev: bool
     config_file: str | None
+    cwd_map: tuple[CwdRule, ...] = ()
+    cwd_fallback: Fallback = "workspace"
+    cwd_must_exist: bool = True
+    mcp_servers: str | None = None
+    mcp_merge: Merge = "append"
+    drop_client_stdio_mcp: bool = False
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -523,7 +559,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_option(parser: argparse.ArgumentParser, option: Option) -> None:
     kwargs: dict[str, Any] = {"dest": option.dest, "default": argparse.SUPPRESS}
     kwargs["help"] = option.help_text().replace("%", "%%")
-    if option.is_flag:
+    if option.negatable:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif option.is_flag:
         kwargs["action"] = "store_true"
     else:
         kwargs["metavar"] = option.metavar
@@ -632,6 +670,7 @@ def _settings(
 ) -> Settings:
     host, port = values["listen"]
     secret_file = values["secret_file"]
+    mcp_file = values["mcp_servers"]
     return Settings(
         host=host,
         port=port,
@@ -654,6 +693,12 @@ def _settings(
         log_level=values["log_level"],
         dev=values["dev"],
         config_file=config_file,
+        cwd_map=values["cwd_map"],
+        cwd_fallback=values["cwd_fallback"],
+        cwd_must_exist=values["cwd_must_exist"],
+        mcp_servers=None if mcp_file is None else _absolute(mcp_file, cwd),
+        mcp_merge=values["mcp_merge"],
+        drop_client_stdio_mcp=values["drop_client_stdio_mcp"],
     )
 
 

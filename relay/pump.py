@@ -51,15 +51,19 @@ async def lines_to_frames(
     max_bytes: int,
     counters: Counters,
     log: Any,
+    observe: Callable[[bytes], bool] | None = None,
 ) -> None:
     """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
 
     Lines over ``max_bytes`` or not valid UTF-8 are dropped with an error log.
+    ``observe`` is shown each line until it returns False (then never again).
     Raises ConnectionClosed if the socket goes first.
     """
     splitter = LineSplitter(max_bytes)
     while chunk := await reader.read(READ_CHUNK):
         for line in splitter.feed(chunk):
+            if observe is not None and isinstance(line, bytes) and not observe(line):
+                observe = None
             await _send_line(ws, line, counters, log)
     last = splitter.finish()
     if last is not None:

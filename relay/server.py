@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -26,9 +27,10 @@ from websockets.protocol import State
 
 from relay.admission import Policy, Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
+from relay.framing import FrameRefused
 from relay.logs import get_logger
 from relay.pump import Counters, frames_to_lines, lines_to_frames
-from relay.rewrite import SessionRewriter
+from relay.rewrite import RewritePolicy, Rewritten, SessionRewriter
 from relay.ticket import Claims, ReplayGuard
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
@@ -51,6 +53,7 @@ class RelayConfig:
     ping_timeout: float
     kill_grace: float
     open_timeout: float
+    rewrite: RewritePolicy | None = None
 
 
 @dataclass
@@ -191,6 +194,7 @@ class Session:
         self.down = Counters()  # agent -> client
         self.log = get_logger("relay.session", conn=admission.conn_id)
         self.stdout_done = asyncio.Event()  # every line of the agent's stdout was handed on
+        self.rewriter = SessionRewriter(self.config.rewrite, exists=os.path.isdir)
 
     async def run(self) -> None:
         """Start the agent, pump until one side goes, then stop the other and log."""
@@ -215,7 +219,7 @@ class Session:
             frames_to_lines(
                 self.ws,
                 agent.stdin,
-                transform=SessionRewriter().client_line,
+                transform=self._client_line,
                 counters=self.up,
                 log=self.log,
             )
@@ -229,7 +233,18 @@ class Session:
             await asyncio.gather(to_agent, to_client, return_exceptions=True)
             await _bounded(stderr, self.config.kill_grace)
 
+    def _client_line(self, line: bytes) -> bytes | FrameRefused:
+        """The session-opening rewrite, logged: one line per rewrite or refusal."""
+        result = self.rewriter.client_line(line)
+        if isinstance(result, Rewritten):
+            self.log.info("session request rewritten", **result.report.fields())
+            return result.line
+        if isinstance(result, FrameRefused):
+            self.log.warning("session request refused", reason=result.reason)
+        return result
+
     async def _agent_to_client(self, agent: AgentProcess) -> None:
+        observe = self.rewriter.agent_line if self.rewriter.watches_agent else None
         try:
             await lines_to_frames(
                 agent.stdout,
@@ -237,6 +252,7 @@ class Session:
                 max_bytes=self.config.max_message_bytes,
                 counters=self.down,
                 log=self.log,
+                observe=observe,
             )
         except ConnectionClosed:
             pass
