@@ -73,7 +73,7 @@ def test_bad_files_are_refused_with_where_and_what(servers: Any, message: str) -
 
 def test_invalid_json() -> None:
     """A file that is not JSON says so."""
-    with pytest.raises(McpConfigError, match="mcp.json: not valid JSON"):
+    with pytest.raises(McpConfigError, match=r"mcp\.json: not valid JSON"):
         load_servers("[", ENV, source="mcp.json")
 
 
@@ -113,7 +113,13 @@ def test_merge(
     http and sse servers of the relay are withheld unless the agent declared them."""
     merged, got = merge(CLIENT, policy, caps)
     assert [s["name"] for s in merged] == names
-    expected = {"injected": [], "dropped": [], "overridden": [], "withheld": []} | report
+    expected: dict[str, list[str]] = {
+        "injected": [],
+        "dropped": [],
+        "overridden": [],
+        "withheld": [],
+    }
+    expected |= report
     assert vars(got) == expected
 
 
