@@ -14,7 +14,7 @@ import os
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from relay.framing import DroppedLine, Line, LineSplitter
 
@@ -67,8 +67,8 @@ class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        assert isinstance(transport, asyncio.SubprocessTransport)
-        self.process = transport
+        # uvloop's process transport has the same API but is not a subclass.
+        self.process = cast(asyncio.SubprocessTransport, transport)
 
     def process_exited(self) -> None:
         returncode = self.process.get_returncode()
@@ -147,6 +147,10 @@ class AgentProcess:
             await asyncio.sleep(_GROUP_POLL)
         if self._group_alive():
             self._signal_group(signal.SIGKILL)
+
+    def kill_group(self) -> None:
+        """SIGKILL the agent's whole process group at once."""
+        self._signal_group(signal.SIGKILL)
 
     def close_stdin(self) -> None:
         """Send EOF to the agent (idempotent)."""

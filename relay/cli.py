@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import secrets as random_secrets
 import shlex
@@ -75,12 +76,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_ticket_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret-file", help="file of secrets, one a line; the first signs")
-    parser.add_argument("--ttl", type=float, default=60.0, help="seconds (default: 60)")
+    parser.add_argument("--ttl", type=_ttl, default=60.0, help="seconds (default: 60)")
     parser.add_argument(
         "--subject", default=None, help="who the ticket is for, shown in logs (default: $USER)"
     )
     parser.add_argument("--audience", default=None, help="the relay it is for (--audience there)")
     parser.add_argument("--url", default=None, help="print the full ws:// URL with ?ticket=")
+
+
+def _ttl(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected seconds greater than 0 such as 60, got {text!r}"
+        )
+    return seconds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,9 +143,9 @@ def load_secrets(secret_file: str | None, secret_env: str | None) -> tuple[str, 
             text = Path(secret_file).read_text()
         except OSError as exc:
             raise UsageError(f"cannot read --secret-file {secret_file}: {exc.strerror}") from exc
-        return parse_secrets(text)
+        return parse_secrets(text, source=f"--secret-file {secret_file}")
     if secret_env:
-        return parse_secrets(secret_env)
+        return parse_secrets(secret_env, source=SECRET_ENV)
     raise UsageError(
         "no secret: give --secret-file FILE (one secret a line, the first signs) "
         f"or set {SECRET_ENV}; for a throwaway local setup use `acp-relay serve --dev`"
@@ -213,14 +226,19 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
 async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[str]) -> None:
     """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
     relay = Relay(config)
-    await relay.start()
-    log = logs.get_logger("relay")
-    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
-    log.info("listening", url=url, agent=shlex.join(config.agent_argv), pid=os.getpid())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    try:
+        await relay.start()
+    except OSError as exc:
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise UsageError(f"cannot listen on {host}:{config.port} (--listen): {why}") from exc
+    log = logs.get_logger("relay")
+    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
+    log.info("listening", url=url, agent=shlex.join(config.agent_argv), pid=os.getpid())
     with tempfile.TemporaryDirectory(prefix="acp-relay-dev-") as scratch:
         if settings.dev:
             print_dev_banner(url, secrets[0], settings.audience, Path(scratch))
@@ -229,7 +247,8 @@ async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[s
     try:
         await asyncio.wait_for(relay.shutdown(), config.kill_grace + SHUTDOWN_MARGIN)
     except TimeoutError:
-        log.error("shutdown took too long; exiting anyway")
+        log.error("shutdown took too long; killing what is left")
+        relay.kill_agents()
     log.info("stopped")
 
 

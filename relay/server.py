@@ -75,6 +75,7 @@ class Relay:
         self.log = get_logger("relay.server")
         self.pending: dict[ServerConnection, Admission] = {}
         self.sessions: set[str] = set()
+        self.agents: set[AgentProcess] = set()
         self.idle_since: float | None = time.monotonic()
         self.shutting_down = False
         self._server: Server | None = None
@@ -111,6 +112,11 @@ class Relay:
             await self._server.wait_closed()
 
     # -- HTTP, before the upgrade -------------------------------------------------
+
+    def kill_agents(self) -> None:
+        """Last resort when shutdown overruns: SIGKILL every agent's process group."""
+        for agent in self.agents:
+            agent.kill_group()
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
@@ -210,7 +216,11 @@ class Session:
             pid=agent.pid, remote=_remote(self.ws), subject=self.admission.claims.sub
         )
         self.log.info("connection opened")
-        exit_ = await self._pump(agent)
+        self.relay.agents.add(agent)
+        try:
+            exit_ = await self._pump(agent)
+        finally:
+            self.relay.agents.discard(agent)
         self._log_closed(exit_)
 
     async def _pump(self, agent: AgentProcess) -> Exit:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -10,6 +11,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import pytest
+import uvloop
 
 from relay import logs
 from relay.admission import Policy
@@ -123,3 +127,10 @@ async def live_relay(
         yield LiveRelay(relay, f"ws://127.0.0.1:{relay.port}")
     finally:
         await relay.shutdown()
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """Run every async test on uvloop, the loop the relay runs on in production."""
+    return {"uvloop": uvloop.new_event_loop}

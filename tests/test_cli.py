@@ -1,0 +1,729 @@
+"""End-to-end tests of the ``acp-relay`` command: real subprocesses, sockets and agents.
+
+Each relay runs as ``python -m relay serve`` with its logs on a pipe (so JSON lines on
+stderr); the tests learn its port from the "listening" line and talk to it over
+127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from relay import __version__
+from relay.config import OPTIONS
+from relay.ticket import TicketError, verify
+from tests.conftest import AGENTS, SECRET, children_of, make_ticket, pid_alive
+
+T = TypeVar("T")
+
+ACP_RELAY = (sys.executable, "-m", "relay")
+VENV_BIN = Path(sys.executable).parent
+STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
+CAT = "cat"
+KILL_GRACE = 0.5
+OTHER_SECRET = "other-secret-fedcba9876543210"
+
+# An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
+# lets one relay run different agents on different sockets.
+CHOOSER = (
+    sys.executable,
+    "-c",
+    "import json, os\n"
+    "line = b''\n"
+    "while not line.endswith(b'\\n'):\n"
+    "    byte = os.read(0, 1)\n"
+    "    if not byte:\n"
+    "        raise SystemExit(0)\n"
+    "    line += byte\n"
+    "argv = json.loads(line)['exec']\n"
+    "os.execvp(argv[0], argv)\n",
+)
+
+# An agent that reports its whole environment as one JSON line, then waits for EOF.
+ENV_REPORTER = (
+    sys.executable,
+    "-c",
+    "import json, os, sys\nprint(json.dumps(dict(os.environ)), flush=True)\nsys.stdin.read()\n",
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any ACP_RELAY_* variable, the venv first on PATH, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ACP_RELAY_")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def secret_env(**extra: str) -> dict[str, str]:
+    return clean_env(ACP_RELAY_SECRET=SECRET, **extra)
+
+
+def run_cli(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m relay ARGS`` to completion (at most 20 s)."""
+    return subprocess.run(
+        [*ACP_RELAY, *args],
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+
+
+async def run_async(argv: Sequence[str], *, env: Mapping[str, str]) -> tuple[int, str, str]:
+    """Run a command from async code: exit status, stdout, stderr (at most 20 s)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        async with asyncio.timeout(20):
+            out, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def mint_with_cli(*args: str, env: Mapping[str, str]) -> str:
+    """What ``acp-relay ticket ARGS`` prints, checked to be one line."""
+    status, out, err = await run_async([*ACP_RELAY, "ticket", *args], env=env)
+    assert (status, err) == (0, "")
+    assert out.endswith("\n")
+    assert "\n" not in out[:-1]
+    return out[:-1]
+
+
+async def until(check: Callable[[], T | None], what: Callable[[], str], seconds: float = 10) -> T:
+    """Poll ``check`` until it returns something other than None or False."""
+    try:
+        async with asyncio.timeout(seconds):
+            while True:
+                value = check()
+                if value is not None and value is not False:
+                    return value
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"waited {seconds} s for {what()}") from None
+
+
+def parse_json_lines(lines: Sequence[str]) -> list[dict[str, Any]]:
+    records = []
+    for line in lines:
+        with suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+class RelayRun:
+    """A running ``acp-relay serve`` and everything it wrote so far."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.url = ""
+        self.port = 0
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        self._readers = [
+            asyncio.create_task(_collect(proc.stdout, self.stdout)),
+            asyncio.create_task(_collect(proc.stderr, self.stderr)),
+        ]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ticket_url(self, ticket: str | None = None) -> str:
+        """The endpoint URL with ``?ticket=`` (a fresh ticket signed with SECRET by default)."""
+        return f"{self.url}?ticket={ticket or make_ticket()}"
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [r for r in parse_json_lines(self.stderr) if r.get("event") == name]
+
+    async def wait_event(
+        self, name: str, count: int = 1, seconds: float = 10
+    ) -> list[dict[str, Any]]:
+        """The first ``count`` log records named ``name``, once there are that many."""
+
+        def found() -> list[dict[str, Any]] | None:
+            records = self.events(name)
+            if len(records) >= count:
+                return records
+            if self.proc.returncode is not None and all(r.done() for r in self._readers):
+                raise AssertionError(f"relay exited before {count} x {name!r}: {self.stderr}")
+            return None
+
+        return await until(found, lambda: f"{count} x {name!r} in {self.stderr}", seconds)
+
+    async def started(self) -> None:
+        listening = (await self.wait_event("listening"))[0]
+        self.url = listening["url"]
+        match = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)/acp", self.url)
+        assert match, self.url
+        self.port = int(match[1])
+
+    async def finished(self, seconds: float = 10) -> int:
+        """Wait for the relay to exit and for its output to be read; its exit status."""
+        async with asyncio.timeout(seconds):
+            status = await self.proc.wait()
+            await asyncio.gather(*self._readers)
+        return status
+
+    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        self.proc.send_signal(sig)
+        return await self.finished()
+
+    async def cleanup(self) -> None:
+        """Kill whatever is left: the relay, then its agents' process groups."""
+        agents = {r["pid"] for r in self.events("connection opened")}
+        if self.proc.returncode is None:
+            agents.update(children_of(self.pid))
+            self.proc.kill()
+        try:
+            async with asyncio.timeout(5):
+                await self.proc.wait()
+                await asyncio.gather(*self._readers)
+        except TimeoutError:
+            for reader in self._readers:
+                reader.cancel()
+        for pid in agents:  # each agent leads its own process group
+            if pid_alive(pid):
+                with suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+
+
+async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
+    async for raw in stream:
+        into.append(raw.decode("utf-8", "replace").rstrip("\n"))
+
+
+@asynccontextmanager
+async def serve(*args: str, env: Mapping[str, str], listen: bool = True) -> AsyncIterator[RelayRun]:
+    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block."""
+    where = ("--listen", "127.0.0.1:0") if listen else ()
+    proc = await asyncio.create_subprocess_exec(
+        *ACP_RELAY,
+        "serve",
+        *where,
+        *args,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        limit=1 << 20,
+    )
+    run = RelayRun(proc)
+    try:
+        await run.started()
+        yield run
+    finally:
+        await run.cleanup()
+
+
+async def refused(url: str, **kwargs: Any) -> tuple[int, str]:
+    """Try to connect; return the HTTP status and body of the refusal."""
+    with pytest.raises(InvalidStatus) as caught:
+        async with asyncio.timeout(10), connect(url, **kwargs):
+            pass
+    response = caught.value.response
+    return response.status_code, response.body.decode()
+
+
+async def round_trip(ws: ClientConnection, message: str = '{"jsonrpc":"2.0","method":"x"}') -> None:
+    """Send a message through a ``cat`` agent and check it comes back."""
+    await ws.send(message)
+    async with asyncio.timeout(10):
+        assert await ws.recv() == message
+
+
+async def closed_with(ws: ClientConnection, seconds: float = 10) -> int | None:
+    """Read until the relay closes the socket; its close code."""
+    async with asyncio.timeout(seconds):
+        try:
+            while True:
+                await ws.recv()
+        except ConnectionClosed:
+            return ws.close_code
+
+
+# -- serve --dev ----------------------------------------------------------------------
+
+
+async def dev_banner(relay: RelayRun) -> tuple[str, str]:
+    """The banner's single-use WebSocket URL and its "More tickets" command."""
+
+    def parse() -> tuple[str, str] | None:
+        text = "\n".join(relay.stdout)
+        url = re.search(r"WebSocket URL \(single use\):\n +(\S+)\n", text)
+        more = re.search(r"More tickets:\n +(.+)\n", text)
+        return (url[1], more[1]) if url and more else None
+
+    return await until(parse, lambda: f"a banner on stdout: {relay.stdout}")
+
+
+async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
+    """--dev prints a ws:// URL with a ticket that drives the demo agent once, then gets 401."""
+    import acp
+    from acp.ws.client import create_websocket_stream
+
+    updates: list[str] = []
+
+    class Client:
+        async def session_update(self, session_id: str, update: object, **_: object) -> None:
+            content = getattr(update, "content", None)
+            if getattr(update, "session_update", "") == "agent_message_chunk" and content:
+                updates.append(getattr(content, "text", ""))
+
+        def __getattr__(self, name: str) -> object:
+            raise AttributeError(name)
+
+    async with serve("--dev", env=clean_env()) as relay:
+        url, _ = await dev_banner(relay)
+        assert url.startswith(f"ws://127.0.0.1:{relay.port}/acp?ticket=")
+        transport = await create_websocket_stream(url)
+        conn = acp.connect_to_agent(Client(), transport)  # type: ignore[arg-type]
+        try:
+            async with asyncio.timeout(20):
+                init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+                reply = await conn.prompt(
+                    session_id=session.session_id, prompt=[acp.text_block("hello from the cli")]
+                )
+        finally:
+            await conn.close()
+        status, body = await refused(url)
+    assert init.agent_info is not None
+    assert init.agent_info.name == "acp-relay-demo"
+    assert reply.stop_reason == "end_turn"
+    assert "".join(u for u in updates if not u.startswith("session started")) == (
+        "hello from the cli"
+    )
+    assert status == 401
+    assert "already used" in body
+
+
+async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
+    """The banner's "More tickets" command, run as printed, prints a URL that connects."""
+    async with serve("--dev", env=clean_env()) as relay:
+        banner_url, more = await dev_banner(relay)
+        argv = shlex.split(more)
+        assert argv[:2] == ["acp-relay", "ticket"]
+        assert argv[argv.index("--url") + 1] == relay.url
+        secret_file = Path(argv[argv.index("--secret-file") + 1])
+        dev_secret = read_secret(secret_file)
+        status, out, err = await run_async(argv, env=clean_env())
+        assert (status, err) == (0, "")
+        url = out.strip()
+        assert url.startswith(f"{relay.url}?ticket=")
+        async with connect(url) as ws:
+            await ws.send(
+                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+            )
+            async with asyncio.timeout(10):
+                reply = json.loads(await ws.recv())
+        assert reply["id"] == 1
+        assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo"
+        assert await relay.stop() == 0
+    assert not secret_file.parent.exists()  # the throwaway secret goes with the relay
+    stderr = "\n".join(relay.stderr)
+    for needle in (dev_secret, banner_url.partition("ticket=")[2], url.partition("ticket=")[2]):
+        assert needle not in stderr
+
+
+def read_secret(path: Path) -> str:
+    """The only line of a --dev secret file, which only its owner may read."""
+    assert path.stat().st_mode & 0o777 == 0o600
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1
+    assert len(lines[0]) >= 32
+    return lines[0]
+
+
+# -- signals ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Signals) -> None:
+    """On SIGTERM/SIGINT every socket gets 1001, the relay exits 0 in time, no agent is left."""
+    args = ("--agent", shlex.join(CHOOSER), "--kill-grace", str(KILL_GRACE))
+    async with serve(*args, env=secret_env()) as relay:
+        sockets: list[ClientConnection] = []
+        try:
+            for _ in range(3):
+                sockets.append(await connect(relay.ticket_url()))
+            pids: set[int] = set()
+            for ws in sockets[:2]:
+                await ws.send(json.dumps({"exec": STUBBORN}))
+                async with asyncio.timeout(10):
+                    ready = str(await ws.recv()).split()
+                assert ready[0] == "ready"
+                pids.update(int(pid) for pid in ready[1:])
+            await sockets[2].send(json.dumps({"exec": [CAT]}))
+            await round_trip(sockets[2])
+            opened = await relay.wait_event("connection opened", 3)
+            pids.update(record["pid"] for record in opened)
+            pids.update(children_of(relay.pid))
+            assert len(pids) == 5  # two stubborn agents with a child each, one cat
+
+            closing = [asyncio.create_task(closed_with(ws)) for ws in sockets]
+            signalled = time.monotonic()
+            status = await relay.stop(sig)
+            took = time.monotonic() - signalled
+            codes = await asyncio.gather(*closing)
+        finally:
+            for ws in sockets:
+                ws.transport.abort()
+    assert status == 0
+    assert took < KILL_GRACE + 2
+    assert codes == [1001, 1001, 1001]
+    assert await until(lambda: not any(map(pid_alive, pids)), lambda: f"{pids} gone", 1)
+    assert [r["connections"] for r in relay.events("shutting down")] == [3]
+    assert len(relay.events("connection closed")) == 3
+    assert relay.events("stopped")
+
+
+# -- secrets ----------------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["none", "blank env", "empty file", "missing file"])
+def test_no_secret_exits_2_saying_how_to_give_one(tmp_path: Path, how: str) -> None:
+    """Without a usable secret (and without --dev) serve exits 2 saying how to give one."""
+    args = ["serve", "--agent", CAT, "--listen", "127.0.0.1:0"]
+    env = clean_env()
+    if how == "blank env":
+        env["ACP_RELAY_SECRET"] = "  \n"
+    elif how == "empty file":
+        args += ["--secret-file", write(tmp_path / "secrets", "# no secret yet\n\n")]
+    elif how == "missing file":
+        args += ["--secret-file", str(tmp_path / "nowhere")]
+    result = run_cli(*args, env=env)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("acp-relay: ")
+    assert result.stderr.count("\n") == 1, result.stderr
+    message = result.stderr
+    if how in ("none", "blank env"):
+        assert "ACP_RELAY_SECRET" in message
+    if how != "blank env":
+        assert f"--secret-file {tmp_path if how != 'none' else 'FILE'}" in message
+    if how in ("blank env", "empty file"):
+        assert "no secret found; put one secret per line" in message
+
+
+def test_no_agent_exits_2_naming_the_flag() -> None:
+    """Without --agent (and without --dev) serve exits 2 and names --agent and ACP_RELAY_AGENT."""
+    result = run_cli("serve", "--listen", "127.0.0.1:0", env=secret_env())
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("acp-relay: no agent: give --agent ")
+    assert "ACP_RELAY_AGENT" in result.stderr
+
+
+def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
+    """A --listen address already taken exits 2 with one line saying so, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--agent", CAT, "--listen", f"127.0.0.1:{port}", env=secret_env())
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"acp-relay: cannot listen on 127.0.0.1:{port} (--listen): Address already in use\n"
+    )
+
+
+async def test_secret_from_env_is_used() -> None:
+    """A relay given ACP_RELAY_SECRET accepts tickets signed with it and no others."""
+    async with serve("--agent", CAT, env=secret_env()) as relay:
+        async with connect(relay.ticket_url()) as ws:
+            await round_trip(ws)
+        status, body = await refused(relay.ticket_url(make_ticket(OTHER_SECRET)))
+    assert status == 401
+    assert "signature is invalid" in body
+
+
+async def test_secret_file_rotation(tmp_path: Path) -> None:
+    """Both secrets of a two-line --secret-file verify; `acp-relay ticket` signs with the first."""
+    new, old = "new-secret-0123456789abcdef", "old-secret-0123456789abcdef"
+    secrets = write(tmp_path / "secrets", f"# rotated today\n{new}\n\n{old}\n")
+    async with serve("--agent", CAT, "--secret-file", secrets, env=clean_env()) as relay:
+        for secret in (new, old):
+            async with connect(relay.ticket_url(make_ticket(secret))) as ws:
+                await round_trip(ws)
+        minted = await mint_with_cli("--secret-file", secrets, env=clean_env())
+        async with connect(relay.ticket_url(minted)) as ws:
+            await round_trip(ws)
+        status, _ = await refused(relay.ticket_url(make_ticket(SECRET)))
+    assert status == 401
+    verify(minted, [new], now=time.time(), max_age=60)
+    with pytest.raises(TicketError):
+        verify(minted, [old], now=time.time(), max_age=60)
+
+
+# -- acp-relay ticket ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "prefix"),
+    [
+        (None, ""),
+        ("ws://h/acp", "ws://h/acp?ticket="),
+        ("ws://h/acp?x=1", "ws://h/acp?x=1&ticket="),
+    ],
+)
+def test_ticket_command_prints_a_ticket_or_url(url: str | None, prefix: str) -> None:
+    """`acp-relay ticket` prints one fresh ticket, or --url with ?ticket= (or &ticket=) added."""
+    args = ["ticket", "--ttl", "30", *(("--url", url) if url else ())]
+    env = secret_env(USER="carol")
+    first, second = run_cli(*args, env=env), run_cli(*args, env=env)
+    for result in (first, second):
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout.startswith(prefix)
+        assert result.stdout.count("\n") == 1
+    tickets = [r.stdout[len(prefix) :].strip() for r in (first, second)]
+    assert tickets[0] != tickets[1]
+    now = time.time()
+    claims = verify(tickets[0], [SECRET], now=now, max_age=60)
+    assert (claims.sub, claims.aud) == ("carol", None)
+    assert claims.exp is not None
+    assert now + 25 < claims.exp <= now + 31
+
+
+def test_ticket_command_without_secret_exits_2() -> None:
+    """`acp-relay ticket` without a secret exits 2 and says how to give one."""
+    result = run_cli("ticket", env=clean_env())
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "--secret-file" in result.stderr
+    assert "ACP_RELAY_SECRET" in result.stderr
+
+
+@pytest.mark.parametrize("ttl", ["0", "-5", "nan", "inf", "soon"])
+def test_ticket_command_refuses_a_bad_ttl(ttl: str) -> None:
+    """`acp-relay ticket --ttl` must be a positive number of seconds: else exit 2, no traceback."""
+    result = run_cli("ticket", f"--ttl={ttl}", env=secret_env())
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "argument --ttl: expected seconds greater than 0" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+async def test_ticket_audience_must_match_the_relay() -> None:
+    """A ticket minted with --audience A is refused by a relay for B and accepted by one for A."""
+    ticket = await mint_with_cli("--audience", "box-a", "--subject", "erin", env=secret_env())
+    async with serve("--agent", CAT, "--audience", "box-b", env=secret_env()) as relay_b:
+        status, body = await refused(relay_b.ticket_url(ticket))
+    async with serve("--agent", CAT, "--audience", "box-a", env=secret_env()) as relay_a:
+        async with connect(relay_a.ticket_url(ticket)) as ws:
+            await round_trip(ws)
+        opened = await relay_a.wait_event("connection opened")
+    assert status == 401
+    assert "another audience" in body
+    assert opened[0]["subject"] == "erin"
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layer", "limit"), [("file", 1), ("env", 2), ("flag", 3)], ids=["file", "env", "flag"]
+)
+async def test_config_precedence_flag_over_env_over_file(
+    tmp_path: Path, layer: str, limit: int
+) -> None:
+    """--config sets listen and max-connections; env overrides the file, a flag overrides env."""
+    config = write(
+        tmp_path / "relay.toml",
+        f'listen = "127.0.0.1:0"\nmax-connections = 1\nagent = "{CAT}"\nkill-grace = 0.2\n',
+    )
+    env = secret_env()
+    args = ["--config", config]
+    if layer in ("env", "flag"):
+        env["ACP_RELAY_MAX_CONNECTIONS"] = "2"
+    if layer == "flag":
+        args += ["--max-connections", "3"]
+    async with serve(*args, env=env, listen=False) as relay:
+        sockets: list[ClientConnection] = []
+        try:
+            for _ in range(limit):
+                sockets.append(await connect(relay.ticket_url()))
+                await round_trip(sockets[-1])
+            status, body = await refused(relay.ticket_url())
+        finally:
+            for ws in sockets:
+                await ws.close()
+    assert status == 503
+    assert f"limit of {limit} connections" in body
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "toml", "named"),
+    [
+        (["--max-connections", "0"], {}, None, "flag --max-connections"),
+        ([], {"ACP_RELAY_MAX_CONNECTIONS": "lots"}, None, "env ACP_RELAY_MAX_CONNECTIONS"),
+        (["--listen", "nowhere"], {}, None, "flag --listen"),
+        ([], {}, "max-conections = 2\n", "unknown key 'max-conections'"),
+        ([], {}, "kill-grace = -1\n", "config file key kill-grace"),
+        ([], {}, 'secret = "hunter2-hunter2"\n', "ACP_RELAY_SECRET"),
+    ],
+    ids=["flag", "env", "listen", "unknown-key", "bad-value-in-file", "secret-in-file"],
+)
+def test_config_error_exits_2_naming_the_setting(
+    tmp_path: Path, args: list[str], env: dict[str, str], toml: str | None, named: str
+) -> None:
+    """A bad setting exits 2 before listening, with one line naming the flag, variable or key."""
+    if toml is not None:
+        args = [*args, "--config", write(tmp_path / "relay.toml", toml)]
+    result = run_cli("serve", "--agent", CAT, *args, env=secret_env(**env))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("acp-relay: ")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert named in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+
+async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) -> None:
+    """Stderr is JSON lines with one opened/closed pair per session and no ticket or secret."""
+    secrets = write(tmp_path / "secrets", f"{SECRET}\n{OTHER_SECRET}\n")
+    query_ticket = make_ticket(subject="alice")
+    bearer_ticket = make_ticket(OTHER_SECRET, subject="bob")
+    origin_ticket = make_ticket(subject="mallory")
+    args = ("--agent", CAT, "--secret-file", secrets, "--log-level", "debug")
+    async with serve(*args, env=clean_env()) as relay:
+        async with connect(relay.ticket_url(query_ticket)) as ws:
+            await round_trip(ws, '{"jsonrpc":"2.0","id":1,"method":"a"}')
+        headers = {"Authorization": f"Bearer {bearer_ticket}"}
+        async with connect(relay.url, additional_headers=headers) as ws:
+            await round_trip(ws, '{"jsonrpc":"2.0","id":2,"method":"bb"}')
+            await round_trip(ws, '{"jsonrpc":"2.0","id":3,"method":"ccc"}')
+        replay = await refused(relay.ticket_url(query_ticket))
+        origin = await refused(relay.ticket_url(origin_ticket), origin="https://evil.example")
+        await relay.wait_event("connection closed", 2)
+        assert await relay.stop() == 0
+    assert (replay[0], origin[0]) == (401, 403)
+    assert relay.stdout == []
+
+    stderr = "\n".join(relay.stderr)
+    for needle in (SECRET, OTHER_SECRET, query_ticket, bearer_ticket, origin_ticket):
+        assert needle not in stderr
+        assert needle.rsplit(".", 1)[-1] not in stderr  # not even a ticket's signature
+    records = parse_json_lines(relay.stderr)
+    assert len(records) == len(relay.stderr)
+    for record in records:
+        assert {"event", "level", "timestamp"} <= record.keys(), record
+
+    opened = relay.events("connection opened")
+    closed = relay.events("connection closed")
+    assert [r["subject"] for r in opened] == ["alice", "bob"]
+    assert [r["conn"] for r in closed] == [r["conn"] for r in opened]
+    assert len({r["conn"] for r in opened}) == 2
+    assert [r["pid"] for r in closed] == [r["pid"] for r in opened]
+    for record, messages in zip(closed, (1, 2), strict=True):
+        assert record["exit_status"] is not None
+        assert (record["messages_in"], record["messages_out"]) == (messages, messages)
+        assert record["bytes_in"] > 0
+        assert record["bytes_out"] == record["bytes_in"]
+        assert 0 <= record["duration"] < 10
+    refusals = relay.events("connection refused")
+    assert [r["status"] for r in refusals] == [401, 403]
+
+
+# -- help and version ---------------------------------------------------------------------------
+
+
+def test_serve_help_lists_every_option_with_its_env_name() -> None:
+    """`acp-relay serve --help` lists --config and every option, each with its ACP_RELAY_* name."""
+    result = run_cli("serve", "--help", env=clean_env(COLUMNS="100"))
+    assert (result.returncode, result.stderr) == (0, "")
+    entries: dict[str, str] = {}
+    flag = None
+    for line in result.stdout.splitlines():
+        if line.startswith("  -"):
+            flag = line.split()[0].rstrip(",")
+            entries[flag] = ""
+        if flag is not None:
+            entries[flag] += " " + line.strip()
+    expected = {"--config": "ACP_RELAY_CONFIG", **{o.flag: o.env for o in OPTIONS}}
+    assert len(expected) >= 19
+    for name, env_name in expected.items():
+        assert name in entries, f"{name} missing from --help"
+        assert f"env {env_name}" in entries[name], entries[name]
+    assert "ACP_RELAY_SECRET" in entries["--secret-file"]
+
+
+def test_version() -> None:
+    """`python -m relay --version` and the acp-relay script print the version."""
+    module = run_cli("--version", env=clean_env())
+    script = subprocess.run(
+        [str(VENV_BIN / "acp-relay"), "--version"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    for result in (module, script):
+        assert (result.returncode, result.stdout) == (0, f"acp-relay {__version__}\n")
+
+
+# -- the agent's environment -------------------------------------------------------------------
+
+
+async def test_agent_environment_drops_acp_relay_variables_and_adds_agent_env() -> None:
+    """The agent inherits the environment minus every ACP_RELAY_* variable, plus --agent-env."""
+    env = secret_env(
+        ACP_RELAY_AGENT=shlex.join(ENV_REPORTER),
+        ACP_RELAY_KILL_GRACE="0.2",
+        ACP_RELAY_NOT_AN_OPTION="typo",
+        RELAY_TEST_INHERITED="kept",
+        RELAY_TEST_OVERRIDDEN="old",
+    )
+    args = ("--agent-env", "RELAY_TEST_OVERRIDDEN=new", "--agent-env", "RELAY_TEST_EXTRA=a b=c")
+    async with serve(*args, env=env) as relay, connect(relay.ticket_url()) as ws:
+        async with asyncio.timeout(10):
+            report = json.loads(await ws.recv())
+    assert isinstance(report, dict)
+    assert [k for k in report if k.upper().startswith("ACP_RELAY")] == []
+    assert [k for k, v in report.items() if SECRET in v] == []
+    assert report["RELAY_TEST_INHERITED"] == "kept"
+    assert report["RELAY_TEST_OVERRIDDEN"] == "new"
+    assert report["RELAY_TEST_EXTRA"] == "a b=c"
+    assert report["PATH"] == env["PATH"]

@@ -1,0 +1,377 @@
+"""Tests for relay.pump: real OS pipes and processes against a real WebSocket on 127.0.0.1:0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import pytest
+from structlog.testing import capture_logs
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from relay import logs
+from relay.framing import FrameRefused
+from relay.pump import READ_CHUNK, Counters, Ended, frames_to_lines, lines_to_frames
+
+LIMIT = 4 * 1024 * 1024
+LOG = logs.get_logger("test.pump")
+
+
+@asynccontextmanager
+async def socket_pair() -> AsyncIterator[tuple[ServerConnection, ClientConnection]]:
+    """A connected WebSocket: the relay's side and a client, over loopback TCP."""
+    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
+
+    async def handler(conn: ServerConnection) -> None:
+        accepted.set_result(conn)
+        await conn.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0, max_size=LIMIT, close_timeout=1) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        url = f"ws://127.0.0.1:{port}"
+        async with connect(url, max_size=LIMIT, close_timeout=1) as client:
+            async with asyncio.timeout(5):
+                conn = await accepted
+            yield conn, client
+
+
+@dataclass
+class Pipe:
+    """Both ends of a real OS pipe as asyncio streams."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    read_end: asyncio.ReadTransport
+
+
+@asynccontextmanager
+async def os_pipe() -> AsyncIterator[Pipe]:
+    """An os.pipe() wrapped with connect_read_pipe / connect_write_pipe."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    reader = asyncio.StreamReader(limit=LIMIT)
+    read_end, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    write_end, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(write_end, protocol, None, loop)
+    try:
+        yield Pipe(reader, writer, read_end)
+    finally:
+        writer.close()
+        read_end.close()
+        await asyncio.sleep(0)  # let both transports close their descriptors
+
+
+async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """Write ``data`` into the pipe, then close it (the reader sees EOF)."""
+    writer.write(data)
+    await writer.drain()
+    writer.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll ``condition`` until it holds (callers bound the wait with asyncio.timeout)."""
+    while True:
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+
+
+async def frames(client: ClientConnection, count: int) -> list[bytes]:
+    """The next ``count`` frames the client receives, as raw bytes."""
+    return [await client.recv(decode=False) for _ in range(count)]
+
+
+async def pump_out(
+    data: bytes, expected: int, max_bytes: int = LIMIT
+) -> tuple[list[bytes], Counters]:
+    """Feed ``data`` through lines_to_frames; return the first ``expected`` frames and counters."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        log = logs.get_logger("test")
+        writing = asyncio.create_task(feed(pipe.writer, data))
+        pumping = asyncio.create_task(
+            lines_to_frames(pipe.reader, conn, max_bytes=max_bytes, counters=counters, log=log)
+        )
+        received = await frames(client, expected)
+        await asyncio.gather(writing, pumping)
+    return received, counters
+
+
+# -- lines_to_frames ------------------------------------------------------------------
+
+
+async def test_lines_arrive_as_identical_frames_in_order() -> None:
+    """Each line becomes one text frame with the same bytes, in order, terminators removed."""
+    big = b'{"text":"' + "é✓".encode() * (READ_CHUNK // 2) + b'"}'  # spans several reads
+    lines = [b'{"jsonrpc":"2.0","id":1}', '{"t":"héllo ✓ 🎉"}'.encode(), big, b"{ }"]
+    data = lines[0] + b"\n\n" + lines[1] + b"\r\n" + lines[2] + b"\n" + lines[3] + b"\n"
+    received, counters = await pump_out(data, len(lines))
+    assert received == lines
+    assert (counters.messages, counters.bytes, counters.dropped) == (
+        4,
+        sum(map(len, lines)),
+        0,
+    )
+
+
+async def test_unterminated_last_line_is_sent_at_eof() -> None:
+    """A last line without a newline is still sent when the pipe ends."""
+    received, counters = await pump_out(b'{"a":1}\n{"b":2}', 2)
+    assert received == [b'{"a":1}', b'{"b":2}']
+    assert counters.messages == 2
+
+
+async def test_bad_lines_dropped_counted_and_logged() -> None:
+    """Over-limit and invalid UTF-8 lines are dropped, counted and logged with size and position."""
+    data = b'{"n":1}\n\xff\xfe\n' + b"y" * 40 + b'\n{"n":2}\n' + b"z" * 33
+    with capture_logs() as events:
+        received, counters = await pump_out(data, 2, max_bytes=32)
+    assert received == [b'{"n":1}', b'{"n":2}']
+    assert (counters.messages, counters.bytes, counters.dropped) == (2, 14, 3)
+    assert [(e["event"], e["log_level"], e["size"], e["after_message"]) for e in events] == [
+        ("line dropped", "error", 2, 1),
+        ("line dropped", "error", 40, 1),
+        ("line dropped", "error", 33, 2),
+    ]
+    assert [e["reason"] for e in events] == [
+        "invalid UTF-8 at byte 0: invalid start byte",
+        "line of 40 bytes over the limit",
+        "line of 33 bytes over the limit",
+    ]
+
+
+async def test_real_process_stdout_becomes_frames() -> None:
+    """Lines a real process writes to its stdout arrive as frames, all of them, in order."""
+    script = "for i in range(2000): print('{\"i\":%d}' % i)"
+    counters = Counters()
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+        )
+        assert proc.stdout is not None
+        pumping = asyncio.create_task(
+            lines_to_frames(proc.stdout, conn, max_bytes=LIMIT, counters=counters, log=LOG)
+        )
+        received = await frames(client, 2000)
+        await pumping
+        assert await proc.wait() == 0
+    assert received == [b'{"i":%d}' % i for i in range(2000)]
+    assert counters.messages == 2000
+
+
+async def test_lines_to_frames_raises_when_socket_is_gone() -> None:
+    """If the socket closes first, the pump raises ConnectionClosed instead of hanging."""
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        await client.close()
+        await conn.wait_closed()
+        pipe.writer.write(b"{}\n")
+        with pytest.raises(ConnectionClosed):
+            await lines_to_frames(pipe.reader, conn, max_bytes=LIMIT, counters=Counters(), log=LOG)
+
+
+async def test_observe_sees_lines_until_it_declines() -> None:
+    """The observer is shown each forwarded line until it returns False, then never again."""
+    seen: list[bytes] = []
+
+    def observe(line: bytes) -> bool:
+        seen.append(line)
+        return b"stop" not in line
+
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        writing = asyncio.create_task(feed(pipe.writer, b"a\nstop\nb\nc\n"))
+        pumping = asyncio.create_task(
+            lines_to_frames(
+                pipe.reader, conn, max_bytes=LIMIT, counters=counters, log=LOG, observe=observe
+            )
+        )
+        received = await frames(client, 4)
+        await asyncio.gather(writing, pumping)
+    assert received == [b"a", b"stop", b"b", b"c"]
+    assert seen == [b"a", b"stop"]
+
+
+# -- frames_to_lines ------------------------------------------------------------------
+
+
+def identity(line: bytes) -> bytes | FrameRefused:
+    return line
+
+
+async def read_lines(reader: asyncio.StreamReader, count: int) -> list[bytes]:
+    return [await reader.readline() for _ in range(count)]
+
+
+async def test_frames_become_lines_in_order() -> None:
+    """Text frames are written as lines byte-identical; blank and binary frames are not."""
+    sent = ['{"jsonrpc":"2.0","id":1}', '{"t":"héllo ✓ 🎉"}', '{"big":"' + "x" * 300_000 + '"}']
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        with capture_logs() as events:
+            pumping = asyncio.create_task(
+                frames_to_lines(
+                    conn,
+                    pipe.writer,
+                    transform=identity,
+                    counters=counters,
+                    log=logs.get_logger("test"),
+                )
+            )
+            await client.send(sent[0])
+            await client.send("")
+            await client.send(b"\x00binary")
+            for frame in sent[1:]:
+                await client.send(frame)
+            lines = await read_lines(pipe.reader, 3)
+            await client.close()
+            assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [s.encode() + b"\n" for s in sent]
+    assert (counters.messages, counters.bytes) == (3, sum(len(s.encode()) for s in sent))
+    assert [(e["event"], e["size"]) for e in events] == [("binary frame ignored", 7)]
+
+
+async def test_frame_with_newlines_is_compacted_or_refused() -> None:
+    """Pretty JSON becomes one compact line; a non-JSON frame with a newline gets -32700."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+        )
+        await client.send('{\n  "id": 1,\n  "method": "a"\n}')
+        await client.send("not json\nat all")
+        reply = json.loads(await client.recv())
+        await client.send('{"id":2}')
+        lines = await read_lines(pipe.reader, 2)
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [b'{"id":1,"method":"a"}\n', b'{"id":2}\n']
+    assert (reply["id"], reply["error"]["code"]) == (None, -32700)
+    assert counters.messages == 2
+
+
+async def test_refused_frame_is_answered_and_not_written() -> None:
+    """A transform's FrameRefused is sent back to the client and its line never reaches the pipe."""
+
+    def transform(line: bytes) -> bytes | FrameRefused:
+        if b"forbidden" in line:
+            return FrameRefused(b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}', "no way")
+        return line.replace(b"old", b"newer")
+
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        with capture_logs() as events:
+            pumping = asyncio.create_task(
+                frames_to_lines(
+                    conn,
+                    pipe.writer,
+                    transform=transform,
+                    counters=counters,
+                    log=logs.get_logger("test"),
+                )
+            )
+            await client.send('{"id":6,"p":"old"}')
+            await client.send('{"id":7,"p":"forbidden"}')
+            reply = await client.recv(decode=False)
+            await client.send('{"id":8}')
+            lines = await read_lines(pipe.reader, 2)
+            await client.close()
+            assert await pumping is Ended.SOCKET_CLOSED
+    assert reply == b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}'
+    assert lines == [b'{"id":6,"p":"newer"}\n', b'{"id":8}\n']
+    assert (counters.messages, counters.bytes) == (2, len(b'{"id":6,"p":"newer"}{"id":8}'))
+    assert [(e["event"], e["reason"]) for e in events] == [("frame refused", "no way")]
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+async def test_peer_gone_ends_with_socket_closed(how: str) -> None:
+    """When the client closes cleanly or drops the TCP connection, the pump ends SOCKET_CLOSED."""
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, transform=identity, counters=Counters(), log=LOG)
+        )
+        await client.send("{}")
+        assert await pipe.reader.readline() == b"{}\n"
+        if how == "close":
+            await client.close()
+        else:
+            client.transport.abort()
+        assert await pumping is Ended.SOCKET_CLOSED
+
+
+async def test_pipe_reader_gone_ends_with_pipe_closed() -> None:
+    """When nobody reads the pipe any more, the next frame ends the pump PIPE_CLOSED."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+        )
+        await client.send('{"n":1}')
+        assert await pipe.reader.readline() == b'{"n":1}\n'
+        pipe.read_end.close()
+        await until(pipe.writer.is_closing)  # the write end notices the hang-up
+        await client.send('{"n":2}')
+        assert await pumping is Ended.PIPE_CLOSED
+    assert counters.messages == 1
+
+
+async def test_pump_blocked_on_full_pipe_ends_when_reader_goes() -> None:
+    """A pump waiting for a full pipe to drain ends PIPE_CLOSED as soon as the reader goes."""
+    frame = '{"x":"' + "x" * 100_000 + '"}'
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pipe.read_end.pause_reading()  # a reader that does not read
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+        )
+        for _ in range(4):
+            await client.send(frame)
+        transport = pipe.writer.transport
+        await until(lambda: transport.get_write_buffer_size() > 0)  # full: the pump waits
+        assert not pumping.done()
+        pipe.read_end.close()
+        assert await pumping is Ended.PIPE_CLOSED
+    assert counters.messages <= 1
+
+
+async def test_process_exit_ends_with_pipe_closed() -> None:
+    """When the agent process exits, frames after that end the pump PIPE_CLOSED."""
+    script = "import sys; sys.stdout.write(sys.stdin.readline())"
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, proc.stdin, transform=identity, counters=Counters(), log=LOG)
+        )
+        await client.send('{"first":1}')
+        assert await proc.stdout.read() == b'{"first":1}\n'
+        assert await proc.wait() == 0
+        while not pumping.done():
+            await client.send('{"later":1}')
+            await asyncio.sleep(0.01)
+        assert pumping.result() is Ended.PIPE_CLOSED
+
+
+async def test_counters_add_messages_and_bytes() -> None:
+    """Counters add one message and its size per line carried."""
+    counters = Counters()
+    counters.add(10)
+    counters.add(0)
+    assert (counters.messages, counters.bytes, counters.dropped) == (2, 10, 0)
