@@ -33,6 +33,9 @@ from relay.config import (
     parse_secrets,
     resolve,
 )
+from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
+from relay.paths import CwdPolicy, describe_rules
+from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig
 from relay.ticket import mint, new_nonce
 
@@ -220,7 +223,35 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         ping_timeout=settings.ping_timeout,
         kill_grace=settings.kill_grace,
         open_timeout=settings.open_timeout,
+        rewrite=rewrite_policy(settings, env),
     )
+
+
+def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
+    """Path mapping and MCP servers for the session-opening rewrite."""
+    cwd = CwdPolicy(
+        rules=settings.cwd_map,
+        fallback=settings.cwd_fallback,
+        workspace=settings.workspace,
+        must_exist=settings.cwd_must_exist,
+    )
+    servers: tuple[McpServer, ...] = ()
+    if settings.mcp_servers:
+        servers = load_mcp_file(settings.mcp_servers, env)
+    mcp = McpPolicy(servers, settings.mcp_merge, settings.drop_client_stdio_mcp)
+    return RewritePolicy(cwd, mcp)
+
+
+def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
+    """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env``."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read --mcp-servers {path}: {exc.strerror}") from exc
+    try:
+        return load_servers(text, env, source=f"--mcp-servers {path}")
+    except McpConfigError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[str]) -> None:
@@ -239,6 +270,14 @@ async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[s
     log = logs.get_logger("relay")
     url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
     log.info("listening", url=url, agent=shlex.join(config.agent_argv), pid=os.getpid())
+    if config.rewrite is not None:
+        log.info(
+            "session rewrite",
+            cwd_map=describe_rules(config.rewrite.cwd),
+            mcp_servers=[server["name"] for server in config.rewrite.mcp.servers],
+            mcp_merge=config.rewrite.mcp.merge,
+            drop_client_stdio_mcp=config.rewrite.mcp.drop_client_stdio,
+        )
     with tempfile.TemporaryDirectory(prefix="acp-relay-dev-") as scratch:
         if settings.dev:
             print_dev_banner(url, secrets[0], settings.audience, Path(scratch))

@@ -617,6 +617,33 @@ def test_config_error_exits_2_naming_the_setting(
     assert "hunter2" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "mcp_json", "message"),
+    [
+        ([], '[{"type": "http", "name": "s", "url": "https://x", "headers": '
+             '[{"name": "Authorization", "value": "Bearer ${MCP_TOKEN_UNSET}"}]}]',
+         "acp-relay: --mcp-servers {file}[0].headers[0].value: ${MCP_TOKEN_UNSET} is not set "
+         "in the relay's environment; set MCP_TOKEN_UNSET before starting the relay\n"),
+        ([], '[{"name": "files"}]',
+         "acp-relay: --mcp-servers {file}[0]: stdio server: missing command\n"),
+        (["--cwd-map", "Users/alice=/workspace"], None,
+         "acp-relay: flag --cwd-map: bad --cwd-map 'Users/alice=/workspace': 'Users/alice' "
+         "is not an absolute path\n"),
+        (["--cwd-fallback", "guess"], None,
+         "acp-relay: flag --cwd-fallback: expected one of workspace, keep, reject, got 'guess'\n"),
+    ],
+    ids=["missing-var", "bad-mcp-server", "bad-cwd-map", "bad-fallback"],
+)  # fmt: skip
+def test_rewrite_settings_are_checked_at_start_up(
+    tmp_path: Path, args: list[str], mcp_json: str | None, message: str
+) -> None:
+    """A missing ${VAR}, a bad MCP server or a bad mapping stops start-up, saying which."""
+    file = write(tmp_path / "mcp.json", mcp_json or "[]")
+    result = run_cli("serve", "--agent", CAT, "--mcp-servers", file, *args, env=secret_env())
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == message.replace("{file}", file)
+
+
 # -- logs -------------------------------------------------------------------------------------
 
 

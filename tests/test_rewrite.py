@@ -1,15 +1,17 @@
-"""Tests for relay.rewrite: the session-opening pre-filter and the (so far identity) rewriter."""
+"""Tests for relay.rewrite: the session-opening pre-filter and the rewrite of those requests."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.framing import FrameRefused
 from relay.mcp import McpPolicy
-from relay.paths import CwdPolicy
+from relay.paths import CwdPolicy, parse_rule
 from relay.rewrite import (
     SESSION_OPENING_METHODS,
     RewritePolicy,
@@ -158,3 +160,155 @@ def test_escaped_method_cannot_dodge_the_rewrite(method_token: str) -> None:
     result = SessionRewriter(WORKSPACE_ONLY).client_line(line.encode())
     assert isinstance(result, Rewritten)
     assert json.loads(result.line)["params"]["cwd"] == "/srv/work"
+
+
+# -- the rewrite proper ---------------------------------------------------------------
+
+FILES = {"name": "files", "command": "/usr/bin/mcp-files", "args": [], "env": []}
+SEARCH = {"type": "http", "name": "search", "url": "https://mcp/x", "headers": []}
+MAPPED = CwdPolicy((parse_rule("/Users/alice=/workspace"),), "workspace", "/srv/work", False)
+CONFIGURED = RewritePolicy(MAPPED, McpPolicy((FILES,)))
+NO_SERVERS = RewritePolicy(MAPPED, McpPolicy())
+
+
+def rewrite(line: bytes, policy: RewritePolicy = CONFIGURED) -> bytes | FrameRefused | Rewritten:
+    return SessionRewriter(policy, exists=lambda _p: True).client_line(line)
+
+
+def line_of(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+@given(st.binary(max_size=300) | NON_OPENING.map(lambda m: request(m, {"cwd": "/Users/alice"})))
+def test_configured_rewriter_passes_other_lines_unchanged(line: bytes) -> None:
+    """With mappings and MCP servers configured, any other line still passes byte-identical."""
+    if might_open_session(line) and b"session/" in line:
+        return  # a random line that happens to hold a session request is not "other"
+    assert rewrite(line) == line
+
+
+EXTRA_FIELDS = st.dictionaries(
+    st.text(max_size=8).filter(lambda k: k not in ("cwd", "mcpServers", "additionalDirectories")),
+    JSON_VALUES,
+    max_size=5,
+)
+
+
+@given(
+    st.sampled_from(SESSION_OPENING_METHODS),
+    st.integers(-(10**12), 10**12) | st.text(max_size=10),
+    EXTRA_FIELDS,
+    st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=3),
+    st.integers(0, 5),
+)
+def test_rewrite_keeps_every_field_it_does_not_mean_to_change(
+    method: str, request_id: int | str, extra: dict[str, Any], meta: dict[str, Any], at: int
+) -> None:
+    """Only cwd and mcpServers change; the id (and its type), _meta, unknown fields and key
+    order are kept."""
+    params: dict[str, Any] = dict(extra)
+    keys = list(params)
+    keys.insert(min(at, len(keys)), "cwd")
+    params = {k: ("/Users/alice/p" if k == "cwd" else params[k]) for k in keys}
+    params["_meta"] = meta
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    result = rewrite(line_of(message))
+    assert isinstance(result, Rewritten)
+    got = json.loads(result.line)
+    assert list(got) == list(message)
+    assert (got["id"], type(got["id"])) == (request_id, type(request_id))
+    assert got["params"].pop("cwd") == "/workspace/p"
+    assert got["params"].pop("mcpServers") == [FILES]
+    params.pop("cwd")
+    assert list(got["params"]) == list(params)
+    assert got["params"] == params
+
+
+@pytest.mark.parametrize(
+    ("params", "policy", "expected"),
+    [
+        # resume/fork: mcpServers is optional; added only when something is injected
+        ({"sessionId": "s", "cwd": "/Users/alice/x"}, NO_SERVERS,
+         {"sessionId": "s", "cwd": "/workspace/x"}),
+        ({"sessionId": "s", "cwd": "/Users/alice/x"}, CONFIGURED,
+         {"sessionId": "s", "cwd": "/workspace/x", "mcpServers": [FILES]}),
+        ({"sessionId": "s", "cwd": "/workspace"}, RewritePolicy(
+            CwdPolicy((parse_rule("/workspace=/workspace"),), "keep", "/w", False), McpPolicy()),
+         None),
+        ({"cwd": "/Users/alice", "additionalDirectories": ["/Users/alice/lib", "D:\\\\x"]},
+         NO_SERVERS,
+         {"cwd": "/workspace", "additionalDirectories": ["/workspace/lib", "/srv/work"]}),
+    ],
+)  # fmt: skip
+def test_resume_and_additional_directories(
+    params: dict[str, Any], policy: RewritePolicy, expected: dict[str, Any] | None
+) -> None:
+    """On session/resume mcpServers appears only when injected; additionalDirectories map
+    like cwd; a request needing no change passes byte-identical."""
+    line = line_of({"jsonrpc": "2.0", "id": 1, "method": "session/resume", "params": params})
+    result = rewrite(line, policy)
+    if expected is None:
+        assert result == line
+        return
+    assert isinstance(result, Rewritten)
+    assert json.loads(result.line)["params"] == expected
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": "2.0", "method": "session/new", "params": {"cwd": "/Users/alice"}},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new"},
+        {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": ["/Users/alice"]},
+        {"jsonrpc": "2.0", "id": 1, "result": {"method": "session/new", "cwd": "/Users/alice"}},
+    ],
+    ids=["notification", "no-params", "params-not-object", "response"],
+)
+def test_malformed_or_non_request_session_lines_pass(message: dict[str, Any]) -> None:
+    """Only well-formed session requests are rewritten; anything else is the agent's to judge."""
+    line = line_of(message)
+    assert rewrite(line) == line
+
+
+@pytest.mark.parametrize("request_id", [7, "seven", None])
+def test_refusal_answers_the_same_id(request_id: int | str | None) -> None:
+    """A refused path is answered with -32602 to the request's own id, whatever its type."""
+    policy = RewritePolicy(CwdPolicy((), "reject", "/w", False), McpPolicy())
+    line = line_of(
+        {"jsonrpc": "2.0", "id": request_id, "method": "session/new", "params": {"cwd": "/x"}}
+    )
+    result = rewrite(line, policy)
+    assert isinstance(result, FrameRefused)
+    reply = json.loads(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (request_id, -32602)
+    assert reply["error"]["message"] == (
+        "cwd /x cannot be used on the agent's machine: no --cwd-map rule matches it and "
+        "--cwd-fallback is reject. Mappings in force: otherwise: reject"
+    )
+
+
+def test_refused_additional_directory_names_its_field() -> None:
+    """A refused additionalDirectories entry is named by its index."""
+    params = {"cwd": "/x", "additionalDirectories": ["/y"]}
+    policy = RewritePolicy(CwdPolicy((parse_rule("/x=/srv"),), "reject", "/w", False), McpPolicy())
+    result = rewrite(line_of({"id": 1, "method": "session/new", "params": params}), policy)
+    assert isinstance(result, FrameRefused)
+    assert json.loads(result.reply)["error"]["data"]["field"] == "additionalDirectories[0]"
+
+
+def test_capabilities_come_from_the_agents_initialize_reply() -> None:
+    """http servers are withheld until the agent's initialize reply declares http, once."""
+    rewriter = SessionRewriter(RewritePolicy(MAPPED, McpPolicy((FILES, SEARCH))))
+    line = line_of({"id": 1, "method": "session/new", "params": {"cwd": "/Users/alice"}})
+    before = rewriter.client_line(line)
+    assert rewriter.watches_agent
+    assert rewriter.agent_line(b'{"id":0,"method":"x"}') is True
+    reply = {"id": 0, "result": {"agentCapabilities": {"mcpCapabilities": {"http": True}}}}
+    assert rewriter.agent_line(line_of(reply)) is False
+    after = rewriter.client_line(line)
+    assert isinstance(before, Rewritten)
+    assert isinstance(after, Rewritten)
+    assert json.loads(before.line)["params"]["mcpServers"] == [FILES]
+    assert before.report.fields()["mcp_withheld"] == ["search"]
+    assert "http=False" in before.report.fields()["withheld_because"]
+    assert json.loads(after.line)["params"]["mcpServers"] == [FILES, SEARCH]

@@ -8,12 +8,21 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
+import acp
+import acp.schema
 import pytest
+from acp.ws.client import create_websocket_stream
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from relay.mcp import McpPolicy
+from relay.paths import CwdPolicy, Fallback, parse_rule
+from relay.rewrite import RewritePolicy
 from tests.conftest import (
     AGENTS,
     DEMO_AGENT,
@@ -168,9 +177,6 @@ async def test_client_invalid_utf8_closes_1007() -> None:
 
 async def test_demo_agent_through_relay_with_acp_sdk() -> None:
     """The ACP Python SDK as client drives the demo agent through the relay."""
-    import acp
-    from acp.ws.client import create_websocket_stream
-
     updates: list[str] = []
 
     class Client:
@@ -478,3 +484,204 @@ async def one_echo(url: str) -> None:
         await ws.send("{}")
         async with asyncio.timeout(5):
             assert await ws.recv() == "{}"
+
+
+# -- the session-opening rewrite ----------------------------------------------------
+
+FILES_MCP = {"name": "files", "command": "/usr/bin/mcp-files", "args": [], "env": []}
+SEARCH_MCP = {
+    "type": "http",
+    "name": "search",
+    "url": "https://mcp.example/x",
+    "headers": [{"name": "Authorization", "value": "Bearer mcp-token-123"}],
+}
+
+
+def rewrite_policy(
+    tmp: Path,
+    rules: Sequence[str] = (),
+    fallback: Fallback = "workspace",
+    servers: Sequence[dict[str, Any]] = (),
+) -> RewritePolicy:
+    cwd = CwdPolicy(tuple(parse_rule(r) for r in rules), fallback, str(tmp / "ws"), True)
+    return RewritePolicy(cwd, McpPolicy(tuple(servers)))
+
+
+@asynccontextmanager
+async def demo_session(
+    url: str, agent_flags: Sequence[str] = ()
+) -> AsyncIterator[acp.ClientSideConnection]:
+    """An ACP SDK client connection to the demo agent through the relay, initialized."""
+    transport = await create_websocket_stream(url)
+    conn = acp.connect_to_agent(NoCallbacks(), transport)  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(20):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        yield conn
+    finally:
+        await conn.close()
+
+
+class NoCallbacks:
+    """An ACP client that ignores the agent's notifications."""
+
+    async def session_update(self, session_id: str, update: object, **_: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> object:
+        raise AttributeError(name)
+
+
+def reported(response: Any) -> dict[str, Any]:
+    """What the demo agent says it received (its reply's _meta.demo)."""
+    meta: dict[str, Any] = response.field_meta["demo"]
+    return meta
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Path:
+    """The agent's filesystem: a workspace and a mapped project folder."""
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "alice" / "proj").mkdir(parents=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("rule", "client_cwd"),
+    [
+        ("/Users/alice={box}/alice", "/Users/alice/proj"),
+        ("C:\\Users\\alice={box}/alice", "C:\\Users\\alice\\proj"),
+        ("c:/users/alice={box}/alice", "C:\\Users\\Alice\\proj"),
+        ("//wsl$/Ubuntu/home/alice={box}/alice", "\\\\wsl.localhost\\Ubuntu\\home\\alice\\proj"),
+    ],
+)
+async def test_editor_cwd_is_translated(box: Path, rule: str, client_cwd: str) -> None:
+    """An editor on macOS, Windows or reaching WSL by UNC path gets its cwd mapped."""
+    policy = rewrite_policy(box, [rule.format(box=box)])
+    async with (
+        live_relay(DEMO_AGENT, rewrite=policy) as live,
+        demo_session(live.ticket_url()) as conn,
+    ):
+        session = await conn.new_session(cwd=client_cwd, mcp_servers=[])
+    assert reported(session)["cwd"] == f"{box}/alice/proj"
+    assert reported(session)["cwdExists"] is True
+
+
+async def test_session_load_is_translated_too(box: Path) -> None:
+    """session/load carries a cwd and MCP servers too, and gets the same rewrite."""
+    policy = rewrite_policy(box, [f"/Users/alice={box}/alice"], servers=[FILES_MCP])
+    async with (
+        live_relay(DEMO_AGENT, rewrite=policy) as live,
+        demo_session(live.ticket_url()) as conn,
+    ):
+        loaded = await conn.load_session(cwd="/Users/alice/proj", session_id="s-1", mcp_servers=[])
+    assert reported(loaded)["cwd"] == f"{box}/alice/proj"
+    assert reported(loaded)["mcpServers"] == ["files"]
+
+
+@pytest.mark.parametrize(
+    ("fallback", "agent_cwd"),
+    [("workspace", "{box}/ws"), ("keep", "/somewhere/else")],
+)
+async def test_fallback_when_no_rule_matches(box: Path, fallback: Fallback, agent_cwd: str) -> None:
+    """Without a matching rule the cwd becomes the workspace, or is kept as it is."""
+    policy = rewrite_policy(box, [f"/Users/alice={box}/alice"], fallback)
+    async with (
+        live_relay(DEMO_AGENT, rewrite=policy) as live,
+        demo_session(live.ticket_url()) as conn,
+    ):
+        session = await conn.new_session(cwd="/somewhere/else", mcp_servers=[])
+    assert reported(session)["cwd"] == agent_cwd.format(box=box)
+
+
+@pytest.mark.parametrize(
+    ("fallback", "client_cwd", "why", "agent_path"),
+    [
+        ("reject", "/somewhere/else",
+         "no --cwd-map rule matches it and --cwd-fallback is reject", None),
+        ("workspace", "/Users/alice/proj/../../bob",
+         "it climbs out of {box}/alice (mapped by /Users/alice={box}/alice)", None),
+        ("workspace", "/Users/alice/missing",
+         "{box}/alice/missing does not exist on the agent's machine", "{box}/alice/missing"),
+    ],
+)  # fmt: skip
+async def test_refused_paths_get_invalid_params_from_the_relay(
+    box: Path, fallback: Fallback, client_cwd: str, why: str, agent_path: str | None
+) -> None:
+    """Rejected, escaping and missing paths are answered -32602 by the relay, naming the
+    client path, the agent path and the mappings; the agent never sees the request."""
+    policy = rewrite_policy(box, [f"/Users/alice={box}/alice"], fallback)
+    async with (
+        live_relay(DEMO_AGENT, rewrite=policy) as live,
+        demo_session(live.ticket_url()) as conn,
+    ):
+        with pytest.raises(acp.RequestError) as caught:
+            await conn.new_session(cwd=client_cwd, mcp_servers=[])
+    error = caught.value
+    mappings = [f"/Users/alice={box}/alice", f"otherwise: {fallback}"]
+    if fallback == "workspace":
+        mappings[1] += f" ({box}/ws)"
+    assert error.code == -32602
+    assert str(error) == (
+        f"cwd {client_cwd} cannot be used on the agent's machine: {why.format(box=box)}. "
+        f"Mappings in force: {'; '.join(mappings)}"
+    )
+    assert error.data == {
+        "field": "cwd",
+        "clientPath": client_cwd,
+        "agentPath": None if agent_path is None else agent_path.format(box=box),
+        "mappings": mappings,
+        "hint": "open a folder the relay maps, or ask its operator for a --cwd-map rule",
+    }
+
+
+@pytest.mark.parametrize(
+    ("agent_flags", "names"),
+    [(("--mcp-http",), ["editor-tool", "files", "search"]),
+     (("--no-mcp-http",), ["editor-tool", "files"])],
+)  # fmt: skip
+async def test_mcp_servers_injected_and_gated(
+    box: Path, agent_flags: tuple[str, ...], names: list[str]
+) -> None:
+    """The relay's MCP servers are appended; http ones only if the agent declared http."""
+    policy = rewrite_policy(box, servers=[FILES_MCP, SEARCH_MCP])
+    editor_tool = acp.schema.McpServerStdio(name="editor-tool", command="/x", args=[], env=[])
+    async with (
+        live_relay((*DEMO_AGENT, *agent_flags), rewrite=policy) as live,
+        demo_session(live.ticket_url()) as conn,
+    ):
+        session = await conn.new_session(cwd="/anywhere", mcp_servers=[editor_tool])
+    assert reported(session)["mcpServers"] == names
+
+
+async def test_rewrite_keeps_every_other_field(box: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """_meta, unknown fields, the id's type and key order survive; other lines pass as sent."""
+    policy = rewrite_policy(box, [f"/Users/alice={box}/alice"], servers=[FILES_MCP])
+    request = (
+        '{"jsonrpc":"2.0","id":"req-1","method":"session/new","params":{"_meta":{"x":[1,2]},'
+        '"cwd":"/Users/alice/proj","zeta":true,"mcpServers":[],"alpha":"é"},"extra":null}'
+    )
+    expected = (
+        (
+            '{"jsonrpc":"2.0","id":"req-1","method":"session/new","params":{"_meta":{"x":[1,2]},'
+            f'"cwd":"{box}/alice/proj","zeta":true,"mcpServers":[{json.dumps(FILES_MCP)}],'
+            '"alpha":"é"},"extra":null}'
+        )
+        .replace(", ", ",")
+        .replace(": ", ":")
+    )
+    untouched = (
+        '{"jsonrpc":"2.0", "id": 7, "method":"session/prompt", "params": {"t":"session/new"}}'
+    )
+    async with live_relay(CAT, rewrite=policy) as live, connect(live.ticket_url()) as ws:
+        await ws.send(request)
+        await ws.send(untouched)
+        async with asyncio.timeout(5):
+            assert await ws.recv() == expected
+            assert await ws.recv() == untouched
+    logged = [r.msg for r in caplog.records if "session request rewritten" in str(r.msg)]
+    assert len(logged) == 1
+    assert isinstance(logged[0], dict)
+    assert logged[0]["cwd_from"] == "/Users/alice/proj"
+    assert logged[0]["cwd_to"] == f"{box}/alice/proj"
+    assert logged[0]["mcp_injected"] == ["files"]
