@@ -12,7 +12,7 @@ import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
@@ -22,6 +22,15 @@ from relay.framing import DroppedLine, FrameRefused, Line, LineSplitter, frame_t
 READ_CHUNK = 1 << 18
 
 LineTransform = Callable[[bytes], bytes | FrameRefused]
+# Trace hooks (relay.tracefile), None when --trace-dir is off: checked once per batch or frame.
+AgentLineHook = Callable[[Line], None]
+ClientFrameHook = Callable[[bytes, bytes | FrameRefused | None], None]
+
+
+class FrameSink(Protocol):
+    """Where :func:`lines_to_frames` sends: a WebSocket, or anything that sends like one."""
+
+    async def send(self, message: bytes, text: bool | None = None) -> None: ...
 
 
 @dataclass
@@ -46,45 +55,64 @@ class Ended(enum.Enum):
 
 async def lines_to_frames(
     reader: asyncio.StreamReader,
-    ws: Connection,
+    ws: FrameSink,
     *,
     max_bytes: int,
     counters: Counters,
     log: Any,
     observe: Callable[[bytes], bool] | None = None,
+    trace: AgentLineHook | None = None,
 ) -> None:
     """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
 
     Lines over ``max_bytes`` or not valid UTF-8 are dropped with an error log.
     ``observe`` is shown each line until it returns False (then never again).
+    ``trace`` is shown each line once it was sent (or dropped).
     Raises ConnectionClosed if the socket goes first.
     """
     splitter = LineSplitter(max_bytes)
     while chunk := await reader.read(READ_CHUNK):
-        for line in splitter.feed(chunk):
-            if observe is not None and isinstance(line, bytes) and not observe(line):
-                observe = None
-            await _send_line(ws, line, counters, log)
+        lines = splitter.feed(chunk)
+        if observe is not None and not all(map(observe, _whole(lines))):
+            observe = None
+        await _send_lines(ws, lines, counters, log)
+        if trace is not None:
+            for line in lines:
+                trace(line)
     last = splitter.finish()
     if last is not None:
-        await _send_line(ws, last, counters, log)
+        await _send_lines(ws, [last], counters, log)
+        if trace is not None:
+            trace(last)
 
 
-async def _send_line(ws: Connection, line: Line, counters: Counters, log: Any) -> None:
-    if isinstance(line, DroppedLine):
-        _drop(log, counters, line.size, line.reason)
+def _whole(lines: list[Line]) -> list[bytes]:
+    return [line for line in lines if isinstance(line, bytes)]
+
+
+async def _send_lines(ws: Connection, lines: list[Line], counters: Counters, log: Any) -> None:
+    """Send the lines of one read as text frames, written to the socket together."""
+    frames: list[bytes] = []
+    for line in lines:
+        if isinstance(line, DroppedLine):
+            _drop(log, counters, line.size, line.reason, counters.messages + len(frames))
+        elif (problem := utf8_problem(line)) is not None:
+            _drop(log, counters, len(line), problem, counters.messages + len(frames))
+        else:
+            frames.append(line)
+    if not frames:
         return
-    problem = utf8_problem(line)
-    if problem is not None:
-        _drop(log, counters, len(line), problem)
-        return
-    await ws.send(line, text=True)
-    counters.add(len(line))
+    # One send_context for the batch: one write and one drain instead of one per line.
+    async with ws.send_context():
+        for frame in frames:
+            ws.protocol.send_text(frame)
+    for frame in frames:
+        counters.add(len(frame))
 
 
-def _drop(log: Any, counters: Counters, size: int, reason: str) -> None:
+def _drop(log: Any, counters: Counters, size: int, reason: str, after_message: int) -> None:
     counters.dropped += 1
-    log.error("line dropped", size=size, reason=reason, after_message=counters.messages)
+    log.error("line dropped", size=size, reason=reason, after_message=after_message)
 
 
 async def frames_to_lines(
@@ -94,11 +122,13 @@ async def frames_to_lines(
     transform: LineTransform,
     counters: Counters,
     log: Any,
+    trace: ClientFrameHook | None = None,
 ) -> Ended:
     """Write each text frame of ``ws`` as one line into ``writer`` until either side closes.
 
     Binary frames are ignored with a warning. A frame that cannot be one line, or that
-    ``transform`` refuses, is answered on the socket and not forwarded.
+    ``transform`` refuses, is answered on the socket and not forwarded. ``trace`` is
+    shown each text frame with what became of it.
     """
     while True:
         try:
@@ -108,7 +138,10 @@ async def frames_to_lines(
         if isinstance(frame, bytes):
             log.warning("binary frame ignored", size=len(frame))
             continue
-        line = _to_line(frame.encode(), transform)
+        data = frame.encode()
+        line = _to_line(data, transform)
+        if trace is not None:
+            trace(data, line)
         if line is None:
             continue
         if isinstance(line, FrameRefused):
@@ -141,7 +174,8 @@ async def _write_line(writer: asyncio.StreamWriter, line: bytes) -> bool:
         return False
     try:
         writer.writelines((line, b"\n"))
-        await writer.drain()
+        if writer.transport.get_write_buffer_size():  # the pipe is full: wait for room
+            await writer.drain()
     except (BrokenPipeError, ConnectionResetError):
         return False
     return True
