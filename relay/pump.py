@@ -30,7 +30,7 @@ ClientFrameHook = Callable[[bytes, bytes | FrameRefused | None], None]
 class FrameSink(Protocol):
     """Where :func:`lines_to_frames` sends: a WebSocket, or anything that sends like one."""
 
-    async def send(self, message: bytes, text: bool | None = None) -> None: ...
+    async def send(self, message: bytes, *, text: bool | None = None) -> None: ...
 
 
 @dataclass
@@ -90,7 +90,7 @@ def _whole(lines: list[Line]) -> list[bytes]:
     return [line for line in lines if isinstance(line, bytes)]
 
 
-async def _send_lines(ws: Connection, lines: list[Line], counters: Counters, log: Any) -> None:
+async def _send_lines(ws: FrameSink, lines: list[Line], counters: Counters, log: Any) -> None:
     """Send the lines of one read as text frames, written to the socket together."""
     frames: list[bytes] = []
     for line in lines:
@@ -100,14 +100,21 @@ async def _send_lines(ws: Connection, lines: list[Line], counters: Counters, log
             _drop(log, counters, len(line), problem, counters.messages + len(frames))
         else:
             frames.append(line)
-    if not frames:
-        return
-    # One send_context for the batch: one write and one drain instead of one per line.
-    async with ws.send_context():
-        for frame in frames:
-            ws.protocol.send_text(frame)
+    if frames:
+        await _send_frames(ws, frames)
     for frame in frames:
         counters.add(len(frame))
+
+
+async def _send_frames(ws: FrameSink, frames: list[bytes]) -> None:
+    if isinstance(ws, Connection):
+        # One send_context for the batch: one write and one drain instead of one per line.
+        async with ws.send_context():
+            for frame in frames:
+                ws.protocol.send_text(frame)
+    else:
+        for frame in frames:
+            await ws.send(frame, text=True)
 
 
 def _drop(log: Any, counters: Counters, size: int, reason: str, after_message: int) -> None:

@@ -68,9 +68,7 @@ class Server:
         base = f"ws://127.0.0.1:{self.port}{self.path}"
         if not self.ticketed:
             return base
-        ticket = mint(
-            SECRET, now=time.time(), nonce=new_nonce(os.urandom(16)), subject="bench"
-        )
+        ticket = mint(SECRET, now=time.time(), nonce=new_nonce(os.urandom(16)), subject="bench")
         return f"{base}?ticket={ticket}"
 
 
@@ -107,7 +105,9 @@ def wait_for_port(port: int, seconds: float = 15) -> None:
 
 
 @contextmanager
-def running(argv: Sequence[str], env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    argv: Sequence[str], env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
         argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True,
@@ -208,7 +208,8 @@ def measure_idle_memory(server: Server, plan: Plan, results: Results) -> None:
     urls = [server.url() for _ in range(plan.idle_sockets)]
     argv = ["node", str(HERE / "loadgen.mjs"), json.dumps({"command": "idle", "urls": urls})]
     holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout is not None
+    assert holder.stdin is not None
     opened = json.loads(holder.stdout.readline() or '{"error": "no answer"}')
     time.sleep(1.0)  # let the server settle after the burst of opens
     after = rss_kib(server.process.pid)
@@ -232,7 +233,8 @@ def agent_own_start_ms(count: int) -> dict[str, Any]:
         start = time.perf_counter()
         with subprocess.Popen(["sh", "-c", "echo ready; exec cat"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, start_new_session=True) as agent:  # fmt: skip
-            assert agent.stdout is not None and agent.stdin is not None
+            assert agent.stdout is not None
+            assert agent.stdin is not None
             agent.stdout.readline()
             times.append((time.perf_counter() - start) * 1000)
             agent.stdin.close()
