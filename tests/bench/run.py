@@ -159,7 +159,10 @@ def ceiling() -> Iterator[Server]:
 
 def loadgen(command: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
     argv = ["node", str(HERE / "loadgen.mjs"), json.dumps(command)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+        check=False,
+    )  # fmt: skip
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     if not last:
         return {"error": f"load generator failed: {done.stderr.strip()[-500:]}"}
@@ -204,6 +207,8 @@ def measure_bulk(server: Server, plan: Plan, results: Results) -> None:
 
 
 def measure_idle_memory(server: Server, plan: Plan, results: Results) -> None:
+    loadgen({"command": "idle", "urls": [server.url()]})  # warm up lazily created state
+    time.sleep(0.5)
     before = rss_kib(server.process.pid)
     urls = [server.url() for _ in range(plan.idle_sockets)]
     argv = ["node", str(HERE / "loadgen.mjs"), json.dumps({"command": "idle", "urls": urls})]
@@ -274,14 +279,12 @@ def run(plan: Plan) -> Results:
     with ceiling() as server:
         measure_rates(server, plan, results)
         measure_bulk(server, plan, results)
-    with relay("cat") as server:
-        measure_rates(server, plan, results)
-        measure_bulk(server, plan, results)
-        measure_idle_memory(server, plan, results)
-    if have_websocketd:
-        with websocketd("cat") as server:
+    servers = [relay, websocketd] if have_websocketd else [relay]
+    for start in servers:
+        with start("cat") as server:
             measure_rates(server, plan, results)
             measure_bulk(server, plan, results)
+        with start("cat") as server:  # a fresh process: RSS not inflated by the bulk runs
             measure_idle_memory(server, plan, results)
     results.put("agent", "own_start", agent_own_start_ms(plan.first_byte_count))
     with relay(FIRST_BYTE_AGENT) as server:
