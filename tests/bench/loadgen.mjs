@@ -1,4 +1,5 @@
-// Load generator for the acp-relay benchmark: one JSON command in argv[2], one JSON result
+// Load generator for the acp-relay benchmark: one JSON command in argv[2] (or @FILE holding
+// it), one JSON result
 // on stdout. Written for Node.js + ws so that the client is not the bottleneck; its own
 // ceiling is measured against echo.mjs in the same run.
 //
@@ -6,6 +7,7 @@
 //   bulk        {url, size, count, inflight, timeout} MB/s for large messages, or an error
 //   first_byte  {urls}                                connect -> first agent byte, per URL
 //   idle        {urls}                                open all, print {"open": n}, hold until stdin closes
+import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 
 const OPTIONS = { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 };
@@ -145,7 +147,8 @@ async function idle({ urls }) {
 }
 
 const COMMANDS = { rate, bulk, first_byte: firstByte, idle };
-const command = JSON.parse(process.argv[2]);
+const arg = process.argv[2];
+const command = JSON.parse(arg.startsWith("@") ? readFileSync(arg.slice(1), "utf8") : arg);
 COMMANDS[command.command](command)
   .then((result) => {
     process.stdout.write(JSON.stringify(result) + "\n");

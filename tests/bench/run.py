@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -211,7 +212,9 @@ def measure_idle_memory(server: Server, plan: Plan, results: Results) -> None:
     time.sleep(0.5)
     before = rss_kib(server.process.pid)
     urls = [server.url() for _ in range(plan.idle_sockets)]
-    argv = ["node", str(HERE / "loadgen.mjs"), json.dumps({"command": "idle", "urls": urls})]
+    command = Path(tempfile.mkstemp(suffix=".json")[1])
+    command.write_text(json.dumps({"command": "idle", "urls": urls}))  # too long for argv
+    argv = ["node", str(HERE / "loadgen.mjs"), f"@{command}"]
     holder = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None
     assert holder.stdin is not None
@@ -220,6 +223,7 @@ def measure_idle_memory(server: Server, plan: Plan, results: Results) -> None:
     after = rss_kib(server.process.pid)
     holder.stdin.close()
     holder.wait(timeout=60)
+    command.unlink()
     per = (after - before) / max(1, opened.get("open", 0))
     results.put(server.name, f"idle_{plan.idle_sockets}", {
         "open": opened.get("open"), "error": opened.get("error"), "rss_before_kib": before,
