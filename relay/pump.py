@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from relay.framing import DroppedLine, FrameRefused, Line, LineSplitter, frame_to_line, utf8_problem
 
 READ_CHUNK = 1 << 18
+COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
 
 LineTransform = Callable[[bytes], bytes | FrameRefused]
 # Trace hooks (relay.tracefile), None when --trace-dir is off: checked once per batch or frame.
@@ -137,10 +138,12 @@ async def frames_to_lines(
     ``transform`` refuses, is answered on the socket and not forwarded. ``trace`` is
     shown each text frame with what became of it.
     """
+    lines = LineWriter(writer)
     while True:
         try:
             frame = await ws.recv()
         except ConnectionClosed:
+            lines.flush()
             return Ended.SOCKET_CLOSED
         if isinstance(frame, bytes):
             log.warning("binary frame ignored", size=len(frame))
@@ -156,7 +159,7 @@ async def frames_to_lines(
             if not await _reply(ws, line.reply):
                 return Ended.SOCKET_CLOSED
             continue
-        if not await _write_line(writer, line):
+        if not await lines.write(line):
             return Ended.PIPE_CLOSED
         counters.add(len(line))
 
@@ -176,13 +179,48 @@ async def _reply(ws: Connection, reply: bytes) -> bool:
     return True
 
 
-async def _write_line(writer: asyncio.StreamWriter, line: bytes) -> bool:
-    if writer.is_closing():
-        return False
-    try:
-        writer.writelines((line, b"\n"))
-        if writer.transport.get_write_buffer_size():  # the pipe is full: wait for room
-            await writer.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        return False
-    return True
+class LineWriter:
+    """Writes lines into a pipe; small lines of one loop iteration go out in one write.
+
+    Frames that are already received come out of ``recv()`` without a pause, so the lines
+    made of them are joined and written once the loop turns (``call_soon``), saving a
+    system call per message under load. At most ``COALESCE_BYTES`` wait in the join; a
+    full pipe makes :meth:`write` wait, which stops the reading of the socket.
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self._joined = bytearray()
+        self._scheduled = False
+
+    async def write(self, line: bytes) -> bool:
+        """Queue one line (``\n`` added); False once the pipe is closed."""
+        if self.writer.is_closing():
+            return False
+        if len(line) >= COALESCE_BYTES:
+            self.flush()
+            self.writer.writelines((line, b"\n"))
+        else:
+            self._join(line)
+        try:
+            if self.writer.transport.get_write_buffer_size():  # the pipe is full: wait
+                await self.writer.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def _join(self, line: bytes) -> None:
+        self._joined += line
+        self._joined += b"\n"
+        if len(self._joined) >= COALESCE_BYTES:
+            self.flush()
+        elif not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write the joined lines now."""
+        self._scheduled = False
+        if self._joined and not self.writer.is_closing():
+            joined, self._joined = self._joined, bytearray()
+            self.writer.write(joined)
