@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
+from asyncio.streams import FlowControlMixin
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import IO, Any
 
 from relay.framing import DroppedLine, Line, LineSplitter
 
@@ -54,62 +56,47 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-class _AgentProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """Stream protocol that reports the agent's exit at once.
+class AgentProcess:
+    """A running agent: its pipes, its pid, and how to stop it with its children.
 
-    ``Process.wait()`` also waits for every pipe to close, which never happens while a
-    child of the agent still holds one; the exit itself is what the relay needs.
+    Started with :class:`subprocess.Popen` (vfork and exec: about 1.5 ms faster than the
+    event loop's fork-based spawn in a process of the relay's size) and watched through a
+    pidfd, so the agent's exit is seen at once even while its children hold its pipes.
     """
 
-    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=limit, loop=loop)
-        self.exited: asyncio.Future[int] = loop.create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
-        # uvloop's process transport has the same API but is not a subclass.
-        self.process = cast(asyncio.SubprocessTransport, transport)
-
-    def process_exited(self) -> None:
-        returncode = self.process.get_returncode()
-        super().process_exited()  # may drop the transport: read the status first
-        if not self.exited.done() and returncode is not None:
-            self.exited.set_result(returncode)
-
-
-class AgentProcess:
-    """A running agent: its pipes, its pid, and how to stop it with its children."""
-
-    def __init__(self, proc: asyncio.subprocess.Process, exited: asyncio.Future[int]) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        self._exited = exited
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        self.stdin = proc.stdin
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
+    def __init__(self, popen: subprocess.Popen[bytes], pipes: _Pipes) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.stdin, self.stdout, self.stderr = pipes.stdin, pipes.stdout, pipes.stderr
+        self._pipes = pipes
+        self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        _watch_exit(popen, self._exited)
 
     @classmethod
     async def start(cls, argv: Sequence[str], *, cwd: str, env: dict[str, str]) -> AgentProcess:
         """Start ``argv`` (never through a shell) in a new process group."""
-        loop = asyncio.get_running_loop()
-        pipe = asyncio.subprocess.PIPE
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _AgentProtocol(PIPE_LIMIT, loop),
-                *argv,
-                stdin=pipe,
-                stdout=pipe,
-                stderr=pipe,
+            # vfork + exec blocks the loop about 0.2 ms: cheaper than the loop's own spawn.
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise AgentStartError(describe_start_error(argv, cwd, exc)) from exc
-        return cls(asyncio.subprocess.Process(transport, protocol, loop), protocol.exited)
+        try:
+            pipes = await _connect_pipes(popen)
+        except BaseException:
+            _kill_and_reap(popen)
+            for pipe in (popen.stdin, popen.stdout, popen.stderr):
+                if pipe is not None:
+                    pipe.close()
+            raise
+        return cls(popen, pipes)
 
     @property
     def returncode(self) -> int | None:
@@ -148,6 +135,11 @@ class AgentProcess:
         if self._group_alive():
             self._signal_group(signal.SIGKILL)
 
+    def release(self) -> None:
+        """Close the relay's ends of the pipes (uvloop keeps them open past EOF)."""
+        for transport in self._pipes.transports:
+            transport.close()
+
     def kill_group(self) -> None:
         """SIGKILL the agent's whole process group at once."""
         self._signal_group(signal.SIGKILL)
@@ -174,6 +166,69 @@ class AgentProcess:
         except (ProcessLookupError, PermissionError):
             return False
         return True
+
+
+@dataclass
+class _Pipes:
+    """The agent's pipes as asyncio streams, and the transports to close at the end."""
+
+    stdin: asyncio.StreamWriter
+    stdout: asyncio.StreamReader
+    stderr: asyncio.StreamReader
+    transports: list[asyncio.BaseTransport]
+
+
+async def _connect_pipes(popen: subprocess.Popen[bytes]) -> _Pipes:
+    """Asyncio streams over the agent's three pipes."""
+    loop = asyncio.get_running_loop()
+    assert popen.stdin is not None
+    assert popen.stdout is not None
+    assert popen.stderr is not None
+    transports: list[asyncio.BaseTransport] = []
+    stdout = await _reader(loop, popen.stdout, transports)
+    stderr = await _reader(loop, popen.stderr, transports)
+    transport, protocol = await loop.connect_write_pipe(FlowControlMixin, popen.stdin)
+    transports.append(transport)
+    stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+    return _Pipes(stdin, stdout, stderr, transports)
+
+
+async def _reader(
+    loop: asyncio.AbstractEventLoop, pipe: IO[bytes], transports: list[asyncio.BaseTransport]
+) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader(limit=PIPE_LIMIT, loop=loop)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    transports.append(transport)
+    return reader
+
+
+def _watch_exit(popen: subprocess.Popen[bytes], exited: asyncio.Future[int]) -> None:
+    """Resolve ``exited`` with the status when the agent exits, reaping it."""
+    loop = asyncio.get_running_loop()
+    try:
+        pidfd = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):  # no pidfd (old kernel, not Linux): a waiting thread
+        waiting = loop.run_in_executor(None, popen.wait)
+        waiting.add_done_callback(lambda done: _settle(exited, done.result()))
+        return
+
+    def reap() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        _settle(exited, popen.wait())
+
+    loop.add_reader(pidfd, reap)
+
+
+def _settle(exited: asyncio.Future[int], returncode: int) -> None:
+    if not exited.done():
+        exited.set_result(returncode)
+
+
+def _kill_and_reap(popen: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(popen.pid, signal.SIGKILL)
+    popen.wait()
 
 
 def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:

@@ -242,6 +242,7 @@ class Session:
             to_client.cancel()
             await asyncio.gather(to_agent, to_client, return_exceptions=True)
             await _bounded(stderr, self.config.kill_grace)
+            agent.release()
 
     def _client_line(self, line: bytes) -> bytes | FrameRefused:
         """The session-opening rewrite, logged: one line per rewrite or refusal."""
