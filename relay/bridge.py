@@ -1,0 +1,550 @@
+"""``acp-relay connect``: an editor's stdio bridged to the relay's WebSocket.
+
+An editor launches ``acp-relay connect URL`` as if it were the agent. Each stdin line
+goes to the relay as one text frame and each frame comes back as one stdout line,
+through the pumps ``serve`` uses (:mod:`relay.pump`), with the same limits and
+backpressure. Stdin is read only once the socket is open, so whatever the editor writes
+early waits in its pipe. When the connection cannot be made or ends, every request the
+editor has in flight, and every later one, is answered with the JSON-RPC error of
+:mod:`relay.failure`, until the editor closes stdin. Stdout carries protocol lines only;
+diagnostics go to stderr through :mod:`relay.logs`, and the ticket never appears in them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import signal
+import socket
+import ssl
+import stat
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from relay import __version__, logs
+from relay.agent import signal_name
+from relay.failure import (
+    Cause,
+    Close,
+    Failure,
+    InFlight,
+    cannot_connect,
+    connection_closed,
+    http_refusal,
+    request_id,
+)
+from relay.pump import READ_CHUNK, Counters, Ended, frames_to_lines, lines_to_frames
+
+CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
+TICKET_COMMAND_TIMEOUT = 30.0
+STDOUT_FLUSH_TIMEOUT = 5.0
+USER_AGENT = f"acp-relay-connect/{__version__}"
+
+TicketIn = Literal["header", "query"]
+T = TypeVar("T")
+
+
+class UsageProblem(Exception):
+    """The bridge cannot run as configured (e.g. stdin is not open); exit status 2."""
+
+
+@dataclass(frozen=True)
+class TicketSource:
+    """Where the ticket comes from; exactly one field is set. Read at connect time."""
+
+    value: str | None = None
+    file: str | None = None
+    command: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """What ``connect`` needs, resolved; ``url`` never carries the ticket."""
+
+    url: str
+    ticket: TicketSource
+    ticket_in: TicketIn = "header"
+    headers: tuple[tuple[str, str], ...] = ()
+    tls: ssl.SSLContext | None = None
+    max_message_bytes: int = 64 * 1024 * 1024
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    open_timeout: float = 10.0
+
+
+# -- the ticket ---------------------------------------------------------------------
+
+
+class TicketUnavailable(Exception):
+    """No ticket could be had; the message says why, never what the ticket is."""
+
+
+async def fetch_ticket(source: TicketSource) -> str:
+    """The ticket, trimmed: given, read from its file, or printed by its command."""
+    if source.command is not None:
+        text, where = await run_ticket_command(source.command), "--ticket-command's output"
+    elif source.file is not None:
+        text, where = _read_ticket_file(source.file), f"--ticket-file {source.file}"
+    else:
+        text, where = source.value or "", "the ticket"
+    return _checked_ticket(text.strip(), where)
+
+
+def _read_ticket_file(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise TicketUnavailable(f"cannot read --ticket-file {path}: {why}") from None
+
+
+def _checked_ticket(ticket: str, where: str) -> str:
+    if not ticket:
+        raise TicketUnavailable(f"{where} is empty")
+    if not (ticket.isascii() and ticket.isprintable()) or " " in ticket:
+        raise TicketUnavailable(f"{where} is not one ticket: it has spaces or control characters")
+    return ticket
+
+
+async def run_ticket_command(argv: tuple[str, ...]) -> str:
+    """Run the ticket command (no shell) and return its stdout; its failure in words."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        raise TicketUnavailable(
+            f"--ticket-command cannot run {argv[0]}: {exc.strerror or exc}"
+        ) from None
+    try:
+        async with asyncio.timeout(TICKET_COMMAND_TIMEOUT):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        raise TicketUnavailable(
+            f"--ticket-command gave no ticket within {TICKET_COMMAND_TIMEOUT:g} s"
+        ) from None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    if proc.returncode != 0:
+        raise TicketUnavailable(_command_failed(proc.returncode, err))
+    try:
+        return out.decode()
+    except UnicodeDecodeError:
+        raise TicketUnavailable("--ticket-command printed something that is not text") from None
+
+
+def _command_failed(returncode: int | None, stderr: bytes) -> str:
+    if returncode is not None and returncode < 0:
+        how = f"was killed by {signal_name(-returncode)}"
+    else:
+        how = f"exited with status {returncode}"
+    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
+    last = next((line for line in reversed(lines) if line), "")
+    return f"--ticket-command {how}" + (f": {last[:200]}" if last else "")
+
+
+# -- the socket -----------------------------------------------------------------------
+
+
+def url_with_ticket(url: str, ticket: str) -> str:
+    """``url`` with ``ticket=`` added to its query string."""
+    parts = urlsplit(url)
+    query = (parts.query + "&" if parts.query else "") + "ticket=" + quote(ticket, safe="")
+    return urlunsplit(parts._replace(query=query))
+
+
+async def open_socket(config: BridgeConfig, ticket: str) -> ClientConnection:
+    """Open the WebSocket to the relay, the ticket in the header or the query string."""
+    url, headers = config.url, list(config.headers)
+    if config.ticket_in == "query":
+        url = url_with_ticket(url, ticket)
+    else:
+        headers.append(("Authorization", f"Bearer {ticket}"))
+    tls: dict[str, Any] = {} if config.tls is None else {"ssl": config.tls}
+    return await connect(
+        url,
+        additional_headers=headers,
+        user_agent_header=USER_AGENT,
+        compression=None,
+        open_timeout=config.open_timeout,
+        ping_interval=config.ping_interval,
+        ping_timeout=config.ping_timeout,
+        close_timeout=CLOSE_TIMEOUT,
+        max_size=config.max_message_bytes,
+        **tls,
+    )
+
+
+def connect_failure(exc: InvalidHandshake | OSError, config: BridgeConfig) -> Failure:
+    """Why the socket could not be opened, in the words the editor will show."""
+    url = config.url
+    if isinstance(exc, InvalidStatus):
+        response = exc.response
+        return http_refusal(
+            url,
+            response.status_code,
+            bytes(response.body or b""),
+            response.headers.get("Retry-After"),
+        )
+    if isinstance(exc, InvalidHandshake):
+        return cannot_connect(url, "handshake", str(exc))
+    cause, detail = _os_error_cause(exc, config)
+    return cannot_connect(url, cause, detail)
+
+
+def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
+    if isinstance(exc, socket.gaierror):
+        return "dns", exc.strerror or str(exc)
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "tls", f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return "tls", _tls_detail(exc)
+    if isinstance(exc, TimeoutError):
+        return "timeout", f"no answer within {config.open_timeout:g} s (--open-timeout)"
+    code = _errno(exc)
+    if code == errno.ECONNREFUSED:
+        return "refused", os.strerror(code)
+    if isinstance(exc, ConnectionResetError | ConnectionAbortedError):
+        hint = " (for a relay without TLS use ws://)" if config.url.startswith("wss:") else ""
+        return "reset", f"the connection was reset during the handshake{hint}"
+    return "network", os.strerror(code) if code else str(exc)
+
+
+def _tls_detail(exc: ssl.SSLError) -> str:
+    reason = (exc.reason or str(exc)).replace("_", " ").lower()
+    if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"):
+        return f"{reason}: the server does not speak TLS (for a relay without TLS use ws://)"
+    return reason
+
+
+def _errno(exc: OSError) -> int | None:
+    """The errno, also for asyncio's "Multiple exceptions" error when all agree."""
+    if exc.errno:
+        return exc.errno
+    found = {int(n) for n in re.findall(r"\[Errno (\d+)\]", str(exc))}
+    return found.pop() if len(found) == 1 else None
+
+
+def close_failure(ws: ClientConnection, config: BridgeConfig) -> Failure:
+    """Why the open socket ended, from the close frames received and sent."""
+    protocol = ws.protocol
+    received, sent = protocol.close_rcvd, protocol.close_sent
+    return connection_closed(
+        config.url,
+        received=None if received is None else Close(int(received.code), received.reason),
+        sent=None if sent is None else Close(int(sent.code), sent.reason),
+        relay_first=bool(protocol.close_rcvd_then_sent),
+        ping_timeout=config.ping_timeout,
+    )
+
+
+# -- the bridge -----------------------------------------------------------------------
+
+
+class Bridge:
+    """One editor's stdio and one relay socket, from the connect to the editor's EOF."""
+
+    def __init__(
+        self, config: BridgeConfig, stdin: asyncio.StreamReader, stdout: asyncio.StreamWriter
+    ) -> None:
+        self.config = config
+        self.stdin = stdin
+        self.stdout = stdout
+        self.in_flight = InFlight()
+        self.failure: Failure | None = None
+        self.ws: ClientConnection | None = None
+        self.ticket: str | None = None
+        self.up = Counters()  # editor -> relay (including lines answered here)
+        self.down = Counters()  # relay -> editor
+        self.answered = 0  # editor requests answered here with the failure
+        self.log = logs.get_logger("relay.connect", url=config.url)
+        self._untracked = False
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Connect, then carry lines until the editor closes stdin or ``stop``; exit status."""
+        started = time.monotonic()
+        status = 0
+        if await _unless_stopped(self._connect(), stop):
+            status = await self._serve_editor(stop)
+        self.log.info(
+            "connect finished",
+            exit_status=status,
+            messages_from_editor=self.up.messages,
+            bytes_from_editor=self.up.bytes,
+            dropped_from_editor=self.up.dropped,
+            messages_to_editor=self.down.messages,
+            bytes_to_editor=self.down.bytes,
+            answered_with_error=self.answered,
+            duration=round(time.monotonic() - started, 3),
+        )
+        return status
+
+    async def _connect(self) -> None:
+        try:
+            self.ticket = await fetch_ticket(self.config.ticket)
+        except TicketUnavailable as exc:
+            await self._fail(cannot_connect(self.config.url, "ticket", str(exc)))
+            return
+        logs.register_secret(self.ticket)
+        self.log.info("connecting", ticket_in=self.config.ticket_in)
+        try:
+            self.ws = await open_socket(self.config, self.ticket)
+        except (InvalidHandshake, OSError) as exc:
+            await self._fail(connect_failure(exc, self.config))
+            return
+        response = self.ws.response
+        connection_id = response.headers.get("Acp-Connection-Id") if response else None
+        self.log.info("connected", connection_id=connection_id)
+
+    async def _serve_editor(self, stop: asyncio.Event) -> int:
+        """Read stdin to its end: lines go to the relay, or get the failure as an answer."""
+        upstream = asyncio.create_task(self._read_editor())
+        try:
+            if (
+                self.ws is not None
+                and self.failure is None
+                and await self._carry(self.ws, upstream, stop)
+            ):
+                return 0
+            await _unless_stopped(asyncio.shield(upstream), stop)
+            return self.failure.exit_status if self.failure is not None else 0
+        finally:
+            upstream.cancel()
+            await asyncio.gather(upstream, return_exceptions=True)
+
+    async def _read_editor(self) -> None:
+        """Every stdin line, in order, into :meth:`send`, until EOF (a read error counts as one)."""
+        try:
+            await lines_to_frames(
+                self.stdin,
+                self,
+                max_bytes=self.config.max_message_bytes,
+                counters=self.up,
+                log=self.log,
+            )
+        except OSError as exc:
+            self.log.warning("reading stdin failed", error=str(exc))
+
+    async def _carry(
+        self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
+    ) -> bool:
+        """Pump both ways while the socket is open; True when the editor ended it."""
+        downstream = asyncio.create_task(
+            frames_to_lines(
+                ws, self.stdout, transform=self._agent_line, counters=self.down, log=self.log
+            )
+        )
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            if downstream.done() and downstream.result() is Ended.SOCKET_CLOSED:
+                await self._fail(close_failure(ws, self.config))
+                return False
+            await self._close(ws, downstream)
+            return True
+        finally:
+            stopping.cancel()
+            downstream.cancel()
+            await asyncio.gather(stopping, downstream, return_exceptions=True)
+
+    async def _close(self, ws: ClientConnection, downstream: asyncio.Task[Ended]) -> None:
+        """The editor is done: close with 1000 and give the relay a moment to answer."""
+        self.log.info("closing")
+        await ws.close(1000)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(downstream), CLOSE_TIMEOUT)
+
+    def _agent_line(self, line: bytes) -> bytes:
+        """Every relay line goes to the editor unchanged; a response settles its request."""
+        self.in_flight.response_received(line)
+        return line
+
+    async def send(self, message: bytes, *, text: bool | None = None) -> None:
+        """Forward one editor line to the relay, or answer it when the relay is gone.
+
+        The sink :func:`relay.pump.lines_to_frames` sends into. A request is noted as in
+        flight before it is sent, so its response always finds it noted.
+        """
+        if self.failure is not None or self.ws is None:
+            await self._answer(message)
+            return
+        if not self.in_flight.request_sent(message) and not self._untracked:
+            self._untracked = True
+            self.log.warning(
+                "too many requests in flight: later ones are not answered if the relay goes",
+                limit=self.in_flight.limit,
+            )
+        with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
+            await self.ws.send(message, text=True)
+
+    async def _fail(self, failure: Failure) -> None:
+        """From now on every request gets ``failure``; answer those in flight at once."""
+        self.failure = failure = failure.redacted(self.ticket)
+        log = self.log.error if failure.exit_status else self.log.warning
+        log("relay connection failed", error=failure.message, **failure.data)
+        for request in self.in_flight.settle_all():
+            self._write(failure.error_response(request))
+        await self._drain()
+
+    async def _answer(self, line: bytes) -> None:
+        """Answer an editor request with the failure; notifications and responses get none."""
+        request = request_id(line)
+        if request is None or self.failure is None:
+            return
+        self._write(self.failure.error_response(request))
+        await self._drain()
+
+    def _write(self, line: bytes) -> None:
+        if not self.stdout.is_closing():
+            self.answered += 1
+            self.stdout.writelines((line, b"\n"))
+
+    async def _drain(self) -> None:
+        with suppress(ConnectionError):
+            await self.stdout.drain()
+
+
+async def _unless_stopped(
+    awaitable: Coroutine[Any, Any, T] | asyncio.Future[T], stop: asyncio.Event
+) -> bool:
+    """Await ``awaitable`` unless ``stop`` is set first (then cancel it); True if it finished."""
+    task = asyncio.ensure_future(awaitable)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when="FIRST_COMPLETED")
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return False
+    task.result()  # its exception, if any
+    return True
+
+
+# -- the editor's stdio -----------------------------------------------------------------
+
+
+@asynccontextmanager
+async def editor_stdio() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """Stdin and stdout as asyncio pipes (with backpressure); flushed and restored after."""
+    loop = asyncio.get_running_loop()
+    copiers: list[threading.Thread] = []
+    blocking = {fd: _blocking(fd) for fd in (0, 1)}
+    reader = asyncio.StreamReader(limit=READ_CHUNK)
+    read_end, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), _stdin_file(copiers)
+    )
+    write_end, protocol = await loop.connect_write_pipe(_StdoutProtocol, _stdout_file(copiers))
+    writer = asyncio.StreamWriter(write_end, protocol, None, loop)
+    try:
+        yield reader, writer
+    finally:
+        read_end.close()
+        writer.close()  # after what is buffered is written
+        with suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(protocol.closed), STDOUT_FLUSH_TIMEOUT)
+        write_end.abort()
+        for thread in copiers:
+            await asyncio.to_thread(thread.join, STDOUT_FLUSH_TIMEOUT)
+        for fd, was in blocking.items():
+            with suppress(OSError):
+                os.set_blocking(fd, was)
+
+
+class _StdoutProtocol(asyncio.streams.FlowControlMixin):
+    """Flow control for stdout (``drain``), and ``closed`` once the pipe is closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def _blocking(fd: int) -> bool:
+    try:
+        return os.get_blocking(fd)
+    except OSError:
+        raise UsageProblem(f"{'stdin' if fd == 0 else 'stdout'} is not open") from None
+
+
+def _stdin_file(copiers: list[threading.Thread]) -> Any:
+    """Stdin as a file asyncio can read as a pipe (see :func:`_is_pipe`)."""
+    if _is_pipe(0):
+        return os.fdopen(os.dup(0), "rb", buffering=0)
+    read_fd, write_fd = os.pipe()
+    _start_copier(0, write_fd, close=write_fd, copiers=copiers, join=False)
+    return os.fdopen(read_fd, "rb", buffering=0)
+
+
+def _stdout_file(copiers: list[threading.Thread]) -> Any:
+    """Stdout as a file asyncio can write as a pipe (see :func:`_is_pipe`)."""
+    if _is_pipe(1):
+        return os.fdopen(os.dup(1), "wb", buffering=0)
+    read_fd, write_fd = os.pipe()
+    _start_copier(read_fd, 1, close=read_fd, copiers=copiers, join=True)
+    return os.fdopen(write_fd, "wb", buffering=0)
+
+
+def _is_pipe(fd: int) -> bool:
+    """Pipes and sockets are used directly, through a copy of the descriptor.
+
+    Anything else (a terminal, a file, /dev/null) goes through an OS pipe and a copying
+    thread: the event loop must not make a terminal it shares with stderr non-blocking,
+    and uvloop cannot take files or /dev/null at all.
+    """
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _start_copier(
+    source: int, target: int, *, close: int, copiers: list[threading.Thread], join: bool
+) -> None:
+    thread = threading.Thread(target=_copy, args=(source, target, close), daemon=True)
+    thread.start()
+    if join:
+        copiers.append(thread)
+
+
+def _copy(source: int, target: int, close: int) -> None:
+    """Copy bytes from ``source`` to ``target`` until EOF or an error, then close ``close``."""
+    try:
+        while chunk := os.read(source, READ_CHUNK):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(target, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(close)
+
+
+async def run_bridge(config: BridgeConfig) -> int:
+    """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with editor_stdio() as (stdin, stdout):
+        return await Bridge(config, stdin, stdout).run(stop)

@@ -1,0 +1,699 @@
+"""``acp-relay connect`` end to end: an editor's side drives a real connect process.
+
+The editor is the ACP Python SDK's client (``spawn_agent_process``) or raw pipes when a
+test needs exact bytes. Connect runs as ``python -m relay connect`` against a relay in
+this event loop (:func:`tests.conftest.live_relay`) or a purpose-built loopback server.
+Everything stays on 127.0.0.1; the one DNS lookup is for a name under ``.invalid``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from structlog.testing import capture_logs
+from websockets.asyncio.client import connect as ws_connect
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as ws_serve
+
+from relay.cli import main
+from tests.conftest import DEMO_AGENT, SECRET, live_relay, make_ticket, pid_alive
+from tests.test_demo_agent import RecordingClient
+
+CONNECT = (sys.executable, "-m", "relay", "connect")
+CAT = ("cat",)
+TIMEOUT = 15.0
+MiB = 1024 * 1024
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def connect_env(ticket: str | None = None) -> dict[str, str]:
+    """This environment without ACP_RELAY_* variables, plus ACP_RELAY_TICKET when given."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ACP_RELAY_")}
+    if ticket is not None:
+        env["ACP_RELAY_TICKET"] = ticket
+    return env
+
+
+def request(request_id: int | str, method: str = "x", **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+# -- the editor's side, raw ----------------------------------------------------------------
+
+
+@dataclass
+class Editor:
+    """A running ``acp-relay connect`` as its editor sees it: stdin, stdout, stderr."""
+
+    proc: asyncio.subprocess.Process
+    stderr: bytearray
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+        await self.proc.stdin.drain()
+
+    async def receive_line(self) -> bytes:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(TIMEOUT):
+            line = await self.proc.stdout.readline()
+        assert line.endswith(b"\n"), f"stdout ended: {self.stderr.decode()}"
+        return line[:-1]
+
+    async def receive(self) -> dict[str, Any]:
+        message = json.loads(await self.receive_line())
+        assert isinstance(message, dict)
+        return message
+
+    async def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.stdin.wait_closed()
+
+    async def exit_status(self, seconds: float = 10) -> int:
+        async with asyncio.timeout(seconds):
+            return await self.proc.wait()
+
+    async def rest_of_stdout(self) -> bytes:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(TIMEOUT):
+            return await self.proc.stdout.read()
+
+
+@asynccontextmanager
+async def editor(url: str, *args: str, env: dict[str, str]) -> AsyncIterator[Editor]:
+    """Run ``acp-relay connect URL ARGS`` with its stdio on pipes for the block."""
+    proc = await asyncio.create_subprocess_exec(
+        *CONNECT,
+        url,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=64 * MiB,
+    )
+    stderr = bytearray()
+
+    async def collect() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(65536):
+            stderr.extend(chunk)
+
+    collecting = asyncio.create_task(collect())
+    try:
+        yield Editor(proc, stderr)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        async with asyncio.timeout(5):
+            await collecting
+
+
+def log_records(stderr: bytes | str) -> list[dict[str, Any]]:
+    """Connect's stderr, which must be JSON log lines only."""
+    text = stderr.decode() if isinstance(stderr, bytes) else stderr
+    records = [json.loads(line) for line in text.splitlines()]
+    assert all(isinstance(r, dict) and "event" in r for r in records), text
+    return records
+
+
+# -- the editor's side, the ACP SDK ---------------------------------------------------------
+
+
+@dataclass
+class Refused:
+    """What an SDK editor saw when connect could not reach the agent."""
+
+    error: RequestError
+    later: RequestError
+    exit_status: int | None
+    stderr: str
+
+
+async def sdk_refused(url: str, *args: str, env: dict[str, str], stderr_file: Path) -> Refused:
+    """Launch connect from the SDK, send initialize and then session/new; both must fail."""
+    with stderr_file.open("wb") as err:
+        async with spawn_agent_process(
+            RecordingClient(),
+            *CONNECT,
+            url,
+            *args,
+            env=env,
+            transport_kwargs={"stderr": err.fileno()},
+        ) as (conn, proc):
+            async with asyncio.timeout(TIMEOUT):
+                with pytest.raises(RequestError) as first:
+                    await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                with pytest.raises(RequestError) as later:
+                    await conn.new_session(cwd="/tmp", mcp_servers=[])
+    stderr = await asyncio.to_thread(stderr_file.read_text)
+    return Refused(first.value, later.value, proc.returncode, stderr)
+
+
+def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: str) -> None:
+    """The exact error on both requests, stderr saying it too, exit 1, no ticket anywhere."""
+    for error in (refused.error, refused.later):
+        assert (error.code, str(error), error.data) == (-32603, message, data)
+    assert refused.exit_status == 1
+    failed = [r for r in log_records(refused.stderr) if r["event"] == "relay connection failed"]
+    assert [r["error"] for r in failed] == [message]
+    assert secret not in refused.stderr
+    assert secret not in message + json.dumps(data)
+
+
+# -- loopback servers that are not relays ---------------------------------------------------
+
+Responder = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def loopback_server(respond: Responder) -> AsyncIterator[int]:
+    """A TCP server on 127.0.0.1 answering each connection with ``respond``; its port."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        await respond(reader, writer)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        for writer in held:
+            writer.transport.abort()
+        server.close()
+
+
+async def upgrade_then_fall_silent(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    """Complete the WebSocket handshake, then never read or answer a ping again."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    key = next(
+        line.split(b":", 1)[1].strip()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"sec-websocket-key:")
+    )
+    accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
+    writer.write(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+    )
+    await writer.drain()
+
+
+async def answer_plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer whatever arrives (a TLS hello) with plain HTTP, as a server without TLS would."""
+    await reader.read(1)
+    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    await writer.drain()
+
+
+def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 and its key, made with the openssl CLI."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("needs the openssl command")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=20,
+    )  # fmt: skip
+    return cert, key
+
+
+@asynccontextmanager
+async def tls_echo_server(cert: Path, key: Path) -> AsyncIterator[int]:
+    """A wss:// WebSocket server on 127.0.0.1 that echoes every message; its port."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    async def echo(ws: ServerConnection) -> None:
+        async for message in ws:
+            await ws.send(message)
+
+    async with ws_serve(echo, "127.0.0.1", 0, ssl=context) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+async def until(condition: Callable[[], bool], seconds: float = 5) -> bool:
+    """Poll ``condition`` until it holds, for at most ``seconds``; whether it did."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def until_gone(pids: list[int], seconds: float = 5) -> bool:
+    """Poll until none of ``pids`` is alive, for at most ``seconds``."""
+    return await until(lambda: not any(map(pid_alive, pids)), seconds)
+
+
+# -- carrying ACP ---------------------------------------------------------------------------
+
+
+async def test_sdk_drives_demo_agent_through_connect(tmp_path: Path) -> None:
+    """The SDK launches connect as its agent: initialize, session/new and a prompt round trip."""
+    ticket = make_ticket(subject="editor")
+    client = RecordingClient()
+    stderr_file = tmp_path / "connect.stderr"
+    async with live_relay(DEMO_AGENT) as live:
+        with stderr_file.open("wb") as err:
+            async with spawn_agent_process(
+                client,
+                *CONNECT,
+                live.url(),
+                env=connect_env(ticket),
+                transport_kwargs={"stderr": err.fileno()},
+                observers=[client.observe],
+            ) as (conn, proc):
+                async with asyncio.timeout(TIMEOUT):
+                    init = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                    session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+                    sid = session.session_id
+                    reply = await conn.prompt(
+                        session_id=sid, prompt=[text_block("hello through connect")]
+                    )
+                    await client.wait_for(lambda: len(client.texts(sid)) >= 4)
+        assert proc.returncode == 0
+        assert await until(lambda: not live.relay.sessions)
+    assert init.agent_info is not None
+    assert init.agent_info.name == "acp-relay-demo"
+    assert reply.stop_reason == "end_turn"
+    assert "".join(client.texts(sid)[1:]) == "hello through connect"
+    stderr = stderr_file.read_text()
+    assert ticket not in stderr
+    assert ticket.rsplit(".", 1)[1] not in stderr  # not even the signature
+    events = [r["event"] for r in log_records(stderr)]
+    assert events[:2] == ["connecting", "connected"]
+    assert events[-1] == "connect finished"
+
+
+async def test_16_mib_lines_both_ways_and_lines_sent_before_the_socket_opens() -> None:
+    """Lines written before the socket opens arrive; a 16 MiB line crosses both ways intact."""
+    body = ("é✓" + "x" * 1021) * (16 * 1024)
+    big = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "big", "params": {"t": body}})
+    async with (
+        live_relay(CAT) as live,
+        editor(live.url(), env=connect_env(make_ticket())) as ed,
+    ):
+        await ed.send(request(1))  # connect is still starting: this waits in the pipe
+        await ed.send(big.encode())
+        assert await ed.receive() == request(1)
+        assert await ed.receive_line() == big.encode()
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    assert len(big.encode()) > 16 * MiB
+
+
+async def test_stdin_eof_closes_1000_exits_0_and_the_agent_goes() -> None:
+    """When the editor closes stdin, connect closes with 1000, exits 0, and the agent is gone."""
+    with capture_logs() as relay_logs:
+        async with (
+            live_relay(CAT) as live,
+            editor(live.url(), env=connect_env(make_ticket())) as ed,
+        ):
+            await ed.send(request(1))
+            assert await ed.receive() == request(1)
+            agents = [agent.pid for agent in live.relay.agents]
+            await ed.close_stdin()
+            assert await ed.exit_status() == 0
+            assert await until_gone(agents)
+            assert await ed.rest_of_stdout() == b""
+    closed = [r for r in relay_logs if r["event"] == "connection closed"]
+    assert [r["close_code"] for r in closed] == [1000]
+    assert len(agents) == 1
+
+
+async def test_sigterm_ends_connect_like_eof() -> None:
+    """SIGTERM closes the socket with 1000 and exits 0; the agent on the far side goes."""
+    async with live_relay(CAT) as live, editor(live.url(), env=connect_env(make_ticket())) as ed:
+        await ed.send(request(1))
+        assert await ed.receive() == request(1)
+        agents = [agent.pid for agent in live.relay.agents]
+        ed.proc.send_signal(signal.SIGTERM)
+        assert await ed.exit_status() == 0
+        assert await until_gone(agents)
+    assert len(agents) == 1
+
+
+async def test_backpressure_both_ways() -> None:
+    """A non-reading agent stalls the editor, a non-reading editor stalls the agent: bounded."""
+    sleeper = (sys.executable, "-c", "import time; time.sleep(60)")
+    sent = 0
+
+    async def fill(ed: Editor) -> None:
+        nonlocal sent
+        while True:
+            await ed.send(b"x" * 65535)
+            sent += 65536
+
+    async with (
+        live_relay(sleeper, kill_grace=0.2) as live,
+        editor(live.url(), env=connect_env(make_ticket())) as ed,
+    ):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(fill(ed), 1.0)
+    assert 0 < sent < 16 * MiB
+
+    flood = (sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('y' * 65535 + '\\n')")
+    unread, stdout = os.pipe()  # connect's stdout, never read
+    async with live_relay(flood, kill_grace=0.2) as live:
+        proc = await asyncio.create_subprocess_exec(
+            *CONNECT, live.url(), env=connect_env(make_ticket()), stdin=-1, stdout=stdout
+        )
+        os.close(stdout)
+        try:
+            assert await until(lambda: bool(live.relay.agents))
+            agent = next(iter(live.relay.agents)).pid
+            written = [-1, 0]
+            while written[-1] != written[-2]:  # until the agent is blocked on a full pipe
+                await asyncio.sleep(0.2)
+                written.append(bytes_written(agent))
+                assert len(written) < 30
+        finally:
+            proc.kill()
+            await proc.wait()
+            os.close(unread)
+    assert 0 < written[-1] < 16 * MiB
+
+
+def bytes_written(pid: int) -> int:
+    """Bytes the process has written so far (from /proc/PID/io)."""
+    for entry in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if entry.startswith("wchar:"):
+            return int(entry.split()[1])
+    raise AssertionError("no wchar in /proc/PID/io")
+
+
+# -- tickets --------------------------------------------------------------------------------
+
+
+async def test_ticket_command_mints_a_fresh_ticket_at_each_connect(tmp_path: Path) -> None:
+    """--ticket-command runs at each connect (tickets are single-use); the query form works."""
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET + "\n")
+    command = f"{sys.executable} -m relay ticket --secret-file {secret_file}"
+    async with live_relay(CAT) as live:
+        for where in ("header", "query"):
+            args = ("--ticket-command", command, "--ticket-in", where)
+            async with editor(live.url(), *args, env=connect_env()) as ed:
+                await ed.send(request(where))
+                assert await ed.receive() == request(where)
+                await ed.close_stdin()
+                assert await ed.exit_status() == 0
+
+
+async def test_ticket_file_is_read_at_connect(tmp_path: Path) -> None:
+    """--ticket-file supplies the ticket; it never shows in stderr."""
+    ticket = make_ticket()
+    ticket_file = tmp_path / "ticket"
+    ticket_file.write_text(f"{ticket}\n")
+    args = ("--ticket-file", str(ticket_file))
+    async with live_relay(CAT) as live, editor(live.url(), *args, env=connect_env()) as ed:
+        await ed.send(request(1))
+        assert await ed.receive() == request(1)
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    assert ticket not in ed.stderr.decode()
+
+
+async def test_failing_ticket_command_is_answered_with_its_reason(tmp_path: Path) -> None:
+    """A ticket command that fails gives each request an error quoting its status and stderr."""
+    command = f"{sys.executable} -c \"import sys; sys.exit('no session for alice')\""
+    url = "ws://127.0.0.1:9/acp"
+    refused = await sdk_refused(
+        url, "--ticket-command", command, env=connect_env(), stderr_file=tmp_path / "err"
+    )
+    detail = "--ticket-command exited with status 1: no session for alice"
+    check_refused(
+        refused,
+        f"cannot get a ticket for relay at {url}: {detail}",
+        {"url": url, "cause": "ticket", "detail": detail},
+        secret="never-a-ticket",
+    )
+
+
+# -- failures ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case", ["bad-signature", "expired", "origin", "wrong-path", "full"], ids=str
+)
+async def test_relay_refusals_are_answered_with_the_relays_reason(
+    tmp_path: Path, case: str
+) -> None:
+    """401, 403, 404 and 503 reach the editor as errors quoting the relay's reason."""
+    ticket = make_ticket(now=time.time() - 3600) if case == "expired" else make_ticket()
+    if case == "bad-signature":
+        ticket = make_ticket("some-other-secret")
+    args = ("--header", "Origin: https://evil.example") if case == "origin" else ()
+    async with live_relay(CAT, max_connections=1) as live:
+        url = live.url(path="/wrong" if case == "wrong-path" else "/acp")
+        async with ws_connect(live.ticket_url()) if case == "full" else _nothing():
+            refused = await sdk_refused(
+                url, *args, env=connect_env(ticket), stderr_file=tmp_path / "err"
+            )
+    reason = refused.error.data["reason"] if isinstance(refused.error.data, dict) else ""
+    status, message = {
+        "bad-signature": (401, f"relay refused the ticket (401): {reason}"),
+        "expired": (401, f"relay refused the ticket (401): {reason}"),
+        "origin": (403, f"relay refused the connection (403): {reason}"),
+        "wrong-path": (404, f"relay has no ACP endpoint at {url} (404): {reason}"),
+        "full": (503, f"relay is busy (503): {reason}"),
+    }[case]
+    expected_reason = {
+        "bad-signature": r"ticket signature is invalid.*",
+        "expired": r"ticket expired \(issued 36\d\d(\.\d)? s ago, max age 60 s\)",
+        "origin": r"origin https://evil\.example is not allowed: only pages from this machine "
+        r"may connect unless --allow-origin is given",
+        "wrong-path": r"not found: the ACP endpoint is /acp",
+        "full": r"relay is at its limit of 1 connections; retry in 5 s",
+    }[case]
+    assert re.fullmatch(expected_reason, reason), reason
+    data: dict[str, Any] = {"url": url, "cause": "http", "status": status, "reason": reason}
+    if case == "full":
+        data["retryAfter"] = "5"
+    check_refused(refused, message, data, secret=ticket)
+
+
+@asynccontextmanager
+async def _nothing() -> AsyncIterator[None]:
+    yield
+
+
+async def test_connection_refused(tmp_path: Path) -> None:
+    """A closed port: "cannot reach relay at URL: connection refused"."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connecting is refused
+        url = f"ws://127.0.0.1:{closed.getsockname()[1]}/acp"
+        ticket = make_ticket()
+        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    check_refused(
+        refused,
+        f"cannot reach relay at {url}: connection refused",
+        {"url": url, "cause": "refused", "detail": "Connection refused"},
+        secret=ticket,
+    )
+
+
+async def test_dns_failure(tmp_path: Path) -> None:
+    """A name that never resolves (.invalid): "cannot reach relay at URL: cannot resolve HOST"."""
+    url = "ws://relay.invalid/acp"
+    ticket = make_ticket()
+    refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    assert isinstance(refused.error.data, dict)
+    detail = refused.error.data["detail"]
+    check_refused(
+        refused,
+        f"cannot reach relay at {url}: cannot resolve relay.invalid ({detail})",
+        {"url": url, "cause": "dns", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: Path) -> None:
+    """A self-signed wss:// server fails verification; with --cacert it carries lines."""
+    cert, key = self_signed_certificate(tmp_path)
+    ticket = make_ticket()
+    async with tls_echo_server(cert, key) as port:
+        url = f"wss://127.0.0.1:{port}/acp"
+        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+        async with editor(url, "--cacert", str(cert), env=connect_env(ticket)) as ed:
+            await ed.send(request(1))
+            assert await ed.receive() == request(1)
+            await ed.close_stdin()
+            assert await ed.exit_status() == 0
+    detail = "certificate verify failed: self-signed certificate"
+    check_refused(
+        refused,
+        f"TLS handshake with relay at {url} failed: {detail}",
+        {"url": url, "cause": "tls", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_tls_to_a_server_without_tls(tmp_path: Path) -> None:
+    """wss:// to a plain-TCP server says it does not speak TLS."""
+    ticket = make_ticket()
+    async with loopback_server(answer_plain_http) as port:
+        url = f"wss://127.0.0.1:{port}/acp"
+        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    detail = (
+        "wrong version number: the server does not speak TLS (for a relay without TLS use ws://)"
+    )
+    check_refused(
+        refused,
+        f"TLS handshake with relay at {url} failed: {detail}",
+        {"url": url, "cause": "tls", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_agent_exit_answers_the_prompt_in_flight(tmp_path: Path) -> None:
+    """A prompt of /exit 3 gets "agent exited with status 3"; so does every later request."""
+    ticket = make_ticket()
+    async with live_relay(DEMO_AGENT) as live:
+        url = live.url()
+        with (tmp_path / "err").open("wb") as err:
+            async with spawn_agent_process(
+                RecordingClient(),
+                *CONNECT,
+                url,
+                env=connect_env(ticket),
+                transport_kwargs={"stderr": err.fileno()},
+            ) as (conn, proc):
+                async with asyncio.timeout(TIMEOUT):
+                    await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                    sid = (await conn.new_session(cwd="/tmp", mcp_servers=[])).session_id
+                    with pytest.raises(RequestError) as prompt:
+                        await conn.prompt(session_id=sid, prompt=[text_block("/exit 3")])
+                    with pytest.raises(RequestError) as later:
+                        await conn.new_session(cwd="/tmp", mcp_servers=[])
+    data = {
+        "url": url,
+        "cause": "closed",
+        "closedBy": "relay",
+        "closeCode": 1011,
+        "closeReason": "agent exited with status 3",
+    }
+    for error in (prompt.value, later.value):
+        assert (error.code, str(error), error.data) == (-32603, "agent exited with status 3", data)
+    assert proc.returncode == 1
+
+
+async def test_heartbeat_timeout_answers_the_request_in_flight(tmp_path: Path) -> None:
+    """A relay that stops answering pings: the pending request gets the heartbeat error."""
+    ticket = make_ticket()
+    async with loopback_server(upgrade_then_fall_silent) as port:
+        url = f"ws://127.0.0.1:{port}/acp"
+        args = ("--ping-interval", "0.2", "--ping-timeout", "0.2")
+        started = time.monotonic()
+        refused = await sdk_refused(
+            url, *args, env=connect_env(ticket), stderr_file=tmp_path / "err"
+        )
+    check_refused(
+        refused,
+        f"lost the relay at {url}: no answer to a heartbeat ping within 0.2 s",
+        {
+            "url": url,
+            "cause": "heartbeat",
+            "closedBy": "connect",
+            "closeCode": 1011,
+            "closeReason": "keepalive ping timeout",
+            "pingTimeout": 0.2,
+        },
+        secret=ticket,
+    )
+    assert time.monotonic() - started < 5
+
+
+async def test_after_a_failure_requests_are_answered_until_stdin_closes() -> None:
+    """Every request gets the error, in order; notifications and responses get none; exit 1."""
+    url = "ws://127.0.0.1:9/acp"
+    async with editor(url, env=connect_env(make_ticket())) as ed:
+        await ed.send(request(1, "initialize"))
+        await ed.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {}})
+        await ed.send({"jsonrpc": "2.0", "id": 40, "result": {}})  # answering the agent
+        await ed.send(b"not json at all")
+        await ed.send(request("two", "session/new"))
+        first, second = await ed.receive(), await ed.receive()
+        await asyncio.sleep(0.2)
+        assert ed.proc.returncode is None  # still answering until the editor is done
+        await ed.send(request(3, "session/prompt"))
+        third = await ed.receive()
+        await ed.close_stdin()
+        assert await ed.exit_status() == 1
+        assert await ed.rest_of_stdout() == b""
+    error = {
+        "code": -32603,
+        "message": f"cannot reach relay at {url}: connection refused",
+        "data": {"url": url, "cause": "refused", "detail": "Connection refused"},
+    }
+    assert [first, second, third] == [
+        {"jsonrpc": "2.0", "id": request_id, "error": error} for request_id in (1, "two", 3)
+    ]
+
+
+# -- usage ----------------------------------------------------------------------------------
+
+
+GIVEN = {"ACP_RELAY_TICKET": "usage-test-ticket"}
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["ws://127.0.0.1:9/acp"], {}, "no ticket: set ACP_RELAY_TICKET"),
+        (["http://h/acp?ticket=SeCrEt-TiCkEt"], {}, "expected a ws:// or wss:// URL"),
+        (["ws://h/acp?ticket=SeCrEt-TiCkEt", "--ticket", "other"], {}, "one way only"),
+        (["ws://h/acp", "--cacert", "/nowhere"], GIVEN, "wss://"),
+        (["wss://h/acp", "--cacert", "/nowhere"], GIVEN, "/nowhere"),
+        (["ws://h/acp", "--header", "Authorization: x"], GIVEN, "--ticket-in query"),
+        (["ws://h/acp", "--header", "no colon"], GIVEN, "'Name: value'"),
+    ],
+    ids=["no-ticket", "scheme", "two-tickets", "cacert-ws", "cacert-missing", "authorization",
+         "header"],
+)  # fmt: skip
+def test_usage_errors_exit_2_without_echoing_the_ticket(
+    args: list[str], env: dict[str, str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Misconfiguration exits 2 with one line on stderr, nothing on stdout, no ticket."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.upper().startswith("ACP_RELAY_")]:
+            patch.delenv(name)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        status = main(["connect", *args])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith("acp-relay: ")
+    assert err.count("\n") == 1, err
+    assert says in err
+    assert "SeCrEt-TiCkEt" not in err
