@@ -1,0 +1,254 @@
+"""Writing connection traces (``--trace-dir``): one NDJSON file per connection.
+
+The records and the byte bound are :mod:`relay.trace`'s; this module owns the file.
+Writes happen on the event loop's thread, buffered: records collect in memory and go
+to the file once 64 KiB are waiting, half a second after the first waiting record, and
+when the connection ends. A record larger than the buffer is written at once. So the
+loop is blocked at most for one write of max(64 KiB, one record) into the page cache,
+and per connection the total written is bounded by ``--trace-max-bytes``. A write that
+fails (disk full, directory gone) stops that connection's trace with one error log;
+the connection itself goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from relay import __version__
+from relay.framing import DroppedLine, FrameRefused, Line, utf8_problem
+from relay.logs import redact_text
+from relay.rewrite import RewriteReport
+from relay.trace import (
+    FORMAT_VERSION,
+    TO_AGENT,
+    TO_CLIENT,
+    BoundedTrace,
+    event,
+    message,
+    redact_injected,
+)
+
+FLUSH_BYTES = 1 << 16
+FLUSH_SECONDS = 0.5
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def prepare_directory(path: str) -> str:
+    """Create the trace directory (mode 0700) if missing; OSError if it cannot be written."""
+    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
+    if not os.path.isdir(path):
+        raise NotADirectoryError(f"{path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(f"{path} is not writable")
+    return path
+
+
+def file_name(conn_id: str, now: float) -> str:
+    """``20250102T030405Z-<connection id>.ndjson``: sorts by opening time, names the socket."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + f"-{conn_id}.ndjson"
+
+
+class TraceFile:
+    """An append-only file with a small write buffer, flushed by size, by timer and on close."""
+
+    def __init__(self, path: Path, log: Any) -> None:
+        self.path = path
+        self.log = log
+        self._fd: int | None = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, FILE_MODE
+        )
+        self._buffer = bytearray()
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True once the file is closed, by :meth:`close` or by a failed write."""
+        return self._fd is None
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data``; flush when the buffer is full, else within FLUSH_SECONDS."""
+        if self._fd is None or not data:
+            return
+        if len(data) >= FLUSH_BYTES:
+            self.flush()
+            self._write(data)
+            return
+        self._buffer += data
+        if len(self._buffer) >= FLUSH_BYTES:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._timer = loop.call_later(FLUSH_SECONDS, self.flush)
+
+    def flush(self) -> None:
+        """Write what is buffered."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._buffer:
+            data = bytes(self._buffer)
+            self._buffer.clear()
+            self._write(data)
+
+    def close(self) -> None:
+        """Flush and close; later writes are ignored."""
+        self.flush()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view and self._fd is not None:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            self.log.error("trace write failed; trace stopped", path=str(self.path), why=str(exc))
+            self._buffer.clear()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+class ConnectionTrace:
+    """One connection's trace: the pump hooks and the session's events, into one file."""
+
+    def __init__(
+        self,
+        file: TraceFile,
+        max_bytes: int,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.file = file
+        self.bounded = BoundedTrace(max_bytes)
+        self.clock = clock
+        self._rewrite: RewriteReport | None = None
+
+    @classmethod
+    def open(cls, directory: str, conn_id: str, max_bytes: int, log: Any) -> ConnectionTrace | None:
+        """Create the connection's file; None (with an error log) if that fails."""
+        now = time.time()
+        path = Path(directory) / file_name(conn_id, now)
+        try:
+            file = TraceFile(path, log)
+        except OSError as exc:
+            log.error("cannot create trace file; no trace", path=str(path), why=exc.strerror)
+            return None
+        return cls(file, max_bytes)
+
+    # -- session events ---------------------------------------------------------------
+
+    def opened(
+        self,
+        *,
+        conn: str,
+        path: str,
+        remote: str,
+        subject: str,
+        agent: Sequence[str],
+        pid: int | None,
+    ) -> None:
+        """The first record: who connected, to what, and which agent runs for them."""
+        self._event(
+            "open",
+            format=FORMAT_VERSION,
+            relay=__version__,
+            conn=conn,
+            path=redact_text(path),
+            remote=remote,
+            subject=redact_text(subject),
+            agent=[redact_text(arg) for arg in agent],
+            pid=pid,
+            max_bytes=self.bounded.max_bytes,
+        )
+
+    def closed(self, **fields: Any) -> None:
+        """The last record (exit status, close code and reason, counters); closes the file."""
+        self._event("close", **{k: _redacted(v) for k, v in fields.items()})
+        self.file.close()
+
+    def rewritten(self, report: RewriteReport) -> None:
+        """The next client line is a session-opening rewrite: say so in its record."""
+        self._rewrite = report
+
+    # -- pump hooks ---------------------------------------------------------------------
+
+    def client_frame(self, frame: bytes, result: bytes | FrameRefused | None) -> None:
+        """A client text frame and what became of it: a line for the agent, or a refusal."""
+        if self.bounded.stopped or self.file.failed:
+            return
+        now = self.clock()
+        report, self._rewrite = self._rewrite, None
+        if isinstance(result, bytes):
+            extra: dict[str, Any] = {}
+            line = result
+            if report is not None:
+                line, hidden = _hide_injected(line, report)
+                extra["before"] = frame.decode("utf-8")
+                extra["rewrite"] = _redacted(report.fields())
+                if hidden:
+                    extra["redacted"] = hidden
+            elif result is not frame and result != frame:
+                extra["before"] = frame.decode("utf-8")
+            if not extra:
+                self.file.write(self.bounded.add_line(now, TO_AGENT, line))
+                return
+            self._write(now, message(now, TO_AGENT, line, **extra), len(line) + len(frame))
+        elif isinstance(result, FrameRefused):
+            record = message(
+                now,
+                TO_CLIENT,
+                result.reply,
+                by="relay",
+                refused=frame.decode("utf-8"),
+                reason=result.reason,
+            )
+            self._write(now, record, len(frame) + len(result.reply))
+
+    def agent_line(self, line: Line) -> None:
+        """An agent line after the relay handled it: sent to the client, or dropped."""
+        if self.bounded.stopped or self.file.failed:
+            return
+        now = self.clock()
+        if isinstance(line, DroppedLine):
+            self._event("dropped", dir=TO_CLIENT, size=line.size, reason=line.reason)
+            return
+        problem = utf8_problem(line)
+        if problem is not None:
+            self._event("dropped", dir=TO_CLIENT, size=len(line), reason=problem)
+            return
+        self.file.write(self.bounded.add_line(now, TO_CLIENT, line))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _event(self, name: str, **fields: Any) -> None:
+        now = self.clock()
+        self._write(now, event(now, name, **fields))
+
+    def _write(self, now: float, record: dict[str, Any], size_hint: int = 0) -> None:
+        self.file.write(self.bounded.add(now, record, size_hint))
+
+
+def _hide_injected(line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
+    injected = report.mcp.injected if report.mcp is not None else []
+    return redact_injected(line, injected, redact_text)
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redacted(v) for v in value]
+    return value

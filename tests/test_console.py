@@ -1,0 +1,332 @@
+"""The dev console at ``/`` under ``serve --dev``: its HTTP answers, and a real browser using it.
+
+The browser tests drive Debian's ``chromium`` (installed by ``tests/system``) through
+Playwright, against relays started as a user would (``acp-relay serve``, a subprocess).
+Screenshots go to ``tests/artifacts/``; ``docs/console.png`` (the README's) is written
+when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from playwright.async_api import (
+    BrowserContext,
+    Locator,
+    Page,
+    ViewportSize,
+    async_playwright,
+    expect,
+)
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from relay.ticket import verify
+from tests.conftest import SECRET, live_relay, make_ticket
+from tests.system import require_packages
+from tests.test_cli import RelayRun, clean_env, secret_env, serve, until
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+README_SHOT = ROOT / "docs" / "console.png"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WAIT_MS = 10_000  # every browser-side wait is bounded by this
+expect.set_options(timeout=WAIT_MS)
+VIEWPORT = ViewportSize(width=1100, height=640)
+
+
+# -- plain HTTP ------------------------------------------------------------------------
+
+
+async def http_get(
+    port: int, path: str, host: str | None = None
+) -> tuple[int, dict[str, str], str]:
+    """A plain HTTP/1.1 GET on loopback: status, headers (lower-case names), body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n".encode())
+    async with asyncio.timeout(5):
+        raw = await reader.read()
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body.decode()
+
+
+def page_ticket(body: str) -> str:
+    match = re.search(r'data-ticket="([^"]*)"', body)
+    assert match, body
+    return html.unescape(match[1])
+
+
+async def test_console_only_under_dev() -> None:
+    """Without --dev (console off) / and the console files are 404, like any other path."""
+    async with live_relay(("cat",)) as live:
+        for path in ("/", "/console.js", "/console.css"):
+            status, _, body = await http_get(live.relay.port, path)
+            assert (status, body) == (404, "not found: the ACP endpoint is /acp\n")
+
+
+async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
+    """The page is HTML with no-store and a strict CSP; each load embeds a new working ticket."""
+    async with live_relay(("cat",), console=True) as live:
+        port = live.relay.port
+        loads = [await http_get(port, "/") for _ in range(2)]
+        tickets = [page_ticket(body) for _, _, body in loads]
+        for status, headers, body in loads:
+            assert status == 200
+            assert headers["content-type"] == "text/html; charset=utf-8"
+            assert headers["cache-control"] == "no-store"
+            assert headers["x-content-type-options"] == "nosniff"
+            csp = headers["content-security-policy"]
+            assert "default-src 'none'" in csp
+            assert "script-src 'self';" in csp
+            assert f"connect-src ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
+            assert "unsafe" not in csp
+            assert 'data-path="/acp"' in body
+            assert '<script src="/console.js" defer></script>' in body
+            assert "<script>" not in body  # nothing inline: the CSP would block it anyway
+        assert tickets[0] != tickets[1]
+        claims = verify(tickets[0], [SECRET], now=time.time(), max_age=60)
+        assert claims.sub == "dev-console"
+        async with connect(live.url(tickets[0])) as ws:
+            await ws.send('{"id":1}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"id":1}'
+        with pytest.raises(InvalidStatus, match="401"):  # single use
+            async with connect(live.url(tickets[0])):
+                pass
+        for path, kind in (("/console.js", "text/javascript"), ("/console.css", "text/css")):
+            status, headers, body = await http_get(port, path)
+            assert (status, headers["content-type"]) == (200, f"{kind}; charset=utf-8")
+            assert "content-security-policy" in headers
+            assert headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example:8765", "evil.example", "127.0.0.1:1 onerror=x", ""], ids=str
+)
+async def test_console_refused_to_a_host_that_could_not_connect(host: str) -> None:
+    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket."""
+    async with live_relay(("cat",), console=True) as live:
+        status, _, body = await http_get(live.relay.port, "/", host=host or " ")
+    assert status == 403
+    assert "ticket" not in body
+
+
+async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
+    """Under --dev, a WebSocket upgrade to / is not admitted: the endpoint stays --path."""
+    async with live_relay(("cat",), console=True) as live:
+        with pytest.raises(InvalidStatus, match="404"):
+            async with connect(f"{live.base}/?ticket={make_ticket()}"):
+                pass
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium, installed by the project's test setup if missing."""
+    require_packages("chromium", commands=("chromium",))
+    return CHROMIUM
+
+
+@asynccontextmanager
+async def browser(executable: str, profile: Path) -> AsyncIterator[BrowserContext]:
+    """A headless Chromium with a fresh profile, closed at the end of the block."""
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=executable,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport=VIEWPORT,
+            timeout=WAIT_MS * 3,
+        )
+        context.set_default_timeout(WAIT_MS)
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
+    """The page's log rows in ``direction`` (``to_agent``, ``to_client``), by summary text."""
+    locator = page.locator(f'#log li[data-dir="{direction}"]')
+    if summary is not None:
+        locator = locator.filter(has=page.locator(".summary", has_text=summary))
+    return locator
+
+
+def save_screenshot(png: bytes, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / name).write_bytes(png)
+    if name == "console.png" and (
+        not README_SHOT.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
+    ):
+        README_SHOT.parent.mkdir(exist_ok=True)
+        README_SHOT.write_bytes(png)
+
+
+async def console_url(relay: RelayRun) -> str:
+    """The console address the --dev banner prints on stdout."""
+
+    def parse() -> str | None:
+        found = re.search(r"Dev console \(.*\):\n +(\S+)\n", "\n".join(relay.stdout) + "\n")
+        return found[1] if found else None
+
+    url = await until(parse, lambda: f"the console address on stdout: {relay.stdout}")
+    assert url == f"http://127.0.0.1:{relay.port}/"
+    return url
+
+
+@pytest.mark.timeout(90)
+async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_path: Path) -> None:
+    """The page connects, runs initialize, session/new and a streamed prompt, shows the close."""
+    prompt = "streamed word by word through the relay"
+    async with (
+        serve("--dev", env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        page = await context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        sockets: list[str] = []
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+
+        await page.goto(await console_url(relay))
+        status = page.locator("#status")
+        await expect(status).to_have_text("open: /acp")
+        await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+
+        await page.click("#send-initialize")
+        await expect(rows(page, "to_agent", "initialize #1")).to_have_count(1)
+        await expect(rows(page, "to_client", "result #1 (initialize)")).to_have_count(1)
+
+        await page.click("#send-new")
+        await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
+        await expect(page.locator("#session-id")).to_have_value(re.compile(r"^[0-9a-f]{32}$"))
+        await expect(page.locator("#agent-text .agent").first).to_have_text(
+            f"session started in {os.getcwd()} with MCP servers: (none)"
+        )
+
+        await page.fill("#prompt", prompt)
+        await page.click("#send-prompt")
+        await expect(rows(page, "to_client", "result #3 (session/prompt)")).to_have_count(1)
+        await expect(page.locator("#agent-text .you")).to_have_text(prompt)
+        await expect(page.locator("#agent-text .agent").last).to_have_text(prompt)
+        chunks = rows(page, "to_client", "agent_message_chunk")
+        assert await chunks.count() == len(prompt.split()) + 1
+
+        await page.fill("#raw", '{"jsonrpc":"2.0","id":"raw-1","method":"no/such"}')
+        await page.click("#send-raw")
+        await expect(rows(page, "to_client", "error #raw-1")).to_have_count(1)
+
+        times = await page.locator("#log li time").all_inner_texts()
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t) for t in times)
+        labels = set(await page.locator("#log li .dir").all_inner_texts())
+        assert {"client → agent", "agent → client"} <= labels
+
+        first_reply = rows(page, "to_client", "result #1").first
+        await first_reply.locator(".summary").click()
+        await expect(first_reply.locator("pre")).to_contain_text('"agentInfo": {')
+        await first_reply.locator(".summary").click()
+        await expect(first_reply.locator("pre")).to_have_count(0)
+        await rows(page, "to_agent", "session/new").locator(".summary").click()  # a short one
+        await expect(page.locator("#log pre")).to_contain_text('"mcpServers": []')
+        await expect(chunks.first).to_contain_text('agent_message_chunk "session started in')
+
+        assert await relay.stop() == 0
+        await expect(status).to_have_text("closed: 1001 (going away: the relay is shutting down)")
+        await expect(page.locator("#reload")).to_be_visible()
+        await expect(page.locator("#send-prompt")).to_be_disabled()
+        save_screenshot(await page.screenshot(), "console.png")
+
+    assert problems == []
+    assert len(sockets) == 1
+    ticket = sockets[0].partition("?ticket=")[2]
+    assert len(ticket) > 40
+    opened = relay.events("connection opened")
+    assert [r["subject"] for r in opened] == ["dev-console"]
+    stderr = "\n".join(relay.stderr)
+    assert ticket not in stderr
+    assert ticket.rsplit(".", 1)[-1] not in stderr
+    assert relay.events("connection closed")[0]["messages_in"] == 4
+
+
+OTHER_PAGE = """<!doctype html>
+<meta charset="utf-8"><title>another origin</title>
+<p id="result">connecting</p>
+<script>
+const result = document.getElementById("result");
+const ws = new WebSocket({url});
+ws.onopen = () => {{ result.textContent = "open"; }};
+ws.onclose = (e) => {{ result.textContent = "closed " + e.code; }};
+</script>
+"""
+
+
+@contextmanager
+def other_origin(ws_url: str) -> Iterator[str]:
+    """A second loopback HTTP server whose only page tries a WebSocket to ``ws_url``."""
+    body = OTHER_PAGE.format(url=repr(ws_url)).encode()
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.timeout(90)
+async def test_page_from_another_origin_is_refused(chromium: str, tmp_path: Path) -> None:
+    """A page from an origin not allowed sees its socket close with 1006; the relay logged 403."""
+    args = ("--agent", "cat", "--allow-origin", "https://example.test")
+    async with serve(*args, env=secret_env()) as relay:
+        with other_origin(relay.ticket_url()) as origin:
+            async with browser(chromium, tmp_path / "profile") as context:
+                page = await context.new_page()
+                await page.goto(f"{origin}/")
+                await expect(page.locator("#result")).to_have_text("closed 1006")
+                save_screenshot(await page.screenshot(), "other-origin.png")
+        refusals = await relay.wait_event("connection refused")
+    assert len(refusals) == 1
+    assert refusals[0]["status"] == 403
+    assert refusals[0]["reason"].startswith(f"origin {origin} is not allowed")
+    assert relay.events("connection opened") == []
