@@ -1,4 +1,4 @@
-"""Command line: ``acp-relay serve`` and ``acp-relay ticket``.
+"""Command line: ``acp-relay serve``, ``acp-relay ticket`` and ``acp-relay connect``.
 
 The I/O edge of configuration: reads the environment, the config file and the secret
 file, hands them to the pure :mod:`relay.config`, then runs the relay under uvloop.
@@ -14,16 +14,19 @@ import os
 import secrets as random_secrets
 import shlex
 import signal
+import ssl
 import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import uvloop
 
 from relay import __version__, logs
 from relay.admission import Policy
+from relay.bridge import BridgeConfig, TicketSource, UsageProblem, run_bridge
 from relay.config import (
     ConfigError,
     Settings,
@@ -31,13 +34,16 @@ from relay.config import (
     agent_environment,
     config_file_path,
     parse_secrets,
+    parse_size,
     resolve,
 )
+from relay.failure import ticket_in_url, url_without_ticket
 from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
 from relay.paths import CwdPolicy, describe_rules
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig
 from relay.ticket import mint, new_nonce
+from relay.tracefile import prepare_directory
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
@@ -74,11 +80,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_ticket_arguments(ticket)
     ticket.set_defaults(func=cmd_ticket)
+    connect = sub.add_parser(
+        "connect",
+        help="be the agent for an editor: bridge stdin/stdout to a relay's WebSocket",
+        description="Launched by an editor as if it were the agent: each stdin line goes to "
+        "the relay at URL as one WebSocket message, each message comes back as one stdout "
+        "line. When the relay cannot be reached or the connection ends, every request gets "
+        "a JSON-RPC error saying why. The ticket comes from --ticket-command, --ticket-file, "
+        f"--ticket or ${TICKET_ENV}.",
+    )
+    _add_connect_arguments(connect)
+    connect.set_defaults(func=cmd_connect)
     return parser
 
 
 def _add_ticket_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--secret-file", help="file of secrets, one a line; the first signs")
+    parser.add_argument(
+        "--secret-file",
+        default=os.environ.get("ACP_RELAY_SECRET_FILE") or None,
+        help="file of secrets, one a line; the first signs (default: $ACP_RELAY_SECRET_FILE)",
+    )
     parser.add_argument("--ttl", type=_ttl, default=60.0, help="seconds (default: 60)")
     parser.add_argument(
         "--subject", default=None, help="who the ticket is for, shown in logs (default: $USER)"
@@ -224,7 +245,20 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         kill_grace=settings.kill_grace,
         open_timeout=settings.open_timeout,
         rewrite=rewrite_policy(settings, env),
+        console=settings.dev,
+        trace_dir=_trace_dir(settings.trace_dir),
+        trace_max_bytes=settings.trace_max_bytes,
     )
+
+
+def _trace_dir(path: str | None) -> str | None:
+    """``--trace-dir``, created (mode 0700) if missing; a UsageError if it cannot be used."""
+    if path is None:
+        return None
+    try:
+        return prepare_directory(path)
+    except OSError as exc:
+        raise UsageError(f"cannot use --trace-dir {path}: {exc.strerror or exc}") from exc
 
 
 def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
@@ -305,10 +339,197 @@ def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path)
     browser = mint_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
     editor = mint_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     more = f"acp-relay ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
+    console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/
     print(
         "\nacp-relay is running in --dev mode (throwaway secret, demo agent by default).\n"
+        f"  Dev console (a fresh ticket per page load):\n    {console}\n"
         f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
         f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} acp-relay connect {url}\n"
         f"  More tickets:\n    {more}\n",
         flush=True,
     )
+
+
+# -- connect ------------------------------------------------------------------------
+
+TICKET_ENV = "ACP_RELAY_TICKET"
+_HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _add_connect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", metavar="URL", help="the relay's endpoint, ws:// or wss://")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--ticket-command",
+        metavar="COMMAND",
+        help="command that prints a fresh ticket, split like a shell but never run by one; "
+        "run at each connect",
+    )
+    source.add_argument("--ticket-file", metavar="FILE", help="file holding the ticket")
+    source.add_argument(
+        "--ticket",
+        metavar="TICKET",
+        help=f"the ticket itself; shows in process listings, prefer ${TICKET_ENV}",
+    )
+    parser.add_argument(
+        "--ticket-in",
+        choices=("header", "query"),
+        default="header",
+        help="send the ticket as Authorization: Bearer (header, default) or ?ticket= (query)",
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="extra header on the upgrade request, e.g. for a proxy (repeatable)",
+    )
+    parser.add_argument(
+        "--cacert", metavar="FILE", help="PEM CA bundle trusted for wss:// instead of the system's"
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_size,
+        default=64 * 1024 * 1024,
+        metavar="SIZE",
+        help="largest message either way, in bytes or with KiB/MiB/GiB (default: 64MiB)",
+    )
+    for name, default, what in (
+        ("ping-interval", 20.0, "seconds between heartbeat pings"),
+        ("ping-timeout", 20.0, "seconds without a pong before the relay counts as gone"),
+        ("open-timeout", 10.0, "seconds to reach the relay and finish the handshake"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            type=_ttl,
+            default=default,
+            metavar="SECONDS",
+            help=f"{what} (default: {default:g})",
+        )
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "console", "auto"),
+        default="auto",
+        help="log format on stderr (default: auto, console on a terminal, else json)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="log level (default: info)",
+    )
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    """Bridge this process's stdin and stdout to the relay until stdin closes."""
+    config = connect_config(args, os.environ)
+    logs.configure(args.log_level, None if args.log_format == "auto" else args.log_format)
+    try:
+        return uvloop.run(run_bridge(config))
+    except UsageProblem as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
+    """The bridge's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
+    url = _relay_url(args.url)
+    source = _ticket_source(args, env, ticket_in_url(args.url))
+    if source.value is not None:
+        logs.register_secret(source.value)
+    headers = tuple(_header(text) for text in args.header)
+    if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
+        raise UsageError(
+            "--header Authorization would replace the ticket; use --ticket-in query with it"
+        )
+    return BridgeConfig(
+        url=url,
+        ticket=source,
+        ticket_in=args.ticket_in,
+        headers=headers,
+        tls=_tls_context(url, args.cacert),
+        max_message_bytes=args.max_message_bytes,
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_timeout,
+        open_timeout=args.open_timeout,
+    )
+
+
+def _relay_url(text: str) -> str:
+    """``text`` without its ticket, checked to be a ws:// or wss:// URL with a host."""
+    url = url_without_ticket(text)
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("ws", "wss") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number
+        valid = False
+    if not valid:
+        raise UsageError(
+            f"expected a ws:// or wss:// URL such as wss://relay.example.com/acp, got {url!r}"
+        )
+    return url
+
+
+def _ticket_source(
+    args: argparse.Namespace, env: Mapping[str, str], url_ticket: str | None
+) -> TicketSource:
+    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET."""
+    flagged = args.ticket_command is not None or args.ticket_file or args.ticket is not None
+    if url_ticket and flagged:
+        raise UsageError("the URL already carries ?ticket=; give the ticket one way only")
+    if args.ticket_command is not None:
+        return TicketSource(command=_command_words(args.ticket_command))
+    if args.ticket_file:
+        return TicketSource(file=args.ticket_file)
+    if args.ticket is not None:
+        if not args.ticket.strip():
+            raise UsageError("--ticket is empty")
+        return TicketSource(value=args.ticket.strip())
+    if url_ticket:
+        return TicketSource(value=url_ticket)
+    if env.get(TICKET_ENV, "").strip():
+        return TicketSource(value=env[TICKET_ENV].strip())
+    raise UsageError(
+        f"no ticket: set {TICKET_ENV}, or give --ticket-command 'CMD' (a fresh ticket at each "
+        "connect), --ticket-file FILE or --ticket TICKET (shows in process listings)"
+    )
+
+
+def _command_words(text: str) -> tuple[str, ...]:
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"cannot split --ticket-command like a shell: {exc}") from None
+    if not words:
+        raise UsageError("--ticket-command is empty")
+    return tuple(words)
+
+
+def _header(text: str) -> tuple[str, str]:
+    """``Name: value`` as a pair; the value (maybe a credential) is never echoed."""
+    name, sep, value = text.partition(":")
+    name = name.strip()
+    if not sep or not name or not set(name.lower()) <= _HEADER_NAME_CHARS:
+        raise UsageError(f"--header expects 'Name: value', got one starting {name[:40]!r}")
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"--header {name}: the value has a line break or NUL")
+    return name, value.strip()
+
+
+def _tls_context(url: str, cacert: str | None) -> ssl.SSLContext | None:
+    """The trust for wss://: the system store, or only ``cacert`` when given."""
+    if cacert is None:
+        return None
+    if not url.startswith("wss:"):
+        raise UsageError("--cacert is for wss:// URLs")
+    try:
+        return ssl.create_default_context(cafile=cacert)
+    except (OSError, ssl.SSLError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"cannot load --cacert {cacert}: {why}") from None

@@ -30,6 +30,7 @@ ORIGIN_EXAMPLES = "https://app.example.com, http://localhost:3000, https://*.exa
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _SIZE_UNITS = {"": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+TRACE_MIN_BYTES = 1024  # relay.trace.MIN_MAX_BYTES: room for the open and truncated records
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -143,6 +144,13 @@ def _size(value: object) -> int:
     if not isinstance(value, str | int):
         raise ValueError(f"expected a size such as 16MiB, got {value!r}")
     return parse_size(value)
+
+
+def _trace_size(value: object) -> int:
+    size = _size(value)
+    if size < TRACE_MIN_BYTES:
+        raise ValueError(f"must be at least {TRACE_MIN_BYTES} bytes (1KiB), got {value!r}")
+    return size
 
 
 def _bool(value: object) -> bool:
@@ -410,9 +418,18 @@ def parse_secrets(text: str, *, source: str = "secret") -> tuple[str, ...]:
     return secrets
 
 
+# Not for the agent: systemd's credentials folder holds the relay's secret file.
+PRIVATE_ENV = frozenset({"CREDENTIALS_DIRECTORY"})
+
+
 def agent_environment(base: Mapping[str, str], extra: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """``base`` without any ``ACP_RELAY_*`` variable (any case), then ``extra`` on top."""
-    env = {k: v for k, v in base.items() if not k.upper().startswith(ENV_PREFIX)}
+    """``base`` without any ``ACP_RELAY_*`` variable (any case) nor systemd's
+    ``CREDENTIALS_DIRECTORY``, then ``extra`` on top."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.upper().startswith(ENV_PREFIX) and k not in PRIVATE_ENV
+    }
     env.update(extra)
     return env
 
@@ -501,9 +518,16 @@ OPTIONS: tuple[Option, ...] = (
     Option("drop-client-stdio-mcp", "drop the client's stdio MCP servers (they name "
            "programs on the user's machine)", False, None, _bool, is_flag=True,
            default_text="off"),
+    Option("trace-dir", "write one NDJSON trace file per connection (every message, "
+           "both ways) into DIR, created if missing; for debugging", None, "DIR", _non_empty,
+           default_text="none, no traces"),
+    Option("trace-max-bytes", "largest trace file, in bytes or with KiB/MiB/GiB; a full "
+           "trace ends with a 'truncated' record", 16 * 1024**2, "SIZE", _trace_size,
+           default_text="16MiB"),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
-           "--agent, ready ticket URLs on stdout", False, None, _bool, is_flag=True,
+           "--agent, ready ticket URLs on stdout, the dev console at /", False, None, _bool,
+           is_flag=True,
            default_text="off"),
 )  # fmt: skip
 
@@ -542,6 +566,8 @@ class Settings:
     mcp_servers: str | None = None
     mcp_merge: Merge = "append"
     drop_client_stdio_mcp: bool = False
+    trace_dir: str | None = None
+    trace_max_bytes: int = 16 * 1024**2
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -699,6 +725,8 @@ def _settings(
         mcp_servers=None if mcp_file is None else _absolute(mcp_file, cwd),
         mcp_merge=values["mcp_merge"],
         drop_client_stdio_mcp=values["drop_client_stdio_mcp"],
+        trace_dir=None if values["trace_dir"] is None else _absolute(values["trace_dir"], cwd),
+        trace_max_bytes=values["trace_max_bytes"],
     )
 
 

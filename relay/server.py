@@ -25,13 +25,15 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
+from relay import __version__, devconsole
 from relay.admission import Policy, Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
 from relay.framing import FrameRefused
 from relay.logs import get_logger
 from relay.pump import Counters, frames_to_lines, lines_to_frames
 from relay.rewrite import RewritePolicy, Rewritten, SessionRewriter
-from relay.ticket import Claims, ReplayGuard
+from relay.ticket import Claims, ReplayGuard, mint, new_nonce
+from relay.tracefile import ConnectionTrace
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
 MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
@@ -54,6 +56,9 @@ class RelayConfig:
     kill_grace: float
     open_timeout: float
     rewrite: RewritePolicy | None = None
+    console: bool = False  # serve the dev console at / (only under --dev)
+    trace_dir: str | None = None  # one NDJSON trace file per connection
+    trace_max_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass
@@ -79,6 +84,7 @@ class Relay:
         self.idle_since: float | None = time.monotonic()
         self.shutting_down = False
         self._server: Server | None = None
+        self.console = devconsole.load() if config.console else None
 
     async def start(self) -> None:
         """Listen; the bound port is then in :attr:`port`."""
@@ -120,6 +126,8 @@ class Relay:
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
+        if self.console is not None and path in devconsole.PATHS and not _is_upgrade(request):
+            return self._console(request, path, self.console)
         if path == "/healthz":
             return _text_response(200, "ok\n")
         if path == "/busy":
@@ -127,6 +135,37 @@ class Relay:
         if path != self.config.path:
             return _text_response(404, f"not found: the ACP endpoint is {self.config.path}\n")
         return self._admit(ws, request)
+
+    def _console(self, request: Request, path: str, assets: devconsole.Assets) -> Response:
+        """The dev console's files; the page carries a fresh ticket, never logged."""
+        policy = self.config.policy
+        host = devconsole.page_host(request.headers.get("Host"), policy.allow_origins)
+        if host is None:
+            self.log.warning(
+                "console refused",
+                reason="page origin not allowed",
+                host=request.headers.get("Host"),
+            )
+            return _text_response(
+                403, "the dev console is only served to an origin allowed to connect\n"
+            )
+        body, content_type = assets.files[path]
+        if path == devconsole.INDEX:
+            ticket = mint(
+                policy.secrets[0],
+                now=self.clock(),
+                nonce=new_nonce(os.urandom(16)),
+                subject="dev-console",
+                audience=policy.audience,
+            )
+            body = devconsole.render_index(
+                body,
+                ticket=ticket,
+                path=self.config.path,
+                cwd=self.config.workspace,
+                version=__version__,
+            )
+        return _response(200, body, content_type, devconsole.headers(host))
 
     def _admit(self, ws: ServerConnection, request: Request) -> Response | None:
         verdict = admit(
@@ -167,8 +206,9 @@ class Relay:
 
     def busy_report(self) -> dict[str, Any]:
         """The supervisor's view: busy while any socket is open, however silent."""
-        idle = None if self.idle_since is None else round(time.monotonic() - self.idle_since, 3)
-        count = len(self.sessions)
+        count = self._open_count()  # sockets in their upgrade count too: they will be open
+        idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
+        idle = None if idle is None else round(idle, 3)
         return {"busy": count > 0, "connections": count, "idle_seconds": idle}
 
     # -- after the upgrade --------------------------------------------------------
@@ -178,11 +218,13 @@ class Relay:
         if admission is None:  # cannot happen: every upgrade went through _admit
             await ws.close(1011, "internal error: connection was not admitted")
             return
+        session = Session(self, ws, admission)
         self.sessions.add(admission.conn_id)
         self.idle_since = None
         try:
-            await Session(self, ws, admission).run()
+            await session.run()
         finally:
+            session.end_trace()
             self.sessions.discard(admission.conn_id)
             if not self.sessions:
                 self.idle_since = time.monotonic()
@@ -201,6 +243,12 @@ class Session:
         self.log = get_logger("relay.session", conn=admission.conn_id)
         self.stdout_done = asyncio.Event()  # every line of the agent's stdout was handed on
         self.rewriter = SessionRewriter(self.config.rewrite, exists=os.path.isdir)
+        self.exit: Exit | None = None  # the agent's, once it is gone
+        self.trace: ConnectionTrace | None = None
+        if self.config.trace_dir is not None:
+            self.trace = ConnectionTrace.open(
+                self.config.trace_dir, admission.conn_id, self.config.trace_max_bytes, self.log
+            )
 
     async def run(self) -> None:
         """Start the agent, pump until one side goes, then stop the other and log."""
@@ -210,12 +258,14 @@ class Session:
             )
         except AgentStartError as exc:
             self.log.error("agent failed to start", why=str(exc), remote=_remote(self.ws))
+            self._trace_opened(None)
             await self.ws.close(1011, _reason(f"agent failed to start: {exc}"))
             return
         self.log = self.log.bind(
             pid=agent.pid, remote=_remote(self.ws), subject=self.admission.claims.sub
         )
         self.log.info("connection opened")
+        self._trace_opened(agent.pid)
         self.relay.agents.add(agent)
         try:
             exit_ = await self._pump(agent)
@@ -232,6 +282,7 @@ class Session:
                 transform=self._client_line,
                 counters=self.up,
                 log=self.log,
+                trace=None if self.trace is None else self.trace.client_frame,
             )
         )
         to_client = asyncio.create_task(self._agent_to_client(agent))
@@ -249,6 +300,8 @@ class Session:
         result = self.rewriter.client_line(line)
         if isinstance(result, Rewritten):
             self.log.info("session request rewritten", **result.report.fields())
+            if self.trace is not None:
+                self.trace.rewritten(result.report)
             return result.line
         if isinstance(result, FrameRefused):
             self.log.warning("session request refused", reason=result.reason)
@@ -264,6 +317,7 @@ class Session:
                 counters=self.down,
                 log=self.log,
                 observe=observe,
+                trace=None if self.trace is None else self.trace.agent_line,
             )
         except ConnectionClosed:
             pass
@@ -300,7 +354,34 @@ class Session:
         await children
         return exit_
 
+    def _trace_opened(self, pid: int | None) -> None:
+        if self.trace is not None:
+            request = self.ws.request
+            self.trace.opened(
+                conn=self.admission.conn_id,
+                path=request.path if request is not None else "",
+                remote=_remote(self.ws),
+                subject=self.admission.claims.sub,
+                agent=self.config.agent_argv,
+                pid=pid,
+            )
+
+    def end_trace(self) -> None:
+        """The connection is over: write the trace's last record and close its file."""
+        if self.trace is None:
+            return
+        self.trace.closed(
+            exit_status=None if self.exit is None else self.exit.returncode,
+            close_code=None if self.ws.close_code is None else int(self.ws.close_code),
+            close_reason=self.ws.close_reason,
+            messages_in=self.up.messages,
+            messages_out=self.down.messages,
+            dropped_out=self.down.dropped,
+        )
+        self.trace = None
+
     def _log_closed(self, exit_: Exit) -> None:
+        self.exit = exit_
         self.log.info(
             "connection closed",
             exit_status=exit_.returncode,
@@ -328,6 +409,10 @@ def _reason(text: str) -> str:
     if len(data) <= MAX_REASON_BYTES:
         return text
     return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
+def _is_upgrade(request: Request) -> bool:
+    return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
 def _remote(ws: ServerConnection) -> str:

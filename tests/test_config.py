@@ -486,9 +486,11 @@ def test_parse_secrets_none(text: str) -> None:
 
 
 def test_agent_environment() -> None:
-    """The agent gets the relay's environment minus ACP_RELAY_*, plus agent-env on top."""
+    """The agent gets the relay's environment minus ACP_RELAY_* and systemd's credentials
+    folder, plus agent-env on top."""
     base = {
         "PATH": "/usr/bin",
+        "CREDENTIALS_DIRECTORY": "/run/credentials/acp-relay.service",
         "HOME": "/home/u",
         "ACP_RELAY_SECRET": "s3cret",
         "ACP_RELAY_CONFIG": "/etc/relay.toml",

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -213,17 +213,20 @@ async def test_demo_agent_through_relay_with_acp_sdk() -> None:
 @pytest.mark.parametrize(
     ("ticket", "reason"),
     [
-        (None, "no ticket"),
-        ("garbage", "malformed ticket"),
-        (make_ticket("another-secret"), "ticket signature is invalid"),
-        (make_ticket(now=time.time() - 3600), "ticket expired"),
-        (make_ticket(audience="other-box"), "ticket is for another audience"),
+        (lambda: None, "no ticket"),
+        (lambda: "garbage", "malformed ticket"),
+        (lambda: make_ticket("another-secret"), "ticket signature is invalid"),
+        (lambda: make_ticket(now=time.time() - 3600), "ticket expired"),
+        (lambda: make_ticket(audience="other-box"), "ticket is for another audience"),
     ],
+    ids=["none", "garbage", "signature", "expired", "audience"],
 )
-async def test_bad_tickets_get_401_and_no_agent(ticket: str | None, reason: str) -> None:
+async def test_bad_tickets_get_401_and_no_agent(
+    ticket: Callable[[], str | None], reason: str
+) -> None:
     """Every bad ticket is refused with 401 and a reason, and no agent starts."""
     async with live_relay(CAT, audience="this-box") as live:
-        status, body, _ = await refused(live.url(ticket))
+        status, body, _ = await refused(live.url(ticket()))
         assert agents_running() == []
     assert status == 401
     assert reason in body
