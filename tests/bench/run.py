@@ -51,8 +51,18 @@ class Plan:
     first_byte_count: int
 
 
-FULL = Plan(5.0, ((32 * KiB, 4000, 8), (MiB, 400, 4), (16 * MiB, 24, 2)), 30.0, 1000, 50)
-QUICK = Plan(0.5, ((32 * KiB, 200, 8), (MiB, 20, 4), (16 * MiB, 2, 1)), 10.0, 20, 5)
+FULL = Plan(
+    5.0,
+    ((32 * KiB, 2000, 1), (32 * KiB, 4000, 8), (MiB, 200, 1), (MiB, 400, 4),
+     (16 * MiB, 12, 1), (16 * MiB, 24, 2)),
+    30.0, 1000, 50,
+)  # fmt: skip
+QUICK = Plan(
+    0.5,
+    ((32 * KiB, 100, 1), (32 * KiB, 200, 8), (MiB, 10, 1), (MiB, 20, 4),
+     (16 * MiB, 2, 1), (16 * MiB, 2, 2)),
+    10.0, 20, 5,
+)  # fmt: skip
 
 
 @dataclass
@@ -204,7 +214,7 @@ def measure_bulk(server: Server, plan: Plan, results: Results) -> None:
         if size == MiB and "error" not in got:
             relayed_gb = 2 * size * got["messages"] / 1e9  # in and out of the relay
             got["cpu_s_per_gb"] = (cpu_seconds(server.process.pid) - cpu_before) / relayed_gb
-        results.put(server.name, f"bulk_{label(size)}", got)
+        results.put(server.name, f"bulk_{label(size)}_x{inflight}", got)
 
 
 def measure_idle_memory(server: Server, plan: Plan, results: Results) -> None:
