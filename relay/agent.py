@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 from asyncio.streams import FlowControlMixin
@@ -237,9 +239,14 @@ def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:
     if isinstance(exc, FileNotFoundError):
         if not os.path.isdir(cwd):
             return f"workspace {cwd} does not exist (check --workspace)"
+        found = program if os.sep in program else shutil.which(program)
+        if found is not None and os.path.isfile(os.path.join(cwd, found)):
+            return f"{program}: its interpreter was not found (check its #! line)"
         return f"{program}: command not found (check --agent and PATH)"
     if isinstance(exc, PermissionError):
         return f"{program}: permission denied (is it executable?)"
+    if exc.errno == errno.ENOEXEC:
+        return f"{program}: not a program this system can run (a script without a #! line?)"
     return f"{program}: {exc.strerror or exc}"
 
 

@@ -13,6 +13,13 @@ import json
 from dataclasses import dataclass
 
 NEWLINE = b"\n"
+_JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
+_SPACE_BYTES = frozenset(_JSON_SPACE)
+
+
+def is_blank(data: bytes) -> bool:
+    """True for bytes that carry no message: empty, or JSON whitespace only."""
+    return not data or (data[0] in _SPACE_BYTES and not data.strip(_JSON_SPACE))
 
 
 @dataclass(frozen=True)
@@ -66,16 +73,17 @@ class LineSplitter:
             if piece.endswith(b"\r"):
                 piece = piece[:-1]
             if len(piece) > limit:
-                out.append(DroppedLine(len(piece), f"line of {len(piece)} bytes over the limit"))
-            elif piece:
+                out.append(_dropped(len(piece)))
+            elif piece and not (piece[0] in _SPACE_BYTES and is_blank(piece)):
                 out.append(piece)
         return out
 
     def _finish_partial(self, head: bytes) -> Line:
         if self._discarding:
-            size = self._discarding + len(head)
+            ends_cr = head.endswith(b"\r") if head else self._discarded_cr
+            size = self._discarding + len(head) - ends_cr
             self._discarding = 0
-            return DroppedLine(size, f"line of {size} bytes over the limit")
+            return _dropped(size)
         if self._partial:
             self._partial += head
             line = bytes(self._partial)
@@ -88,11 +96,18 @@ class LineSplitter:
     def _extend_partial(self, tail: bytes) -> None:
         if self._discarding:
             self._discarding += len(tail)
+            if tail:
+                self._discarded_cr = tail.endswith(b"\r")
         elif len(self._partial) + len(tail) > self.max_line_bytes + 1:  # +1: a trailing \r
             self._discarding = len(self._partial) + len(tail)
+            self._discarded_cr = (tail or self._partial).endswith(b"\r")
             self._partial.clear()
         else:
             self._partial += tail
+
+
+def _dropped(size: int) -> DroppedLine:
+    return DroppedLine(size, f"line of {size} bytes over the limit")
 
 
 def utf8_problem(line: bytes) -> str | None:
@@ -119,28 +134,35 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
 
     A frame is normally passed through as it is. A frame holding a newline would
     become two lines: if it is valid JSON it is re-serialized compactly (JSON
-    whitespace carries no meaning), otherwise it is refused with a -32700 error.
-    A blank frame carries no message: None.
+    whitespace carries no meaning), otherwise it is refused with a -32700 error (also
+    when it is nested too deeply for the relay to parse). A blank frame (empty or JSON
+    whitespace only) carries no message: None.
     """
-    if NEWLINE not in frame and b"\r" not in frame:
-        return frame if frame else None
-    if not frame.strip():
+    if is_blank(frame):
         return None
+    if NEWLINE not in frame and b"\r" not in frame:
+        return frame
     try:
         message = json.loads(frame)
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
     except ValueError as exc:
         return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    except RecursionError:
+        detail = "nested too deeply for the relay to remove its newlines"
+        return FrameRefused(parse_error(detail), f"frame with a newline is {detail}")
 
 
 def parse_error(detail: str) -> bytes:
     """A JSON-RPC -32700 error (id null) for a frame that could not be forwarded."""
-    error = {
-        "code": -32700,
-        "message": "Parse error: a message must be one JSON value per WebSocket text frame",
-        "data": {
-            "detail": detail,
-            "hint": "send compact JSON (no raw newlines outside strings), one message per frame",
-        },
-    }
+    return error_reply(
+        -32700,
+        "Parse error: a message must be one JSON value per WebSocket text frame",
+        detail,
+        "send compact JSON (no raw newlines outside strings), one message per frame",
+    )
+
+
+def error_reply(code: int, message: str, detail: str, hint: str) -> bytes:
+    """A JSON-RPC error response with id null, saying why in ``data.detail``."""
+    error = {"code": code, "message": message, "data": {"detail": detail, "hint": hint}}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()

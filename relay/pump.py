@@ -4,28 +4,42 @@ Used by ``serve`` (agent pipes <-> client socket) and ``connect`` (editor stdio 
 relay socket). Backpressure both ways: a line is read from the pipe only after the
 previous frame was handed to a socket with room for it, and a frame is received only
 after the previous line was drained into the pipe. Nothing is queued without bound.
+
+While a full pipe holds the socket's reading, the event loop cannot see the peer hang
+up: every ``PEER_CHECK_SECONDS`` of such a stall the pump asks the kernel about the
+socket, and now and then sends a ping, which a peer that has gone answers with a reset.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import select
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from relay.framing import DroppedLine, FrameRefused, Line, LineSplitter, frame_to_line, utf8_problem
 
 READ_CHUNK = 1 << 18
 COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
+PEER_CHECK_SECONDS = 0.5  # while a full pipe stalls the socket's reading, look at the peer
+_HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 LineTransform = Callable[[bytes], bytes | FrameRefused]
 # Trace hooks (relay.tracefile), None when --trace-dir is off: checked once per batch or frame.
 AgentLineHook = Callable[[Line], None]
 ClientFrameHook = Callable[[bytes, bytes | FrameRefused | None], None]
+
+
+class ByteReader(Protocol):
+    """Where :func:`lines_to_frames` reads: an :class:`asyncio.StreamReader` or a wrapper."""
+
+    async def read(self, n: int) -> bytes: ...
 
 
 class FrameSink(Protocol):
@@ -55,7 +69,7 @@ class Ended(enum.Enum):
 
 
 async def lines_to_frames(
-    reader: asyncio.StreamReader,
+    reader: ByteReader,
     ws: FrameSink,
     *,
     max_bytes: int,
@@ -136,9 +150,11 @@ async def frames_to_lines(
 
     Binary frames are ignored with a warning. A frame that cannot be one line, or that
     ``transform`` refuses, is answered on the socket and not forwarded. ``trace`` is
-    shown each text frame with what became of it.
+    shown each text frame with what became of it. When the peer hangs up while the pipe
+    is full (the socket is not being read, so nothing else notices), the socket is
+    aborted and the pump ends SOCKET_CLOSED.
     """
-    lines = LineWriter(writer)
+    lines = LineWriter(writer, peer_gone=_PeerWatch(ws))
     while True:
         try:
             frame = await ws.recv()
@@ -160,6 +176,10 @@ async def frames_to_lines(
                 return Ended.SOCKET_CLOSED
             continue
         if not await lines.write(line):
+            if lines.peer_lost:
+                log.warning("socket peer gone while the pipe was full")
+                ws.transport.abort()
+                return Ended.SOCKET_CLOSED
             return Ended.PIPE_CLOSED
         counters.add(len(line))
 
@@ -169,6 +189,54 @@ def _to_line(frame: bytes, transform: LineTransform) -> bytes | FrameRefused | N
     if isinstance(line, bytes):
         return transform(line)
     return line
+
+
+class _PeerWatch:
+    """Whether the socket's peer is gone, asked while a full pipe stalls the socket's reading.
+
+    It also sends a ping at each check of a stall's first 2 s, then every 4 s: the
+    kernel of a peer that closed its socket answers data with a reset, which the next
+    check sees. Without it, a peer whose last frames still wait unread (its close stuck
+    behind them) could leave unnoticed until the next heartbeat.
+    """
+
+    def __init__(self, ws: Connection) -> None:
+        self.ws = ws
+        self._probes: set[asyncio.Future[Any]] = set()
+
+    def __call__(self, checks: int) -> bool:
+        if self.ws.state is State.CLOSED or peer_hung_up(self.ws):
+            return True
+        if checks <= 4 or checks % 8 == 0:
+            probe = asyncio.ensure_future(self.ws.ping())
+            self._probes.add(probe)
+            probe.add_done_callback(self._probed)
+        return False
+
+    def _probed(self, probe: asyncio.Future[Any]) -> None:
+        self._probes.discard(probe)
+        if not probe.cancelled():
+            probe.exception()  # a closed socket: the pump sees it anyway
+
+
+def peer_hung_up(ws: Connection) -> bool:
+    """True when the socket's peer has shut down or reset the connection.
+
+    Asks the kernel directly (poll, no read), so it works while the socket's reading is
+    paused and unread data sits before the hang-up.
+    """
+    sock = ws.transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, _HANG_UP)
+    return bool(poller.poll(0))
 
 
 async def _reply(ws: Connection, reply: bytes) -> bool:
@@ -186,15 +254,31 @@ class LineWriter:
     made of them are joined and written once the loop turns (``call_soon``), saving a
     system call per message under load. At most ``COALESCE_BYTES`` wait in the join; a
     full pipe makes :meth:`write` wait, which stops the reading of the socket.
+
+    While it waits, a timer (one per writer, only while writes wait) asks ``peer_gone``
+    every ``PEER_CHECK_SECONDS`` of one uninterrupted wait; when it says yes, the wait
+    ends and :meth:`write` returns False with ``peer_lost`` set. A timer, not a timeout
+    around each wait: waits on a pipe that is merely busy are frequent under load.
     """
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        writer: asyncio.StreamWriter,
+        peer_gone: Callable[[int], bool] = lambda _checks: False,
+    ) -> None:
         self.writer = writer
+        self.peer_gone = peer_gone
+        self.peer_lost = False  # write() returned False because ``peer_gone`` said so
         self._joined = bytearray()
         self._scheduled = False
+        self._waits = 0  # waits for the pipe so far
+        self._waiting: asyncio.Task[Any] | None = None  # the task waiting for the pipe now
+        self._timer: asyncio.TimerHandle | None = None
+        self._seen_wait = -1  # the wait the timer saw last time
+        self._checks = 0  # checks during the current wait
 
     async def write(self, line: bytes) -> bool:
-        """Queue one line (``\n`` added); False once the pipe is closed."""
+        """Queue one line (``\n`` added); False once the pipe is closed or the peer gone."""
         if self.writer.is_closing():
             return False
         if len(line) >= COALESCE_BYTES:
@@ -204,10 +288,41 @@ class LineWriter:
             self._join(line)
         try:
             if self.writer.transport.get_write_buffer_size():  # the pipe is full: wait
-                await self.writer.drain()
+                return await self._drain()
         except (BrokenPipeError, ConnectionResetError):
             return False
         return True
+
+    async def _drain(self) -> bool:
+        """Wait until the pipe takes what is buffered; False if the peer went meanwhile."""
+        self._waits += 1
+        self._waiting = task = asyncio.current_task()
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
+        try:
+            await self.writer.drain()
+        except asyncio.CancelledError:
+            if self.peer_lost and task is not None and task.uncancel() == 0:
+                return False  # cancelled by _tick alone
+            raise
+        finally:
+            self._waiting = None
+        return True
+
+    def _tick(self) -> None:
+        self._timer = None
+        waiting = self._waiting
+        if waiting is None:
+            return  # not waiting now: the next wait starts the timer again
+        if self._seen_wait != self._waits:  # a wait that began since the last tick
+            self._seen_wait, self._checks = self._waits, 0
+        else:  # the same wait, a whole period long
+            self._checks += 1
+            if self.peer_gone(self._checks):
+                self.peer_lost = True
+                waiting.cancel()
+                return
+        self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
 
     def _join(self, line: bytes) -> None:
         self._joined += line

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay.framing import FrameRefused
+from relay.framing import FrameRefused, error_reply
 from relay.mcp import Capabilities, McpPolicy, MergeReport, merge
 from relay.paths import CwdPolicy, PathRefused, describe_rules, translate
 
@@ -106,7 +106,10 @@ class SessionRewriter:
         """Look for the agent's ``initialize`` reply; False once seen (stop showing lines)."""
         if _CAPS_MARKER not in line:
             return True
-        message = _parse(line)
+        try:
+            message = _parse(line)
+        except RecursionError:  # nested too deeply to be the reply looked for
+            return True
         result = message.get("result") if message else None
         if not isinstance(result, dict) or "agentCapabilities" not in result:
             return True
@@ -117,13 +120,17 @@ class SessionRewriter:
         """The line for the agent, a refusal to answer the client with, or a rewrite."""
         if self.policy is None or not might_open_session(line):
             return line
-        message = _parse(line)
-        if message is None or message.get("method") not in SESSION_OPENING_METHODS:
-            return line
-        params = message.get("params")
-        if "id" not in message or not isinstance(params, dict):
-            return line  # a notification, or no params: the agent answers it as it must
-        return self._rewrite(line, message, params, self.policy)
+        try:
+            message = _parse(line)
+            if message is None or message.get("method") not in SESSION_OPENING_METHODS:
+                return line
+            params = message.get("params")
+            if "id" not in message or not isinstance(params, dict):
+                return line  # a notification, or no params: the agent answers it as it must
+            return self._rewrite(line, message, params, self.policy)
+        except RecursionError:
+            # Passing it on unread would let a session request dodge the rewrite.
+            return too_deep()
 
     def _rewrite(
         self, line: bytes, message: dict[str, Any], params: dict[str, Any], policy: RewritePolicy
@@ -219,6 +226,18 @@ def refusal(request_id: Any, problem: PathProblem, cwd: CwdPolicy) -> FrameRefus
     error = {"code": -32602, "message": message, "data": data}
     reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return FrameRefused(json.dumps(reply, ensure_ascii=False).encode(), message)
+
+
+def too_deep() -> FrameRefused:
+    """The relay's answer to a line that may open a session but is nested too deeply to read."""
+    reason = "a line that may open a session is nested too deeply for the relay to read"
+    reply = error_reply(
+        -32600,
+        "Invalid request: the relay cannot check this session request",
+        reason,
+        "send session/new, session/load, session/resume and session/fork without deep nesting",
+    )
+    return FrameRefused(reply, reason)
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import http
 import json
+import logging
 import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,13 +32,14 @@ from relay.admission import Policy, Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
 from relay.framing import FrameRefused
 from relay.logs import get_logger
-from relay.pump import Counters, frames_to_lines, lines_to_frames
+from relay.pump import Counters, Ended, frames_to_lines, lines_to_frames
 from relay.rewrite import RewritePolicy, Rewritten, SessionRewriter
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
 from relay.tracefile import ConnectionTrace
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
+STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
 
 
@@ -232,6 +235,18 @@ class Relay:
             self.sessions.discard(admission.conn_id)
             if not self.sessions:
                 self.idle_since = time.monotonic()
+            self._log_state()
+
+    def _log_state(self) -> None:
+        """At debug level, what the relay holds after each connection: a leak shows here."""
+        if logging.getLogger("relay.server").isEnabledFor(logging.DEBUG):
+            self.log.debug(
+                "relay state",
+                sessions=len(self.sessions),
+                pending=len(self.pending),
+                agents=len(self.agents),
+                tasks=len(asyncio.all_tasks()),
+            )
 
 
 class Session:
@@ -245,7 +260,9 @@ class Session:
         self.up = Counters()  # client -> agent
         self.down = Counters()  # agent -> client
         self.log = get_logger("relay.session", conn=admission.conn_id)
-        self.stdout_done = asyncio.Event()  # every line of the agent's stdout was handed on
+        self.stdout_done = asyncio.Event()  # stdout read to its end, or the socket gone
+        self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was handed on
+        self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
         self.rewriter = SessionRewriter(self.config.rewrite, exists=os.path.isdir)
         self.exit: Exit | None = None  # the agent's, once it is gone
         self.trace: ConnectionTrace | None = None
@@ -279,25 +296,34 @@ class Session:
 
     async def _pump(self, agent: AgentProcess) -> Exit:
         stderr = asyncio.create_task(drain_stderr(agent.stderr, self.log))
-        to_agent = asyncio.create_task(
-            frames_to_lines(
-                self.ws,
-                agent.stdin,
-                transform=self._client_line,
-                counters=self.up,
-                log=self.log,
-                trace=None if self.trace is None else self.trace.client_frame,
-            )
-        )
+        to_agent = asyncio.create_task(self._client_to_agent(agent))
         to_client = asyncio.create_task(self._agent_to_client(agent))
         try:
-            return await self._supervise(agent)
+            return await self._supervise(agent, (to_agent, to_client))
         finally:
             to_agent.cancel()
             to_client.cancel()
             await asyncio.gather(to_agent, to_client, return_exceptions=True)
             await _bounded(stderr, self.config.kill_grace)
             agent.release()
+
+    async def _client_to_agent(self, agent: AgentProcess) -> None:
+        ended = await frames_to_lines(
+            self.ws,
+            agent.stdin,
+            transform=self._client_line,
+            counters=self.up,
+            log=self.log,
+            trace=None if self.trace is None else self.trace.client_frame,
+        )
+        if ended is Ended.PIPE_CLOSED:
+            # The agent takes nothing more. Keep reading, so that a close from the client is
+            # seen at once rather than after the close timeout, and drop what comes.
+            with suppress(ConnectionClosed):
+                async for _ in self.ws:
+                    if not self.up.dropped:
+                        self.log.warning("agent's stdin is closed: client messages are dropped")
+                    self.up.dropped += 1
 
     def _client_line(self, line: bytes) -> bytes | FrameRefused:
         """The session-opening rewrite, logged: one line per rewrite or refusal."""
@@ -315,7 +341,7 @@ class Session:
         observe = self.rewriter.agent_line if self.rewriter.watches_agent else None
         try:
             await lines_to_frames(
-                agent.stdout,
+                self.agent_stdout.watch(agent.stdout),
                 self.ws,
                 max_bytes=self.config.max_message_bytes,
                 counters=self.down,
@@ -323,6 +349,7 @@ class Session:
                 observe=observe,
                 trace=None if self.trace is None else self.trace.agent_line,
             )
+            self.stdout_eof.set()
         except ConnectionClosed:
             pass
         finally:
@@ -331,17 +358,35 @@ class Session:
         while await agent.stdout.read(1 << 16):
             pass
 
-    async def _supervise(self, agent: AgentProcess) -> Exit:
+    async def _supervise(
+        self, agent: AgentProcess, pumps: tuple[asyncio.Task[Any], asyncio.Task[Any]]
+    ) -> Exit:
+        """Wait for the first sign that the connection is over, and end it accordingly.
+
+        The agent exits: flush, close with its status. The socket goes: stop the agent.
+        The agent closes its stdout but runs on: it can say nothing more, stop it. A pump
+        fails (a relay bug): say so on the socket, stop the agent. Nothing waits forever.
+        """
         exited = asyncio.create_task(agent.wait())
         closed = asyncio.create_task(self.ws.wait_closed())
+        eof = asyncio.create_task(self.stdout_eof.wait())
+        crashed = asyncio.create_task(_first_failure(pumps))
+        watched = {exited, closed, eof, crashed}
         try:
-            await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+            if crashed.done():
+                return await self._relay_failed(agent, crashed.result())
+            if not exited.done() and not closed.done() and eof.done():
+                # Agents close stdout as they exit: give the exit a moment to arrive.
+                await asyncio.wait({exited, closed}, timeout=STDOUT_EOF_EXIT_WAIT)
+                if not exited.done() and not closed.done():
+                    return await self._stdout_closed(agent)
             if exited.done():
                 return await self._agent_gone(agent, exited.result(), closed)
             return await agent.stop(self.config.kill_grace, eof_first=not self.relay.shutting_down)
         finally:
-            exited.cancel()
-            closed.cancel()
+            for task in watched:
+                task.cancel()
 
     async def _agent_gone(
         self,
@@ -349,14 +394,47 @@ class Session:
         exit_: Exit,
         closed: asyncio.Task[None],
     ) -> Exit:
-        """Flush what the agent wrote, then close the socket with its exit status."""
-        children = asyncio.create_task(agent.stop_children(self.config.kill_grace))
+        """Flush what the agent wrote, then close the socket with its exit status.
+
+        The flush ends with the end of stdout, which comes once the agent's process group
+        is gone. A process that left the group may hold stdout open for ever: once the
+        group is gone, the wait ends when the relay has waited ``kill_grace`` on an
+        empty pipe.
+        """
+        grace = self.config.kill_grace
+        children = asyncio.create_task(agent.stop_children(grace))
         flushed = asyncio.create_task(self.stdout_done.wait())
-        await asyncio.wait({flushed, closed}, return_when=asyncio.FIRST_COMPLETED)
-        flushed.cancel()
+        try:
+            while not (flushed.done() or closed.done()):
+                if not children.done():
+                    wanted = {flushed, closed, children}
+                    await asyncio.wait(wanted, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                idle = self.agent_stdout.idle_for()
+                if idle >= grace:
+                    self.log.warning(
+                        "agent's stdout held open outside its process group: closing anyway"
+                    )
+                    break
+                await asyncio.wait({flushed, closed}, timeout=grace - idle)
+        finally:
+            flushed.cancel()
         await self.ws.close(exit_.close_code, _reason(exit_.reason))
         await children
         return exit_
+
+    async def _stdout_closed(self, agent: AgentProcess) -> Exit:
+        """The agent closed its stdout and runs on: stop it, then close with its status."""
+        self.log.warning("agent closed its stdout but is still running: stopping it")
+        exit_ = await agent.stop(self.config.kill_grace)
+        await self.ws.close(exit_.close_code, _reason(exit_.reason))
+        return exit_
+
+    async def _relay_failed(self, agent: AgentProcess, error: BaseException) -> Exit:
+        """A pump failed: a bug in the relay. Close with 1011 rather than hang, stop the agent."""
+        self.log.error("relay error", exc_info=error)
+        await self.ws.close(1011, _reason(f"relay error: {type(error).__name__}"))
+        return await agent.stop(self.config.kill_grace, eof_first=not self.relay.shutting_down)
 
     def _trace_opened(self, pid: int | None) -> None:
         if self.trace is not None:
@@ -396,8 +474,47 @@ class Session:
             messages_out=self.down.messages,
             bytes_out=self.down.bytes,
             dropped_out=self.down.dropped,
+            dropped_in=self.up.dropped,
             duration=round(time.monotonic() - self.admission.opened, 3),
         )
+
+
+class IdleClock:
+    """Times the waits of a reader on an empty pipe: how long has it waited, right now?"""
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+        self._reader: asyncio.StreamReader | None = None
+
+    def watch(self, reader: asyncio.StreamReader) -> IdleClock:
+        self._reader = reader
+        return self
+
+    async def read(self, n: int) -> bytes:
+        """``reader.read(n)``, timed."""
+        assert self._reader is not None
+        self._since = time.monotonic()
+        try:
+            return await self._reader.read(n)
+        finally:
+            self._since = None
+
+    def idle_for(self) -> float:
+        """Seconds the current read has waited; 0 when no read is waiting."""
+        return 0.0 if self._since is None else time.monotonic() - self._since
+
+
+async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
+    """The exception of the first of ``tasks`` to fail; waits for ever if none does."""
+    pending = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                return error
+    await asyncio.Future()  # every pump ended normally: nothing to report, ever
+    raise AssertionError("unreachable")
 
 
 async def _bounded(task: asyncio.Task[None], seconds: float) -> None:

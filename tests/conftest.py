@@ -25,7 +25,35 @@ SECRET = "test-secret-0123456789abcdef"
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
 
+SOAK_ENV = "ACP_RELAY_SOAK"
+
 logs.configure("debug", "json")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """``--soak`` runs the long reliability tests of tests/test_soak.py."""
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help=f"run the soak tests (tests/test_soak.py), also with {SOAK_ENV}=1",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"soak: long reliability test, skipped unless --soak or {SOAK_ENV}=1"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the soak tests unless asked for, saying how to run them."""
+    if config.getoption("--soak") or os.environ.get(SOAK_ENV) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"soak test: run with `pytest --soak` or {SOAK_ENV}=1")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
 
 
 def pid_alive(pid: int) -> bool:

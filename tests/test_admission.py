@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from relay.admission import (
     RETRY_AFTER_SECONDS,
@@ -276,3 +278,30 @@ def test_minted_ticket_survives_a_query_string_unencoded() -> None:
     found = ticket_from_request(f"/acp?ticket={token}", None)
     assert found == token
     assert verify(found, (SECRET,), now=NOW, max_age=60).sub == "alice"
+
+
+# -- robustness: whatever arrives in a request --------------------------------------------------
+
+REQUEST_TEXT = st.text(max_size=80) | st.sampled_from(
+    ["/acp?ticket=", "/acp?ticket=%ff%00", "/acp?&&==&ticket", "?ticket=a.b.c#x", "/%zz?%"]
+)
+
+
+@settings(max_examples=300)
+@given(REQUEST_TEXT, st.none() | st.text(max_size=40), st.none() | REQUEST_TEXT)
+def test_any_request_is_admitted_or_refused_never_raises(
+    path: str, authorization: str | None, origin: str | None
+) -> None:
+    """Arbitrary paths, Authorization and Origin headers get a verdict; junk is never admitted."""
+    ticket = ticket_from_request(path, authorization)
+    assert ticket is None or isinstance(ticket, str)
+    verdict = admit(
+        ticket=ticket,
+        origin=origin,
+        open_connections=0,
+        policy=POLICY,
+        replay_guard=ReplayGuard(),
+        now=NOW,
+    )
+    assert isinstance(verdict, Refusal)
+    assert verdict.status in (401, 403)

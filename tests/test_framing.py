@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relay.framing import (
@@ -14,6 +15,7 @@ from relay.framing import (
     Line,
     LineSplitter,
     frame_to_line,
+    is_blank,
     parse_error,
     utf8_problem,
 )
@@ -89,7 +91,67 @@ def test_any_chunking_yields_same_lines(parts: list[bytes], cut: int) -> None:
     pieces = [stream[i : i + cut] for i in range(0, len(stream), cut)]
     assert split_all(pieces, limit=10_000) == whole
     expected = [p.removesuffix(b"\r") for p in stream.split(b"\n")]
-    assert whole == [p for p in expected if p]
+    assert whole == [p for p in expected if not is_blank(p)]
+
+
+def reference_lines(stream: bytes, limit: int) -> list[Line]:
+    """What LineSplitter must yield, written the obvious way (the whole stream in memory)."""
+    out: list[Line] = []
+    for piece in stream.split(b"\n"):
+        piece = piece.removesuffix(b"\r")
+        if len(piece) > limit:
+            out.append(DroppedLine(len(piece), f"line of {len(piece)} bytes over the limit"))
+        elif not is_blank(piece):
+            out.append(piece)
+    return out
+
+
+# Streams rich in what matters: terminators, a CR before or away from them, blanks, runs.
+STREAM_PARTS = st.sampled_from(
+    [b"\n", b"\r", b"\r\n", b" ", b"\t", b"x", b"yyyyy", b"\xff", b'{"a":1}', b"z" * 30]
+)
+STREAMS = st.lists(STREAM_PARTS, max_size=40).map(b"".join) | st.binary(max_size=120)
+
+
+@settings(max_examples=400)
+@given(STREAMS, st.integers(min_value=1, max_value=25), st.lists(st.integers(0, 200), max_size=8))
+def test_any_chunking_and_any_limit_match_the_reference(
+    stream: bytes, limit: int, cuts: list[int]
+) -> None:
+    """Any cuts, any limit: the reference's lines and dropped sizes, holding <= limit + 1 bytes."""
+    bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    splitter = LineSplitter(limit)
+    out: list[Line] = []
+    for start, end in itertools.pairwise(bounds):
+        out.extend(splitter.feed(stream[start:end]))
+        assert len(splitter._partial) <= limit + 1
+    last = splitter.finish()
+    if last is not None:
+        out.append(last)
+    assert out == reference_lines(stream, limit)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "size"),
+    [
+        ([b"x" * 11 + b"\r\n"], 11),
+        ([b"x" * 11 + b"\r", b"\n"], 11),
+        ([b"x" * 11, b"\r", b"\n"], 11),
+        ([b"x" * 6, b"x" * 6 + b"\r", b"\nok\n"], 12),
+        ([b"x" * 12 + b"\r"], 12),
+    ],
+)
+def test_dropped_size_never_counts_the_terminator(chunks: list[bytes], size: int) -> None:
+    """A dropped line's size is its bytes without \\r\\n, wherever the chunks were cut."""
+    assert split_all(chunks, limit=10)[0] == DroppedLine(
+        size, f"line of {size} bytes over the limit"
+    )
+
+
+@pytest.mark.parametrize("blank", [b" ", b"\t\t", b" \r", b"  \t  "])
+def test_whitespace_only_lines_are_blank_and_skipped(blank: bytes) -> None:
+    """A line of JSON whitespace only carries no message, like an empty one."""
+    assert split_all([b"a\n" + blank + b"\nb\n" + blank]) == [b"a", b"b"]
 
 
 @pytest.mark.parametrize(
@@ -115,6 +177,9 @@ def test_utf8_problem(line: bytes, problem: str | None) -> None:
         (b'{"t":"caf\xc3\xa9"}\r\n', '{"t":"café"}'.encode()),
         (b"", None),
         (b" \n ", None),
+        (b"   ", None),
+        (b"\t\r", None),
+        (b"\x0c", b"\x0c"),  # not JSON whitespace: the agent says what it is
     ],
 )
 def test_frame_to_line(frame: bytes, line: bytes | None) -> None:
@@ -139,3 +204,46 @@ def test_parse_error_is_jsonrpc() -> None:
     assert reply["jsonrpc"] == "2.0"
     assert set(reply) == {"jsonrpc", "id", "error"}
     assert reply["error"]["data"]["detail"] == "boom"
+
+
+FRAMES = (
+    st.text(max_size=60).map(str.encode)
+    | st.lists(
+        st.sampled_from(['{"a":', "[1,", "]", "}", "\n", "\r", " ", '"s\\n"', "null", "x"]),
+        max_size=15,
+    ).map(lambda parts: "".join(parts).encode())
+    | st.binary(max_size=60)
+)
+
+
+@settings(max_examples=500)
+@given(FRAMES)
+def test_frame_to_line_never_raises_and_never_splits(frame: bytes) -> None:
+    """Any frame becomes nothing (blank), a refusal, or exactly one line with the same meaning."""
+    result = frame_to_line(frame)
+    if result is None:
+        assert is_blank(frame)
+    elif isinstance(result, FrameRefused):
+        assert b"\n" in frame or b"\r" in frame
+        reply = json.loads(result.reply)
+        assert (reply["id"], reply["error"]["code"]) == (None, -32700)
+    else:
+        assert b"\n" not in result
+        assert b"\r" not in result
+        if b"\n" in frame or b"\r" in frame:
+            assert (
+                json.loads(result) == json.loads(frame)
+                or result
+                == json.dumps(json.loads(frame), separators=(",", ":"), ensure_ascii=False).encode()
+            )
+        else:
+            assert result == frame
+
+
+def test_frame_nested_too_deeply_to_compact_is_refused() -> None:
+    """A multi-line frame too deep to parse is refused with -32700, not an exception."""
+    refused = frame_to_line(b"[" * 100_000 + b"\n" + b"]" * 100_000)
+    assert isinstance(refused, FrameRefused)
+    assert json.loads(refused.reply)["error"]["data"]["detail"] == (
+        "nested too deeply for the relay to remove its newlines"
+    )

@@ -312,3 +312,103 @@ def test_capabilities_come_from_the_agents_initialize_reply() -> None:
     assert before.report.fields()["mcp_withheld"] == ["search"]
     assert "http=False" in before.report.fields()["withheld_because"]
     assert json.loads(after.line)["params"]["mcpServers"] == [FILES, SEARCH]
+
+
+# -- robustness: whatever a client sends --------------------------------------------------------
+
+EVERYTHING = RewritePolicy(
+    CwdPolicy(
+        (parse_rule("/Users/alice=/workspace"), parse_rule("C:\\Users\\bob=/workspace/bob")),
+        "reject",
+        "/srv/work",
+        True,
+    ),
+    McpPolicy((FILES, SEARCH), "append", drop_client_stdio=True),
+)
+MCP_ENTRIES = JSON_VALUES | st.fixed_dictionaries(
+    {"name": st.text(max_size=6) | JSON_VALUES},
+    optional={
+        "command": st.text(max_size=6) | JSON_VALUES,
+        "type": st.sampled_from(["stdio", "http", "sse", "ws"]) | JSON_VALUES,
+        "url": st.text(max_size=6),
+        "args": JSON_VALUES,
+        "env": JSON_VALUES,
+        "headers": JSON_VALUES,
+    },
+)
+PATHS = st.text(max_size=20) | st.sampled_from(
+    ["/Users/alice/p", "/Users/alice/../..", "C:\\Users\\bob\\x", "\\\\wsl$\\U\\h", "", "/", ".."]
+)
+SESSION_PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "cwd": PATHS | JSON_VALUES,
+        "additionalDirectories": st.lists(PATHS | JSON_VALUES, max_size=3) | JSON_VALUES,
+        "mcpServers": st.lists(MCP_ENTRIES, max_size=3) | JSON_VALUES,
+        "sessionId": JSON_VALUES,
+        "_meta": JSON_VALUES,
+    },
+)
+
+
+@given(
+    st.sampled_from(SESSION_OPENING_METHODS) | st.text(max_size=12),
+    st.none() | st.integers() | st.text(max_size=6) | JSON_VALUES,
+    SESSION_PARAMS | JSON_VALUES,
+    st.booleans(),
+    st.booleans(),
+)
+def test_any_session_request_is_rewritten_refused_or_passed_never_raises(
+    method: str, request_id: object, params: object, exists: bool, initialized: bool
+) -> None:
+    """Any JSON-ish session request: passed, rewritten (same id) or refused (its id), no raise."""
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    line = json.dumps(message, ensure_ascii=False).encode()
+    rewriter = SessionRewriter(EVERYTHING, exists=lambda _p: exists)
+    if initialized:
+        rewriter.agent_line(
+            b'{"jsonrpc":"2.0","id":0,"result":{"agentCapabilities":{"mcpCapabilities":'
+            b'{"http":true}}}}'
+        )
+    result = rewriter.client_line(line)
+    if isinstance(result, Rewritten):
+        got = json.loads(result.line)
+        assert (got["method"], got["id"]) == (method, request_id)
+    elif isinstance(result, FrameRefused):
+        assert json.loads(result.reply)["id"] == request_id
+    else:
+        assert result == line
+
+
+@given(
+    st.binary(max_size=200), st.sampled_from([b'"session/new"', b'"session\\/load"', b"\\u0073"])
+)
+def test_any_bytes_holding_a_session_marker_never_raise(noise: bytes, marker: bytes) -> None:
+    """Arbitrary bytes around a session marker pass, or are answered; nothing raises."""
+    for line in (noise + marker, marker + noise, noise[:50] + marker + noise[50:]):
+        result = SessionRewriter(EVERYTHING).client_line(line)
+        assert isinstance(result, bytes | Rewritten | FrameRefused)
+        SessionRewriter(EVERYTHING).agent_line(line + b'"agentCapabilities"')
+
+
+def test_session_request_nested_too_deeply_is_refused_not_passed() -> None:
+    """A session request too deep to parse is refused (-32600), not passed on unrewritten."""
+    line = (
+        b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/etc","_meta":'
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}}"
+    )
+    result = SessionRewriter(EVERYTHING).client_line(line)
+    assert isinstance(result, FrameRefused)
+    reply = json.loads(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+
+
+def test_agent_line_nested_too_deeply_is_not_the_initialize_reply() -> None:
+    """A deeply nested agent line is looked past, not fatal; the real reply still counts."""
+    rewriter = SessionRewriter(EVERYTHING)
+    assert rewriter.agent_line(b'{"agentCapabilities":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert not rewriter.agent_line(
+        b'{"jsonrpc":"2.0","id":0,"result":{"agentCapabilities":{"mcpCapabilities":{"http":true}}}}'
+    )

@@ -458,3 +458,10 @@ def test_signed_garbage_only_raises_ticket_error(claims: object, iat: int, compr
         return
     assert isinstance(got.sub, str)
     assert isinstance(got.jti, str)
+
+
+def test_signed_payload_nested_too_deeply_is_malformed() -> None:
+    """A correctly signed ticket whose claims nest too deeply is malformed, not an exception."""
+    payload = _b64(("[" * 1500 + "]" * 1500).encode())
+    assert len(payload) < 4096
+    assert _reason(_sign(payload, int(T0), SECRET)) == MALFORMED

@@ -1,0 +1,854 @@
+"""Fault and abuse suite: what production does to a relay, and what users must see then.
+
+Agents that crash mid-line, hang, flood, lie about their pipes or cannot start; clients
+that vanish, flood without reading or send what they should not; a relay stopped under
+load or hit by more sockets than it takes; bad tickets by the thousand, replays, foreign
+pages, slow and oversized handshakes; and nothing leaked over hundreds of connections.
+Each test asserts the outcome a user sees. Faults already covered elsewhere are not
+repeated: tests/test_server.py (TCP reset, heartbeat timeout, 1009, 1007, binary and
+multi-line frames, invalid UTF-8 and over-limit agent lines, stubborn agents, an agent
+that does not read or a client that does not read), tests/test_agent.py and
+tests/test_cli.py (signals, refusals). Real processes and sockets on 127.0.0.1 only;
+figures go to stdout (``pytest -s``) and tests/artifacts/reliability.json. The long
+versions are in tests/test_soak.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from relay.mcp import McpPolicy
+from relay.paths import CwdPolicy
+from relay.pump import PEER_CHECK_SECONDS
+from relay.rewrite import RewritePolicy
+from tests.conftest import SECRET, children_of, live_relay, make_ticket, pid_alive
+from tests.reliability import (
+    LogAudit,
+    busy,
+    captured_relay_logs,
+    child_states,
+    elapsed_ms,
+    exchange,
+    fd_count,
+    record,
+    rss_kib,
+    status_of,
+    upgrade_request,
+    wait_idle,
+    zombies,
+)
+from tests.test_cli import RelayRun, secret_env, serve
+from tests.test_server import agents_running, wait_for_idle, wait_until_gone
+
+CAT = ("cat",)
+GRACE = 0.3  # --kill-grace of the in-process relays
+MARGIN = 1.5  # seconds allowed on top of what the relay promises, for a loaded CI machine
+
+_audited_lines = 0
+
+
+@pytest.fixture(autouse=True)
+def audit() -> Iterator[LogAudit]:
+    """Every log line a test produced, in this process or a relay's stderr: no ticket, no secret."""
+    global _audited_lines
+    found = LogAudit()
+    found.secret(SECRET)
+    with captured_relay_logs(found.in_process):
+        yield found
+    searched, leaked = found.leaks()
+    _audited_lines += searched
+    assert leaked == [], f"tickets or secrets in the logs: {leaked}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def audit_figures() -> Iterator[None]:
+    """Report how many log lines the suite searched for tickets and secrets."""
+    yield
+    record("log audit (fault suite)", log_lines_searched=_audited_lines, tickets_or_secrets=0)
+
+
+def ticket(audit: LogAudit, **kwargs: Any) -> str:
+    """A fresh ticket, noted as never to be logged."""
+    return audit.secret(make_ticket(**kwargs))
+
+
+async def frames_until_closed(
+    ws: ClientConnection, seconds: float = 10
+) -> tuple[list[str], int | None, str | None]:
+    """Every frame until the relay closes the socket, then its close code and reason."""
+    received: list[str] = []
+    async with asyncio.timeout(seconds):
+        with suppress(ConnectionClosed):
+            while True:
+                received.append(str(await ws.recv()))
+    return received, ws.close_code, ws.close_reason
+
+
+def python_agent(script: str) -> tuple[str, ...]:
+    return (sys.executable, "-c", script)
+
+
+# -- the agent ---------------------------------------------------------------------------------
+
+# README, "How a connection goes": an unterminated last line is forwarded as it is, then the
+# close carries the exit status. The relay never judges JSON; a client gets the bytes it
+# would have read from the agent's stdout.
+CRASH_MID_LINE = """
+import os, signal, sys
+sys.stdout.write('{"jsonrpc":"2.0","method":"a"}\\n{"jsonrpc":"2.0","id":1,"result":{"stopRe')
+sys.stdout.flush()
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+os._exit(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "reason"),
+    [
+        ("3", 1011, "agent exited with status 3"),
+        ("0", 1000, "agent exited"),
+        ("kill", 1011, "agent killed by SIGKILL"),
+    ],
+)
+async def test_agent_crash_mid_line_forwards_the_partial_line_then_closes(
+    audit: LogAudit, how: str, code: int, reason: str
+) -> None:
+    """An agent dying mid-line: the lines before, then the partial line as is, then the close."""
+    agent = (*python_agent(CRASH_MID_LINE), how)
+    async with (
+        live_relay(agent, kill_grace=GRACE) as live,
+        connect(live.url(ticket(audit))) as ws,
+    ):
+        received = await frames_until_closed(ws, 5)
+    assert received == (
+        ['{"jsonrpc":"2.0","method":"a"}', '{"jsonrpc":"2.0","id":1,"result":{"stopRe'],
+        code,
+        reason,
+    )
+
+
+async def test_agent_exiting_at_once_while_the_client_floods(audit: LogAudit) -> None:
+    """An agent that exits at once closes the socket with its status while the client sends."""
+    agent = python_agent("import sys; sys.exit(4)")
+    async with live_relay(agent, kill_grace=GRACE) as live:
+        async with connect(live.url(ticket(audit))) as ws:
+
+            async def flood() -> None:
+                with suppress(ConnectionClosed):
+                    for i in range(2000):
+                        await ws.send(json.dumps({"jsonrpc": "2.0", "method": "n", "params": i}))
+
+            sending = asyncio.create_task(flood())
+            started = time.monotonic()
+            _, code, reason = await frames_until_closed(ws, 5)
+            took = time.monotonic() - started
+            async with asyncio.timeout(5):
+                await sending
+        assert await wait_for_idle(live.relay)
+    assert (code, reason) == (1011, "agent exited with status 4")
+    assert took < 1.0  # the relay reads the client's close at once, no close timeout
+    assert agents_running() == []
+
+
+async def stalled_client(url: str) -> tuple[ClientConnection, int]:
+    """Connect and send until the relay stops taking frames; the client and what it sent."""
+    ws = await connect(url, close_timeout=1)
+    sent = 0
+    with suppress(TimeoutError):
+        async with asyncio.timeout(1.0):
+            while True:
+                await ws.send("x" * 65536)
+                sent += 65536
+    return ws, sent
+
+
+NOT_READING = python_agent("import time; time.sleep(60)")
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+async def test_client_gone_while_the_agent_does_not_read_stops_the_agent(
+    audit: LogAudit, how: str
+) -> None:
+    """The client floods an agent that never reads, then vanishes: the agent is still stopped."""
+    # Its last frames wait unread, so the event loop cannot see the hang-up; the relay looks
+    # at the socket itself during the stall (a reset at once, a close via a ping's reset).
+    async with live_relay(NOT_READING, kill_grace=GRACE) as live:
+        ws, sent = await stalled_client(live.url(ticket(audit)))
+        agents = agents_running()
+        assert len(agents) == 1
+        if how == "reset":  # SO_LINGER 0: the kernel sends RST at once
+            sock = ws.transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone = time.monotonic()
+        ws.transport.abort()
+        assert await wait_until_gone(agents, 5 * PEER_CHECK_SECONDS + 2 * GRACE + MARGIN)
+        took = elapsed_ms(gone)
+        assert await wait_for_idle(live.relay)
+    assert 0 < sent < 64 * 1024 * 1024
+    record(f"client {how} while the agent does not read", agent_stopped_after_ms=took)
+
+
+async def test_agent_that_never_reads_is_given_up_by_the_heartbeat(audit: LogAudit) -> None:
+    """A live client stuck behind an agent that never reads: the heartbeat ends it (1011)."""
+    async with live_relay(
+        NOT_READING, kill_grace=GRACE, ping_interval=0.5, ping_timeout=0.5
+    ) as live:
+        ws, _ = await stalled_client(live.url(ticket(audit)))
+        agents = agents_running()
+        _, code, reason = await frames_until_closed(ws, 0.5 + 0.5 + MARGIN)
+        assert await wait_until_gone(agents, 2 * GRACE + MARGIN)
+    assert (code, reason) == (1011, "keepalive ping timeout")
+
+
+FLOOD_LINES = 3000
+FLOODER = f"""
+import sys
+out = sys.stdout.buffer
+for i in range({FLOOD_LINES}):
+    head = b'{{"jsonrpc":"2.0","method":"n","params":{{"i":%d,"pad":"' % i
+    out.write(head + b"p" * 8000 + b'"}}}}\\n')
+out.flush()
+"""
+
+
+async def test_agent_flooding_a_slow_client_loses_nothing(audit: LogAudit) -> None:
+    """An agent writing 24 MB at once to a client reading slowly: every line arrives, in order."""
+    async with (
+        live_relay(python_agent(FLOODER), kill_grace=GRACE) as live,
+        connect(live.url(ticket(audit)), max_queue=1) as ws,
+    ):
+        started = time.monotonic()
+        received: list[str] = []
+        async with asyncio.timeout(30):
+            with suppress(ConnectionClosed):
+                while True:
+                    received.append(str(await ws.recv()))
+                    if len(received) % 100 == 0:
+                        await asyncio.sleep(0.01)  # a slow reader
+        took = elapsed_ms(started)
+    assert (ws.close_code, ws.close_reason) == (1000, "agent exited")
+    pad = "p" * 8000
+    assert received == [
+        f'{{"jsonrpc":"2.0","method":"n","params":{{"i":{i},"pad":"{pad}"}}}}'
+        for i in range(FLOOD_LINES)
+    ]
+    record(
+        "agent flood to a slow client", lines=FLOOD_LINES, bytes=sum(map(len, received)), ms=took
+    )
+
+
+# Non-JSON, NUL bytes, a lone \r, blank lines, a deeply nested line that looks like the
+# initialize reply the rewrite watches for: all but the blank ones pass, byte for byte.
+ODD_LINES = [
+    b"not json at all",
+    b'{"a":"nul\x00byte"}',
+    b'{"a":"lone\rcarriage return"}',
+    b'{"agentCapabilities":' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+    b'{"jsonrpc":"2.0","id":0,"result":{"agentCapabilities":{}}}',
+    b'{"last":true}',
+]
+ODD_AGENT = python_agent(
+    "import sys\n"
+    f"lines = {ODD_LINES!r}\n"
+    "out = sys.stdout.buffer\n"
+    "out.write(b'   \\n\\t\\r\\n\\n' + b'\\n'.join(lines) + b'\\n')\n"
+    "out.flush()\n"
+    "sys.stdin.read()\n"
+)
+
+
+async def test_odd_agent_lines_pass_byte_for_byte_and_blank_ones_vanish(audit: LogAudit) -> None:
+    """Non-JSON, NULs, a lone CR, deep nesting pass unchanged; whitespace-only lines are skipped."""
+    files = {"name": "files", "command": "/bin/true", "args": [], "env": []}
+    watching = RewritePolicy(  # the rewrite then parses agent lines until the initialize reply
+        CwdPolicy((), "keep", os.getcwd(), False), McpPolicy((files,))
+    )
+    async with (
+        live_relay(ODD_AGENT, kill_grace=GRACE, rewrite=watching) as live,
+        connect(live.url(ticket(audit)), max_size=None) as ws,
+    ):
+        async with asyncio.timeout(10):
+            received = [await ws.recv(decode=False) for _ in ODD_LINES]
+    assert received == ODD_LINES
+
+
+async def agent_printing_pids(url: str) -> tuple[ClientConnection, list[int]]:
+    ws = await connect(url)
+    async with asyncio.timeout(10):
+        pids = [int(pid) for pid in str(await ws.recv()).split()]
+    return ws, pids
+
+
+LEAVES_A_CHILD = """
+import subprocess, sys
+child = subprocess.Popen(["sleep", "60"], start_new_session=sys.argv[1] == "escape")
+print(child.pid, flush=True)
+sys.exit(3)
+"""
+
+
+async def test_child_holding_stdout_is_stopped_and_the_exit_reported(audit: LogAudit) -> None:
+    """An agent exits while its child holds its stdout: the child is stopped, the socket closes."""
+    async with live_relay((*python_agent(LEAVES_A_CHILD), "stay"), kill_grace=GRACE) as live:
+        ws, pids = await agent_printing_pids(live.url(ticket(audit)))
+        started = time.monotonic()
+        _, code, reason = await frames_until_closed(ws, 2 * GRACE + MARGIN)
+        took = time.monotonic() - started
+        assert await wait_until_gone(pids, MARGIN)
+    assert (code, reason) == (1011, "agent exited with status 3")
+    assert took < GRACE + MARGIN
+
+
+async def test_process_that_left_the_group_cannot_hold_the_socket_open(audit: LogAudit) -> None:
+    """A grandchild in its own session holds stdout for ever: the socket still closes in time."""
+    # The relay cannot stop a process outside the agent's process group (README: use a
+    # container or cgroup for that); it closes once it waited --kill-grace on an empty pipe.
+    async with live_relay((*python_agent(LEAVES_A_CHILD), "escape"), kill_grace=GRACE) as live:
+        ws, pids = await agent_printing_pids(live.url(ticket(audit)))
+        try:
+            started = time.monotonic()
+            _, code, reason = await frames_until_closed(ws, 2 * GRACE + MARGIN)
+            took = time.monotonic() - started
+            assert await wait_for_idle(live.relay)
+        finally:
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert (code, reason) == (1011, "agent exited with status 3")
+    assert took < GRACE + MARGIN
+    assert "held open outside its process group" in audit.in_process.getvalue()
+
+
+CLOSES_STDOUT = """
+import os, signal, sys
+print('{"last":"words"}', flush=True)
+os.close(1)
+if sys.argv[1] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pause()
+sys.stdin.read()  # exits 0 on stdin EOF
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "reason"),
+    [("polite", 1000, "agent exited"), ("stubborn", 1011, "agent killed by SIGKILL")],
+)
+async def test_agent_closing_stdout_is_stopped_and_the_socket_closed(
+    audit: LogAudit, kind: str, code: int, reason: str
+) -> None:
+    """An agent that closes stdout and runs on can say nothing more: it is stopped, then closed."""
+    async with live_relay((*python_agent(CLOSES_STDOUT), kind), kill_grace=GRACE) as live:
+        async with connect(live.url(ticket(audit))) as ws:
+            received = await frames_until_closed(ws, 2 * GRACE + MARGIN)
+        assert await wait_for_idle(live.relay)
+    assert received == (['{"last":"words"}'], code, reason)
+    assert agents_running() == []
+
+
+@pytest.mark.parametrize(
+    ("make_agent", "reason"),
+    [
+        ("plain file", "{agent}: permission denied (is it executable?)"),
+        ("bad #!", "{agent}: its interpreter was not found (check its #! line)"),
+        ("no #!", "{agent}: not a program this system can run (a script without a #! line?)"),
+    ],
+)  # fmt: skip
+async def test_agent_that_cannot_be_run_closes_1011_saying_why(
+    audit: LogAudit, tmp_path: Path, make_agent: str, reason: str
+) -> None:
+    """An agent file that is not executable, has a missing #! interpreter or no #!: 1011, why."""
+    agent = tmp_path / "agent"
+    if make_agent == "bad #!":
+        agent.write_text("#!/nonexistent/python3\nprint('hi')\n")
+    else:
+        agent.write_text("print('hi')\n")
+    if make_agent != "plain file":
+        agent.chmod(0o755)
+    async with live_relay((str(agent),)) as live, connect(live.url(ticket(audit))) as ws:
+        _, code, got = await frames_until_closed(ws, 5)
+    expected = "agent failed to start: " + reason.format(agent=agent)
+    assert code == 1011
+    assert got is not None
+    assert expected.startswith(got.removesuffix("..."))  # cut to the 123 bytes a reason may have
+    assert expected.removeprefix("agent failed to start: ") in audit.in_process.getvalue()
+
+
+# What `acp-relay serve` always runs with, unless told otherwise: unmapped cwds become the
+# workspace, no MCP servers.
+SERVE_DEFAULT_REWRITE = RewritePolicy(CwdPolicy((), "workspace", os.getcwd(), False), McpPolicy())
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+async def test_client_sending_10000_messages_without_reading_loses_nothing(
+    audit: LogAudit,
+) -> None:
+    """10,000 requests sent without reading a reply: all are taken, then all replies, in order."""
+    count = 10_000
+    async with (
+        live_relay(CAT, kill_grace=GRACE) as live,
+        connect(live.url(ticket(audit))) as ws,
+    ):
+        started = time.monotonic()
+        async with asyncio.timeout(30):
+            for i in range(count):
+                await ws.send(f'{{"jsonrpc":"2.0","id":{i},"method":"session/prompt"}}')
+            sent_ms = elapsed_ms(started)
+            for i in range(count):
+                assert await ws.recv() == f'{{"jsonrpc":"2.0","id":{i},"method":"session/prompt"}}'
+        took = elapsed_ms(started)
+    record(
+        "client sends 10,000 without reading", messages=count, all_sent_ms=sent_ms, all_back_ms=took
+    )
+
+
+async def test_client_deeply_nested_frames_are_refused_and_the_stream_goes_on(
+    audit: LogAudit,
+) -> None:
+    """Frames too deep to parse are refused when the relay must parse them; later frames flow."""
+    deep_pretty = "[" * 100_000 + "\n" + "]" * 100_000
+    deep_session = (
+        '{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/x","_meta":'
+        + ("[" * 100_000 + "]" * 100_000 + "}}")
+    )
+    deep_compact = '{"deep":' + "[" * 100_000 + "]" * 100_000 + "}"
+    async with (
+        live_relay(CAT, kill_grace=GRACE, rewrite=SERVE_DEFAULT_REWRITE) as live,
+        connect(live.url(ticket(audit))) as ws,
+    ):
+        for frame in (deep_pretty, deep_session, deep_compact, '{"after":1}'):
+            await ws.send(frame)
+        async with asyncio.timeout(10):
+            received = [str(await ws.recv()) for _ in range(4)]
+    errors = [json.loads(m)["error"] for m in received if m.startswith('{"jsonrpc"')]
+    assert [m for m in received if not m.startswith('{"jsonrpc"')] == [deep_compact, '{"after":1}']
+    assert sorted(e["code"] for e in errors) == [-32700, -32600]
+    assert all("nested too deeply" in e["data"]["detail"] for e in errors)
+
+
+async def test_client_blank_frames_are_skipped(audit: LogAudit) -> None:
+    """Frames of JSON whitespace only carry no message: the agent never sees them."""
+    async with live_relay(CAT, kill_grace=GRACE) as live, connect(live.url(ticket(audit))) as ws:
+        for frame in ("   ", "\t", "\r\n", " \n\t ", "", '{"real":1}'):
+            await ws.send(frame)
+        async with asyncio.timeout(5):
+            assert await ws.recv() == '{"real":1}'
+        await ws.close()
+        assert await wait_for_idle(live.relay)
+
+
+# -- the relay, as a process ---------------------------------------------------------------------
+
+SERVE_GRACE = 0.5
+
+
+@asynccontextmanager
+async def relay_process(audit: LogAudit, *args: str) -> AsyncIterator[RelayRun]:
+    """``acp-relay serve --agent cat`` as a subprocess, its stderr searched by the audit."""
+    flags = ("--agent", "cat", "--kill-grace", str(SERVE_GRACE), *args)
+    async with serve(*flags, env=secret_env()) as relay:
+        audit.watch(relay.stderr)
+        yield relay
+
+
+async def test_sigterm_under_load_closes_every_socket_1001_and_leaves_no_process(
+    audit: LogAudit,
+) -> None:
+    """SIGTERM while 16 clients stream: each gets 1001, the relay exits 0 in time, no agent left."""
+    clients = 16
+    async with relay_process(audit) as relay:
+        sockets = [await connect(relay.ticket_url(ticket(audit))) for _ in range(clients)]
+        carried = [0] * clients
+
+        async def stream(n: int, ws: ClientConnection) -> int | None:
+            with suppress(ConnectionClosed):
+                while True:
+                    await ws.send('{"jsonrpc":"2.0","method":"n","params":"' + "y" * 1000 + '"}')
+                    await ws.recv()
+                    carried[n] += 1
+            return ws.close_code
+
+        streams = [asyncio.create_task(stream(n, ws)) for n, ws in enumerate(sockets)]
+        opened = await relay.wait_event("connection opened", clients)
+        agents = [record_["pid"] for record_ in opened]
+        await asyncio.sleep(0.5)  # under load
+        assert all(carried)
+        signalled = time.monotonic()
+        status = await relay.stop(signal.SIGTERM)
+        took = time.monotonic() - signalled
+        async with asyncio.timeout(5):
+            codes = await asyncio.gather(*streams)
+    assert status == 0
+    assert took < SERVE_GRACE + 2
+    assert codes == [1001] * clients
+    assert [pid for pid in agents if pid_alive(pid)] == []
+    record(
+        "SIGTERM under load",
+        clients=clients,
+        messages_before=sum(carried),
+        exit_ms=round(took * 1000, 1),
+        close_codes="all 1001",
+        agents_left=0,
+    )
+
+
+async def test_burst_over_max_connections_admits_exactly_the_limit(audit: LogAudit) -> None:
+    """24 sockets at once against --max-connections 8: 8 open, 16 get 503, 8 agents, no more."""
+    limit, burst = 8, 24
+    async with relay_process(audit, "--max-connections", str(limit)) as relay:
+
+        async def attempt() -> ClientConnection | tuple[int, str | None]:
+            try:
+                return await connect(relay.ticket_url(ticket(audit)))
+            except InvalidStatus as exc:
+                return exc.response.status_code, exc.response.headers.get("Retry-After")
+
+        async with asyncio.timeout(20):
+            results = await asyncio.gather(*(attempt() for _ in range(burst)))
+        opened = [r for r in results if isinstance(r, ClientConnection)]
+        try:
+            assert len(opened) == limit
+            refusals = [r for r in results if not isinstance(r, ClientConnection)]
+            assert refusals == [(503, "5")] * (burst - limit)
+            for ws in opened:
+                await ws.send("{}")
+                async with asyncio.timeout(5):
+                    assert await ws.recv() == "{}"
+            assert len(children_of(relay.pid)) == limit
+            assert (await busy(relay.port))["connections"] == limit
+            with pytest.raises(InvalidStatus) as one_more:  # at the limit
+                await connect(relay.ticket_url(ticket(audit)))
+            assert one_more.value.response.status_code == 503
+            await opened.pop().close()
+            async with asyncio.timeout(5):
+                while (await busy(relay.port))["connections"] >= limit:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            async with connect(relay.ticket_url(ticket(audit))) as ws:  # a slot freed
+                await ws.send("{}")
+                async with asyncio.timeout(5):
+                    assert await ws.recv() == "{}"
+        finally:
+            for ws in opened:
+                await ws.close()
+        assert len(relay.events("connection opened")) == limit + 1
+    record(
+        "burst over --max-connections",
+        limit=limit,
+        burst=burst,
+        admitted=limit,
+        refused_503=burst - limit,
+    )
+
+
+# -- abuse ---------------------------------------------------------------------------------------
+
+AUDIENCE = "box-1"
+
+
+def bad_tickets(audit: LogAudit, count: int, spent: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``count`` refused requests: (request target, extra headers), every kind in turn."""
+    now = time.time()
+    kinds: list[Callable[[int], str]] = [
+        lambda i: f"?ticket=AAAA{i}.BBBB.CCCC",
+        lambda i: "?ticket=" + ticket(audit, secret="other-secret-0123456789", audience=AUDIENCE),
+        lambda i: "?ticket=" + ticket(audit, now=now - 3600, audience=AUDIENCE),
+        lambda i: "?ticket=" + ticket(audit, now=now + 3600, audience=AUDIENCE),
+        lambda i: "?ticket=" + ticket(audit, audience="box-2"),
+        lambda i: "?ticket=" + ticket(audit),  # no audience, the relay wants one
+        lambda i: "?ticket=" + audit.secret(ticket(audit, audience=AUDIENCE)[:-3] + "xyz"),
+        lambda i: "?ticket=" + "A" * 5000,
+        lambda i: "?ticket=",
+        lambda i: "?ticket=%00%ff%c3%28" + str(i),
+        lambda i: f"?ticket={spent}",  # a replay
+        lambda i: "",
+    ]
+    requests = []
+    for i in range(count):
+        target = "/acp" + kinds[i % len(kinds)](i)
+        extra: tuple[str, ...] = ()
+        if target == "/acp" and i % 2:
+            extra = (f"Authorization: Bearer {audit.secret(f'not-a-ticket-{i:06d}-0123456789')}",)
+        requests.append((target, extra))
+    return requests
+
+
+async def test_1000_bad_tickets_start_nothing_and_a_good_one_works_at_once(
+    audit: LogAudit,
+) -> None:
+    """1,000 bad tickets of every kind: all 401, no agent, and a good ticket right after works."""
+    count, concurrency = 1000, 25
+    async with relay_process(audit, "--audience", AUDIENCE) as relay:
+        spent = ticket(audit, audience=AUDIENCE)
+        async with connect(relay.ticket_url(spent)) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                await ws.recv()
+        await wait_idle(relay.port, relay.pid)
+        fds, rss = fd_count(relay.pid), rss_kib(relay.pid)
+        requests = bad_tickets(audit, count, spent)
+        gate = asyncio.Semaphore(concurrency)
+
+        async def refused(target: str, headers: tuple[str, ...]) -> int | None:
+            async with gate:
+                return status_of(await exchange(relay.port, upgrade_request(target, *headers)))
+
+        started = time.monotonic()
+        statuses = await asyncio.gather(*(refused(t, h) for t, h in requests))
+        storm_s = time.monotonic() - started
+        assert child_states(relay.pid) == {}
+        good = time.monotonic()
+        async with connect(relay.ticket_url(ticket(audit, audience=AUDIENCE))) as ws:
+            await ws.send('{"after":"storm"}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"after":"storm"}'
+        good_ms = elapsed_ms(good)
+        await wait_idle(relay.port, relay.pid)
+        fds_after, rss_after = fd_count(relay.pid), rss_kib(relay.pid)
+        assert len(relay.events("connection opened")) == 2  # the spent ticket and the good one
+        refusals = relay.events("connection refused")
+    assert statuses == [401] * count
+    assert len(refusals) == count
+    assert good_ms < 1000
+    assert fds_after == fds
+    record(
+        "1,000 bad tickets",
+        refused_401=count,
+        agents_started=0,
+        refusals_per_s=round(count / storm_s),
+        good_ticket_after_ms=good_ms,
+        relay_fds_before_after=f"{fds}/{fds_after}",
+        relay_rss_kib_before_after=f"{rss}/{rss_after}",
+    )
+
+
+async def test_one_ticket_used_by_20_sockets_at_once_opens_exactly_one(audit: LogAudit) -> None:
+    """The same ticket on 20 sockets at once: one opens, 19 get 401 already used, one agent."""
+    async with live_relay(CAT, kill_grace=GRACE) as live:
+        url = live.url(ticket(audit))
+
+        async def attempt() -> ClientConnection | str:
+            try:
+                return await connect(url)
+            except InvalidStatus as exc:
+                return f"{exc.response.status_code} {exc.response.body.decode().strip()}"
+
+        async with asyncio.timeout(10):
+            results = await asyncio.gather(*(attempt() for _ in range(20)))
+        opened = [r for r in results if isinstance(r, ClientConnection)]
+        assert len(agents_running()) == 1
+        for ws in opened:
+            await ws.close()
+        late = await attempt()  # and after the socket closed
+    assert len(opened) == 1
+    replay = "401 ticket was already used: tickets are single-use, get a new one"
+    assert [r for r in results if isinstance(r, str)] == [replay] * 19
+    assert late == replay
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "null", "http://127.0.0.1.evil.example"]
+)
+async def test_cross_origin_page_gets_403_and_its_ticket_stays_unspent(
+    audit: LogAudit, origin: str
+) -> None:
+    """A page from another site (or an opaque origin) gets 403, no agent, and keeps its ticket."""
+    async with live_relay(CAT, kill_grace=GRACE) as live:
+        url = live.url(ticket(audit))
+        target = "/acp" + url.partition("/acp")[2]
+        answer = await exchange(live.relay.port, upgrade_request(target, f"Origin: {origin}"))
+        assert agents_running() == []
+        async with connect(url) as ws:  # the same ticket, from a client without Origin
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+    assert status_of(answer) == 403
+    assert f"origin {origin} is not allowed".encode() in answer
+
+
+OPEN_TIMEOUT = 0.5
+
+
+async def test_slow_handshakes_are_closed_by_open_timeout(audit: LogAudit) -> None:
+    """A silent connection and a byte-by-byte handshake are cut at --open-timeout; others work."""
+    async with live_relay(CAT, kill_grace=GRACE, open_timeout=OPEN_TIMEOUT) as live:
+        port = live.relay.port
+        request = upgrade_request("/acp?ticket=" + ticket(audit))
+
+        async def cut_after(drip: bytes) -> float:
+            """Seconds until the relay closes a connection that sends ``drip`` byte by byte."""
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            started = time.monotonic()
+            eof = asyncio.create_task(reader.read())
+            try:
+                for byte in drip:
+                    if eof.done() or writer.is_closing():
+                        break
+                    with suppress(ConnectionError, RuntimeError):
+                        writer.write(bytes([byte]))
+                    await asyncio.wait({eof}, timeout=0.01)
+                async with asyncio.timeout(OPEN_TIMEOUT + MARGIN):
+                    with suppress(ConnectionError):
+                        assert await eof == b""
+                return time.monotonic() - started
+            finally:
+                eof.cancel()
+                writer.close()
+
+        async def meanwhile() -> None:
+            await asyncio.sleep(0.1)
+            async with connect(live.url(ticket(audit))) as ws:
+                await ws.send("{}")
+                async with asyncio.timeout(5):
+                    assert await ws.recv() == "{}"
+
+        cut = await asyncio.gather(cut_after(b""), cut_after(request[:-1]), meanwhile())
+        assert await wait_for_idle(live.relay)
+    for seconds in cut[:2]:
+        assert seconds is not None
+        assert OPEN_TIMEOUT - 0.05 < seconds < OPEN_TIMEOUT + MARGIN, seconds
+    assert agents_running() == []
+    record(
+        "slow handshakes",
+        open_timeout_s=OPEN_TIMEOUT,
+        silent_cut_s=round(cut[0], 2),
+        dribble_cut_s=round(cut[1], 2),
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (upgrade_request("/acp?ticket=" + "A" * 10_000), 414),
+        (upgrade_request("/acp", "X-Big: " + "b" * 10_000), 431),
+        (upgrade_request("/acp", *(f"X-H{i}: {i}" for i in range(200))), 431),
+        # No line end in sight: the relay waits for one, until --open-timeout.
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(200), None),  # TLS hello
+        (b"GARBAGE / SPDY/9\r\n\r\n", None),
+    ],
+    ids=["long-request-line", "long-header", "200-headers", "tls-hello", "not-http"],
+)
+async def test_oversized_or_broken_requests_get_a_prompt_clean_answer(
+    audit: LogAudit, request_bytes: bytes, status: int | None
+) -> None:
+    """Oversized request lines and headers get 414 or 431; what is not HTTP is closed; no hang."""
+    async with live_relay(CAT, kill_grace=GRACE, open_timeout=OPEN_TIMEOUT) as live:
+        started = time.monotonic()
+        answer = await exchange(live.relay.port, request_bytes, seconds=OPEN_TIMEOUT + MARGIN)
+        took = time.monotonic() - started
+        assert agents_running() == []
+        async with connect(live.url(ticket(audit))) as ws:  # and the relay still serves
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+    assert status_of(answer) == status
+    if status is None:
+        assert answer == b""
+    assert took < OPEN_TIMEOUT + MARGIN
+
+
+# -- leaks ----------------------------------------------------------------------------------------
+
+DEFAULT_CYCLES = 200
+
+
+async def connect_disconnect_cycles(audit: LogAudit, cycles: int, name: str) -> dict[str, Any]:
+    """``cycles`` connections against a real ``acp-relay serve``; what the relay holds after.
+
+    Each cycle opens a socket with a fresh ticket, carries a message both ways through
+    ``cat`` and ends it: a clean close, a TCP abort, or (every 10th) a refused ticket.
+    Fds, RSS, tasks (the relay's "relay state" debug line) and child processes are measured
+    once the relay is idle after a warm-up, and again at the end; zombies are also looked
+    for every 50 cycles.
+    """
+    async with relay_process(audit, "--log-level", "debug") as relay:
+
+        async def cycle(n: int) -> None:
+            if n % 10 == 9:
+                answer = await exchange(relay.port, upgrade_request("/acp?ticket=bad.ticket.x"))
+                assert status_of(answer) == 401
+                return
+            ws = await connect(relay.ticket_url(ticket(audit)))
+            await ws.send(f'{{"n":{n}}}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == f'{{"n":{n}}}'
+            if n % 4 == 3:
+                ws.transport.abort()
+            else:
+                await ws.close()
+
+        async def tasks() -> int:
+            """The relay's tasks at the end of a clean session: the least of three, so that
+            the handlers of other connections (e.g. GET /busy) still finishing do not count."""
+            counts = []
+            for _ in range(3):
+                logged = len(relay.events("relay state"))
+                await cycle(0)
+                states = await relay.wait_event("relay state", logged + 1)
+                counts.append(int(states[-1]["tasks"]))
+            return min(counts)
+
+        for n in range(20):  # warm-up: lazily created resources, allocator pools
+            await cycle(n)
+        await wait_idle(relay.port, relay.pid)
+        before = {"tasks": await tasks(), "fds": fd_count(relay.pid), "rss_kib": rss_kib(relay.pid)}
+        seen_zombies = 0
+        started = time.monotonic()
+        for n in range(cycles):
+            await cycle(n)
+            if n % 50 == 49:
+                seen_zombies = max(seen_zombies, len(zombies(relay.pid)))
+        took = time.monotonic() - started
+        await wait_idle(relay.port, relay.pid)
+        async with asyncio.timeout(5):  # closed transports give their fds back a moment later
+            while fd_count(relay.pid) > before["fds"]:  # noqa: ASYNC110 (no event for it)
+                await asyncio.sleep(0.02)
+        after = {"tasks": await tasks(), "fds": fd_count(relay.pid), "rss_kib": rss_kib(relay.pid)}
+        figures = {
+            "cycles": cycles,
+            "cycles_per_s": round(cycles / took, 1),
+            "fds_before": before["fds"],
+            "fds_after": after["fds"],
+            "rss_kib_before": before["rss_kib"],
+            "rss_kib_after": after["rss_kib"],
+            "rss_growth_kib": after["rss_kib"] - before["rss_kib"],
+            "tasks_before": before["tasks"],
+            "tasks_after": after["tasks"],
+            "zombies_seen_during": seen_zombies,
+            "zombies_after": len(zombies(relay.pid)),
+            "children_after": len(child_states(relay.pid)),
+        }
+    record(name, **figures)
+    return figures
+
+
+async def test_200_connect_disconnect_cycles_leak_nothing(audit: LogAudit) -> None:
+    """200 sessions (clean close, TCP abort, refused): no zombie, no fd, task or RSS growth."""
+    figures = await connect_disconnect_cycles(audit, DEFAULT_CYCLES, "leaks, 200 cycles")
+    assert_no_leak(figures)
+
+
+def assert_no_leak(figures: dict[str, Any], rss_bound_kib: int = 4096) -> None:
+    """The relay holds after the cycles what it held before them, RSS within a small bound."""
+    assert figures["zombies_after"] == 0
+    assert figures["children_after"] == 0
+    assert figures["fds_after"] == figures["fds_before"]
+    assert figures["tasks_after"] == figures["tasks_before"] > 0
+    assert figures["rss_growth_kib"] < rss_bound_kib
