@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import struct
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -342,6 +344,26 @@ async def test_pump_blocked_on_full_pipe_ends_when_reader_goes() -> None:
         pipe.read_end.close()
         assert await pumping is Ended.PIPE_CLOSED
     assert counters.messages <= 1
+
+
+@pytest.mark.parametrize("how", ["reset", "close"])
+async def test_pump_blocked_on_full_pipe_ends_when_the_peer_goes(how: str) -> None:
+    """A pump waiting on a pipe nobody reads still sees the peer go, and ends SOCKET_CLOSED."""
+    frame = '{"x":"' + "x" * 100_000 + '"}'
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pipe.read_end.pause_reading()  # a reader that does not read
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, transform=identity, counters=Counters(), log=LOG)
+        )
+        for _ in range(4):
+            await client.send(frame)
+        transport = pipe.writer.transport
+        await until(lambda: transport.get_write_buffer_size() > 0)  # full: the pump waits
+        if how == "reset":
+            sock = client.transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.transport.abort()
+        assert await pumping is Ended.SOCKET_CLOSED
 
 
 async def test_process_exit_ends_with_pipe_closed() -> None:
