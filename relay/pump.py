@@ -250,9 +250,10 @@ async def _reply(ws: Connection, reply: bytes) -> bool:
 class LineWriter:
     """Writes lines into a pipe; small lines of one loop iteration go out in one write.
 
-    Frames that are already received come out of ``recv()`` without a pause, so the lines
-    made of them are joined and written once the loop turns (``call_soon``), saving a
-    system call per message under load. At most ``COALESCE_BYTES`` wait in the join; a
+    Frames that are already received come out of ``recv()`` without a pause: the first
+    line of a loop iteration is written at once, the lines after it are joined and
+    written once the loop turns (``call_soon``), saving a system call per message under
+    load without delaying a lone message. At most ``COALESCE_BYTES`` wait in the join; a
     full pipe makes :meth:`write` wait, which stops the reading of the socket.
 
     While it waits, a timer (one per writer, only while writes wait) asks ``peer_gone``
@@ -325,17 +326,24 @@ class LineWriter:
         self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
 
     def _join(self, line: bytes) -> None:
+        if not self._scheduled:
+            # The first line of a loop iteration goes out at once (no added latency for
+            # a lone message); the ones after it in the same iteration are joined.
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+            self.writer.writelines((line, b"\n"))
+            return
         self._joined += line
         self._joined += b"\n"
         if len(self._joined) >= COALESCE_BYTES:
-            self.flush()
-        elif not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._write_joined()
 
     def flush(self) -> None:
-        """Write the joined lines now."""
+        """Write the joined lines now; the next line starts a new iteration's batch."""
         self._scheduled = False
+        self._write_joined()
+
+    def _write_joined(self) -> None:
         if self._joined and not self.writer.is_closing():
             joined, self._joined = self._joined, bytearray()
             self.writer.write(joined)
