@@ -65,9 +65,9 @@ def pid_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def children_of(pid: int) -> list[int]:
-    """Live (non-zombie) child pids of ``pid``."""
-    found = []
+def child_states(pid: int) -> dict[int, str]:
+    """Every child of ``pid`` (zombies included) and its state letter."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -75,9 +75,29 @@ def children_of(pid: int) -> list[int]:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(stat[1]) == pid and stat[0] not in ("Z", "X"):
-            found.append(int(entry.name))
+        if int(stat[1]) == pid:
+            found[int(entry.name)] = stat[0]
     return found
+
+
+def children_of(pid: int) -> list[int]:
+    """Live (non-zombie) child pids of ``pid``."""
+    return [child for child, state in child_states(pid).items() if state not in ("Z", "X")]
+
+
+class ChunkClient:
+    """An ACP SDK client that keeps the text of the agent's ``agent_message_chunk``s."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+
+    async def session_update(self, session_id: str, update: object, **_: object) -> None:
+        content = getattr(update, "content", None)
+        if getattr(update, "session_update", "") == "agent_message_chunk" and content:
+            self.chunks.append(getattr(content, "text", ""))
+
+    def __getattr__(self, name: str) -> object:
+        raise AttributeError(name)
 
 
 def make_ticket(

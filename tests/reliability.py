@@ -22,6 +22,8 @@ from typing import Any
 
 import structlog
 
+from tests.conftest import child_states
+
 ARTIFACTS = Path(__file__).parent / "artifacts"
 FIGURES = ARTIFACTS / "reliability.json"
 MIN_NEEDLE = 16  # shorter strings may occur in any log by chance
@@ -56,21 +58,6 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for {pid}")
-
-
-def child_states(pid: int) -> dict[int, str]:
-    """Every child of ``pid`` (zombies included) and its state letter."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(stat[1]) == pid:
-            found[int(entry.name)] = stat[0]
-    return found
 
 
 def zombies(pid: int) -> list[int]:

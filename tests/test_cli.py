@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from relay import __version__
 from relay.config import OPTIONS
 from relay.ticket import TicketError, verify
-from tests.conftest import AGENTS, SECRET, children_of, make_ticket, pid_alive
+from tests.conftest import AGENTS, SECRET, ChunkClient, children_of, make_ticket, pid_alive
 
 T = TypeVar("T")
 
@@ -294,22 +294,14 @@ async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
     import acp
     from acp.ws.client import create_websocket_stream
 
-    updates: list[str] = []
-
-    class Client:
-        async def session_update(self, session_id: str, update: object, **_: object) -> None:
-            content = getattr(update, "content", None)
-            if getattr(update, "session_update", "") == "agent_message_chunk" and content:
-                updates.append(getattr(content, "text", ""))
-
-        def __getattr__(self, name: str) -> object:
-            raise AttributeError(name)
+    client = ChunkClient()
+    updates = client.chunks
 
     async with serve("--dev", env=clean_env()) as relay:
         url, _ = await dev_banner(relay)
         assert url.startswith(f"ws://127.0.0.1:{relay.port}/acp?ticket=")
         transport = await create_websocket_stream(url)
-        conn = acp.connect_to_agent(Client(), transport)  # type: ignore[arg-type]
+        conn = acp.connect_to_agent(client, transport)  # type: ignore[arg-type]
         try:
             async with asyncio.timeout(20):
                 init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)

@@ -36,12 +36,11 @@ from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy
 from relay.pump import PEER_CHECK_SECONDS
 from relay.rewrite import RewritePolicy
-from tests.conftest import SECRET, children_of, live_relay, make_ticket, pid_alive
+from tests.conftest import SECRET, child_states, children_of, live_relay, make_ticket, pid_alive
 from tests.reliability import (
     LogAudit,
     busy,
     captured_relay_logs,
-    child_states,
     elapsed_ms,
     exchange,
     fd_count,

@@ -27,6 +27,7 @@ from tests.conftest import (
     AGENTS,
     DEMO_AGENT,
     SECRET,
+    ChunkClient,
     children_of,
     live_relay,
     make_ticket,
@@ -177,20 +178,12 @@ async def test_client_invalid_utf8_closes_1007() -> None:
 
 async def test_demo_agent_through_relay_with_acp_sdk() -> None:
     """The ACP Python SDK as client drives the demo agent through the relay."""
-    updates: list[str] = []
-
-    class Client:
-        async def session_update(self, session_id: str, update: object, **_: object) -> None:
-            content = getattr(update, "content", None)
-            if getattr(update, "session_update", "") == "agent_message_chunk" and content:
-                updates.append(getattr(content, "text", ""))
-
-        def __getattr__(self, name: str) -> object:
-            raise AttributeError(name)
+    client = ChunkClient()
+    updates = client.chunks
 
     async with live_relay(DEMO_AGENT) as live:
         transport = await create_websocket_stream(live.ticket_url())
-        conn = acp.connect_to_agent(Client(), transport)  # type: ignore[arg-type]
+        conn = acp.connect_to_agent(client, transport)  # type: ignore[arg-type]
         async with asyncio.timeout(20):
             init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
             session = await conn.new_session(cwd="/tmp", mcp_servers=[])
@@ -516,23 +509,13 @@ async def demo_session(
 ) -> AsyncIterator[acp.ClientSideConnection]:
     """An ACP SDK client connection to the demo agent through the relay, initialized."""
     transport = await create_websocket_stream(url)
-    conn = acp.connect_to_agent(NoCallbacks(), transport)  # type: ignore[arg-type]
+    conn = acp.connect_to_agent(ChunkClient(), transport)  # type: ignore[arg-type]
     try:
         async with asyncio.timeout(20):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         yield conn
     finally:
         await conn.close()
-
-
-class NoCallbacks:
-    """An ACP client that ignores the agent's notifications."""
-
-    async def session_update(self, session_id: str, update: object, **_: object) -> None:
-        return None
-
-    def __getattr__(self, name: str) -> object:
-        raise AttributeError(name)
 
 
 def reported(response: Any) -> dict[str, Any]:

@@ -20,10 +20,10 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.conftest import child_states
 from tests.reliability import (
     LogAudit,
     captured_relay_logs,
-    child_states,
     exchange,
     fd_count,
     record,
