@@ -331,6 +331,17 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def self_command() -> str:
+    """How to run this acp-relay again: the script's full path, or ``python -m relay``.
+
+    The banner's commands then work without the virtualenv on PATH.
+    """
+    script = Path(sys.argv[0])
+    if script.name == "acp-relay":
+        return shlex.quote(str(script.resolve()))
+    return shlex.join([sys.executable, "-m", "relay"])
+
+
 def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path) -> None:
     """Print ready-to-use URLs on stdout (never in the logs): each ticket works once."""
     secret_file = scratch / "secret"
@@ -338,13 +349,14 @@ def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path)
     secret_file.chmod(0o600)
     browser = mint_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
     editor = mint_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
-    more = f"acp-relay ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
+    me = self_command()
+    more = f"{me} ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
     console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/
     print(
         "\nacp-relay is running in --dev mode (throwaway secret, demo agent by default).\n"
         f"  Dev console (a fresh ticket per page load):\n    {console}\n"
         f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
-        f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} acp-relay connect {url}\n"
+        f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} {me} connect {url}\n"
         f"  More tickets:\n    {more}\n",
         flush=True,
     )

@@ -327,7 +327,7 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
     async with serve("--dev", env=clean_env()) as relay:
         banner_url, more = await dev_banner(relay)
         argv = shlex.split(more)
-        assert argv[:2] == ["acp-relay", "ticket"]
+        assert argv[:4] == [sys.executable, "-m", "relay", "ticket"]  # how it was started
         assert argv[argv.index("--url") + 1] == relay.url
         secret_file = Path(argv[argv.index("--secret-file") + 1])
         dev_secret = read_secret(secret_file)
