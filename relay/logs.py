@@ -38,20 +38,21 @@ def redact_text(text: str) -> str:
     return text
 
 
-def _redact_value(value: Any) -> Any:
+def redact_value(value: Any) -> Any:
+    """``value`` with :func:`redact_text` applied to every string in it, however nested."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
+        return {k: redact_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_redact_value(v) for v in value]
+        return [redact_value(v) for v in value]
     return value
 
 
 def redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: redact every string value of the event."""
     for key, value in event.items():
-        event[key] = _redact_value(value)
+        event[key] = redact_value(value)
     return event
 
 

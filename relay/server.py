@@ -520,7 +520,7 @@ async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
 async def _bounded(task: asyncio.Task[None], seconds: float) -> None:
     try:
         await asyncio.wait_for(task, max(seconds, 0.1))
-    except (TimeoutError, Exception):
+    except Exception:  # TimeoutError included
         task.cancel()
 
 

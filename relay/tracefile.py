@@ -21,7 +21,7 @@ from typing import Any
 
 from relay import __version__
 from relay.framing import DroppedLine, FrameRefused, Line, utf8_problem
-from relay.logs import redact_text
+from relay.logs import redact_text, redact_value
 from relay.rewrite import RewriteReport
 from relay.trace import (
     FORMAT_VERSION,
@@ -174,7 +174,7 @@ class ConnectionTrace:
 
     def closed(self, **fields: Any) -> None:
         """The last record (exit status, close code and reason, counters); closes the file."""
-        self._event("close", **{k: _redacted(v) for k, v in fields.items()})
+        self._event("close", **{k: redact_value(v) for k, v in fields.items()})
         self.file.close()
 
     def rewritten(self, report: RewriteReport) -> None:
@@ -195,7 +195,7 @@ class ConnectionTrace:
             if report is not None:
                 line, hidden = _hide_injected(line, report)
                 extra["before"] = frame.decode("utf-8")
-                extra["rewrite"] = _redacted(report.fields())
+                extra["rewrite"] = redact_value(report.fields())
                 if hidden:
                     extra["redacted"] = hidden
             elif result is not frame and result != frame:
@@ -242,13 +242,3 @@ class ConnectionTrace:
 def _hide_injected(line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
     injected = report.mcp.injected if report.mcp is not None else []
     return redact_injected(line, injected, redact_text)
-
-
-def _redacted(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_redacted(v) for v in value]
-    return value
