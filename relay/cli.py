@@ -17,7 +17,6 @@ import signal
 import ssl
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -41,8 +40,7 @@ from relay.failure import ticket_in_url, url_without_ticket
 from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
 from relay.paths import CwdPolicy, describe_rules
 from relay.rewrite import RewritePolicy
-from relay.server import Relay, RelayConfig
-from relay.ticket import mint, new_nonce
+from relay.server import Relay, RelayConfig, fresh_ticket
 from relay.tracefile import prepare_directory
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
@@ -138,21 +136,9 @@ def cmd_ticket(args: argparse.Namespace) -> int:
     """Print a ticket, or a URL carrying one."""
     signing = load_secrets(args.secret_file, os.environ.get(SECRET_ENV))[0]
     subject = args.subject or os.environ.get("USER") or "acp-relay-ticket"
-    ticket = mint_ticket(signing, subject=subject, audience=args.audience, ttl=args.ttl)
+    ticket = fresh_ticket(signing, subject=subject, audience=args.audience, ttl=args.ttl)
     print(with_ticket(args.url, ticket) if args.url else ticket)
     return 0
-
-
-def mint_ticket(secret: str, *, subject: str, audience: str | None, ttl: float) -> str:
-    """A fresh ticket: real clock, real randomness."""
-    return mint(
-        secret,
-        now=time.time(),
-        nonce=new_nonce(os.urandom(16)),
-        subject=subject,
-        audience=audience,
-        ttl=ttl,
-    )
 
 
 def with_ticket(url: str, ticket: str) -> str:
@@ -347,8 +333,8 @@ def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path)
     secret_file = scratch / "secret"
     secret_file.write_text(secret + "\n")
     secret_file.chmod(0o600)
-    browser = mint_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
-    editor = mint_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
+    browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
+    editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     me = self_command()
     more = f"{me} ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
     console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/

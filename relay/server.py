@@ -158,12 +158,8 @@ class Relay:
             )
         body, content_type = assets.files[path]
         if path == devconsole.INDEX:
-            ticket = mint(
-                policy.secrets[0],
-                now=self.clock(),
-                nonce=new_nonce(os.urandom(16)),
-                subject="dev-console",
-                audience=policy.audience,
+            ticket = fresh_ticket(
+                policy.secrets[0], now=self.clock(), subject="dev-console", audience=policy.audience
             )
             body = devconsole.render_index(
                 body,
@@ -515,6 +511,25 @@ async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
                 return error
     await asyncio.Future()  # every pump ended normally: nothing to report, ever
     raise AssertionError("unreachable")
+
+
+def fresh_ticket(
+    secret: str,
+    *,
+    now: float | None = None,
+    subject: str,
+    audience: str | None = None,
+    ttl: float | None = None,
+) -> str:
+    """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
+    return mint(
+        secret,
+        now=time.time() if now is None else now,
+        nonce=new_nonce(os.urandom(16)),
+        subject=subject,
+        audience=audience,
+        ttl=ttl,
+    )
 
 
 async def _bounded(task: asyncio.Task[None], seconds: float) -> None:

@@ -17,8 +17,7 @@ import uvloop
 
 from relay import logs
 from relay.admission import Policy
-from relay.server import Relay, RelayConfig
-from relay.ticket import mint, new_nonce
+from relay.server import Relay, RelayConfig, fresh_ticket
 
 AGENTS = Path(__file__).parent / "agents"
 SECRET = "test-secret-0123456789abcdef"
@@ -109,14 +108,7 @@ def make_ticket(
     ttl: float | None = None,
 ) -> str:
     """A fresh ticket signed with ``secret``."""
-    return mint(
-        secret,
-        now=time.time() if now is None else now,
-        nonce=new_nonce(os.urandom(16)),
-        subject=subject,
-        audience=audience,
-        ttl=ttl,
-    )
+    return fresh_ticket(secret, now=now, subject=subject, audience=audience, ttl=ttl)
 
 
 def relay_config(agent: Sequence[str] = ECHO_AGENT, **changes: Any) -> RelayConfig:
