@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from relay.ticket import mint, new_nonce
+from relay.server import fresh_ticket
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -79,7 +79,7 @@ class Server:
         base = f"ws://127.0.0.1:{self.port}{self.path}"
         if not self.ticketed:
             return base
-        ticket = mint(SECRET, now=time.time(), nonce=new_nonce(os.urandom(16)), subject="bench")
+        ticket = fresh_ticket(SECRET, subject="bench")
         return f"{base}?ticket={ticket}"
 
 
