@@ -27,7 +27,6 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -45,6 +44,8 @@ from relay.failure import (
     request_id,
 )
 from relay.pump import READ_CHUNK, Counters, Ended, frames_to_lines, lines_to_frames
+from relay.redact import register_secret
+from relay.urls import with_ticket
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
 TICKET_COMMAND_TIMEOUT = 30.0
@@ -162,18 +163,11 @@ def _command_failed(returncode: int | None, stderr: bytes) -> str:
 # -- the socket -----------------------------------------------------------------------
 
 
-def url_with_ticket(url: str, ticket: str) -> str:
-    """``url`` with ``ticket=`` added to its query string."""
-    parts = urlsplit(url)
-    query = (parts.query + "&" if parts.query else "") + "ticket=" + quote(ticket, safe="")
-    return urlunsplit(parts._replace(query=query))
-
-
 async def open_socket(config: BridgeConfig, ticket: str) -> ClientConnection:
     """Open the WebSocket to the relay, the ticket in the header or the query string."""
     url, headers = config.url, list(config.headers)
     if config.ticket_in == "query":
-        url = url_with_ticket(url, ticket)
+        url = with_ticket(url, ticket)
     else:
         headers.append(("Authorization", f"Bearer {ticket}"))
     tls: dict[str, Any] = {} if config.tls is None else {"ssl": config.tls}
@@ -301,7 +295,7 @@ class Bridge:
         except TicketUnavailable as exc:
             await self._fail(cannot_connect(self.config.url, "ticket", str(exc)))
             return
-        logs.register_secret(self.ticket)
+        register_secret(self.ticket)
         self.log.info("connecting", ticket_in=self.config.ticket_in)
         try:
             self.ws = await open_socket(self.config, self.ticket)

@@ -27,6 +27,7 @@ from relay import __version__, logs
 from relay.admission import Policy
 from relay.bridge import BridgeConfig, TicketSource, UsageProblem, run_bridge
 from relay.config import (
+    SECRET_ENV,
     ConfigError,
     Settings,
     add_serve_arguments,
@@ -36,17 +37,17 @@ from relay.config import (
     parse_size,
     resolve,
 )
-from relay.failure import ticket_in_url, url_without_ticket
 from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
 from relay.paths import CwdPolicy, describe_rules
+from relay.redact import register_secret
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig, fresh_ticket
 from relay.tracefile import prepare_directory
+from relay.urls import ticket_in, with_ticket, without_ticket
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
-SECRET_ENV = "ACP_RELAY_SECRET"
 
 
 class UsageError(Exception):
@@ -141,11 +142,6 @@ def cmd_ticket(args: argparse.Namespace) -> int:
     return 0
 
 
-def with_ticket(url: str, ticket: str) -> str:
-    """``url`` with ``ticket=`` added to its query string."""
-    return f"{url}{'&' if '?' in url else '?'}ticket={ticket}"
-
-
 def load_secrets(secret_file: str | None, secret_env: str | None) -> tuple[str, ...]:
     """Secrets from the file, else from $ACP_RELAY_SECRET; a UsageError says how to give one."""
     if secret_file:
@@ -174,7 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         secrets = load_secrets(settings.secret_file, settings.secret_env)
     for secret in secrets:
-        logs.register_secret(secret)
+        register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
     uvloop.run(run_relay(config, settings, secrets))
     return 0
@@ -438,9 +434,9 @@ def cmd_connect(args: argparse.Namespace) -> int:
 def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
     """The bridge's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
     url = _relay_url(args.url)
-    source = _ticket_source(args, env, ticket_in_url(args.url))
+    source = _ticket_source(args, env, ticket_in(args.url))
     if source.value is not None:
-        logs.register_secret(source.value)
+        register_secret(source.value)
     headers = tuple(_header(text) for text in args.header)
     if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
         raise UsageError(
@@ -461,7 +457,7 @@ def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeCo
 
 def _relay_url(text: str) -> str:
     """``text`` without its ticket, checked to be a ws:// or wss:// URL with a host."""
-    url = url_without_ticket(text)
+    url = without_ticket(text)
     try:
         parts = urlsplit(url)
         valid = parts.scheme in ("ws", "wss") and bool(parts.hostname) and parts.port != 0

@@ -22,7 +22,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from relay.redact import REDACTED
 
 INTERNAL_ERROR = -32603
 MAX_IN_FLIGHT = 4096  # requests tracked at once; past that, new ones are not tracked
@@ -30,7 +32,6 @@ MAX_ID_CHARS = 256  # a string id longer than this is not tracked
 HEAD_CHARS = 4096  # how much of a line is read to find its top-level keys
 MAX_REASON_CHARS = 300  # how much of an HTTP body a message quotes
 
-REDACTED = "[redacted]"
 HEARTBEAT_REASON = "keepalive ping timeout"  # websockets' own close reason
 
 RequestId = str | int | float
@@ -201,26 +202,6 @@ def _closed_by_connect(url: str, close: Close, ping_timeout: float) -> Failure:
 def _describe(close: Close) -> str:
     name = _CLOSE_NAMES.get(close.code, "close code")
     return f"{close.code} {name}" + (f": {close.reason}" if close.reason else "")
-
-
-# -- URLs -------------------------------------------------------------------------
-
-
-def url_without_ticket(url: str) -> str:
-    """``url`` without any ``ticket`` query parameter: safe to show and to log."""
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "ticket"]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
-
-
-def ticket_in_url(url: str) -> str | None:
-    """The value of the ``ticket`` query parameter of ``url``, if it has one."""
-    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if key == "ticket" and value:
-            return value
-    return None
 
 
 # -- which requests await an answer ------------------------------------------------

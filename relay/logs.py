@@ -2,51 +2,22 @@
 
 Every log line, the relay's own and those of libraries that use :mod:`logging`
 (websockets), goes through :func:`redact`, which removes query strings, bearer
-tokens and any secret registered with :func:`register_secret`.
+tokens and any secret registered with :func:`relay.redact.register_secret`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-_QUERY = re.compile(r"(?i)((?:\?|&)[^\s=&#\"']*=)[^\s&#\"']*")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+")
-_secrets: set[str] = set()
+from relay.redact import redact_value
 
-REDACTED = "[redacted]"
-
-
-def register_secret(value: str) -> None:
-    """Never let ``value`` (a ticket or a secret) appear in a log line."""
-    if len(value) >= 4:
-        _secrets.add(value)
-
-
-def redact_text(text: str) -> str:
-    """Remove query-string values, bearer tokens and registered secrets from ``text``."""
-    text = _QUERY.sub(r"\1" + REDACTED, text)
-    text = _BEARER.sub(r"\1" + REDACTED, text)
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
-
-
-def redact_value(value: Any) -> Any:
-    """``value`` with :func:`redact_text` applied to every string in it, however nested."""
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_value(v) for v in value]
-    return value
+Logger = structlog.stdlib.BoundLogger
+"""The relay's logger type: structlog's stdlib-bound logger, bound with per-connection keys."""
 
 
 def redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -101,6 +72,7 @@ def configure(level: str = "info", fmt: str | None = None, stream: TextIO | None
     )
 
 
-def get_logger(name: str = "relay", **bound: Any) -> Any:
+def get_logger(name: str = "relay", **bound: Any) -> Logger:
     """A structlog logger with ``bound`` values on every line."""
-    return structlog.get_logger(name).bind(**bound)
+    logger: Logger = structlog.stdlib.get_logger(name).bind(**bound)
+    return logger

@@ -39,11 +39,12 @@ from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring  # the C string encoder json.dumps uses
 from typing import Any
 
+from relay.redact import REDACTED
+
 FORMAT_VERSION = 1
 TO_AGENT = "to_agent"
 TO_CLIENT = "to_client"
 DIRECTIONS = (TO_AGENT, TO_CLIENT)
-REDACTED = "[redacted]"
 # Room always kept for the final "truncated" record (whose size is bounded: numbers only).
 TRUNCATION_RESERVE = 256
 MIN_MAX_BYTES = 1024

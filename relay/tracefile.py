@@ -21,7 +21,7 @@ from typing import Any
 
 from relay import __version__
 from relay.framing import DroppedLine, FrameRefused, Line, utf8_problem
-from relay.logs import redact_text, redact_value
+from relay.redact import redact_text, redact_value
 from relay.rewrite import RewriteReport
 from relay.trace import (
     FORMAT_VERSION,

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from relay.logs import redact_text
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy, parse_rule
+from relay.redact import redact_text
 from relay.rewrite import RewritePolicy
 from relay.trace import (
     MIN_MAX_BYTES,
