@@ -16,14 +16,15 @@ import shutil
 import signal
 import subprocess
 from asyncio.streams import FlowControlMixin
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
-from relay.framing import DroppedLine, Line, LineSplitter
+from relay.framing import Dropped, Line, LineSplitter
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
 STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its size only
+STDERR_CHUNK = 1 << 16  # bytes asked of the agent's stderr per read
 _GROUP_POLL = 0.02
 
 
@@ -250,20 +251,18 @@ def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:
     return f"{program}: {exc.strerror or exc}"
 
 
-async def drain_stderr(stream: asyncio.StreamReader, log: Any) -> None:
-    """Log each stderr line of the agent; a line over the size cap is logged by size only."""
+async def drain_stderr(stream: asyncio.StreamReader, on_line: Callable[[str], None]) -> None:
+    """Hand each stderr line of the agent to ``on_line``; a line over the cap by its size only."""
     splitter = LineSplitter(STDERR_LINE_BYTES)
-    while chunk := await stream.read(65536):
+    while chunk := await stream.read(STDERR_CHUNK):
         for line in splitter.feed(chunk):
-            _log_stderr(log, line)
+            on_line(_stderr_text(line))
     last = splitter.finish()
     if last is not None:
-        _log_stderr(log, last)
+        on_line(_stderr_text(last))
 
 
-def _log_stderr(log: Any, line: Line) -> None:
-    if isinstance(line, DroppedLine):
-        text = f"[{line.size} bytes, over {STDERR_LINE_BYTES}: not shown]"
-    else:
-        text = line.decode("utf-8", "replace")
-    log.info("agent stderr", line=text)
+def _stderr_text(line: Line) -> str:
+    if isinstance(line, Dropped):
+        return f"[{line.size} bytes, over {STDERR_LINE_BYTES}: not shown]"
+    return line.decode("utf-8", "replace")

@@ -22,7 +22,7 @@ import ssl
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +43,9 @@ from relay.failure import (
     http_refusal,
     request_id,
 )
-from relay.pump import READ_CHUNK, Counters, Ended, frames_to_lines, lines_to_frames
+from relay.observer import Counters, PumpObserver
+from relay.outcome import Forward, Outcome, judge_frame
+from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
 from relay.redact import register_secret
 from relay.urls import with_ticket
 
@@ -268,6 +270,7 @@ class Bridge:
         self.down = Counters()  # relay -> editor
         self.answered = 0  # editor requests answered here with the failure
         self.log = logs.get_logger("relay.connect", url=config.url)
+        self.observer = _RelayObserver(self)
         self._untracked = False
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -326,11 +329,7 @@ class Bridge:
         """Every stdin line, in order, into :meth:`send`, until EOF (a read error counts as one)."""
         try:
             await lines_to_frames(
-                self.stdin,
-                self,
-                max_bytes=self.config.max_message_bytes,
-                counters=self.up,
-                log=self.log,
+                self.stdin, self, max_bytes=self.config.max_message_bytes, observer=self.observer
             )
         except OSError as exc:
             self.log.warning("reading stdin failed", error=str(exc))
@@ -340,9 +339,7 @@ class Bridge:
     ) -> bool:
         """Pump both ways while the socket is open; True when the editor ended it."""
         downstream = asyncio.create_task(
-            frames_to_lines(
-                ws, self.stdout, transform=self._agent_line, counters=self.down, log=self.log
-            )
+            frames_to_lines(ws, self.stdout, judge=judge_frame, observer=self.observer)
         )
         stopping = asyncio.create_task(stop.wait())
         try:
@@ -364,28 +361,28 @@ class Bridge:
         with suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(downstream), CLOSE_TIMEOUT)
 
-    def _agent_line(self, line: bytes) -> bytes:
-        """Every relay line goes to the editor unchanged; a response settles its request."""
-        self.in_flight.response_received(line)
-        return line
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Forward the editor lines of one read to the relay, or answer them when it is gone.
 
-    async def send(self, message: bytes, *, text: bool | None = None) -> None:
-        """Forward one editor line to the relay, or answer it when the relay is gone.
-
-        The sink :func:`relay.pump.lines_to_frames` sends into. A request is noted as in
-        flight before it is sent, so its response always finds it noted.
+        The sink :func:`relay.pump.lines_to_frames` sends into. Requests are noted as in
+        flight before they are sent, so their responses always find them noted.
         """
         if self.failure is not None or self.ws is None:
-            await self._answer(message)
+            for line in frames:
+                await self._answer(line)
             return
-        if not self.in_flight.request_sent(message) and not self._untracked:
+        for line in frames:
+            self._note_request(line)
+        with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
+            await TextFrames(self.ws).send_frames(frames)
+
+    def _note_request(self, line: bytes) -> None:
+        if not self.in_flight.request_sent(line) and not self._untracked:
             self._untracked = True
             self.log.warning(
                 "too many requests in flight: later ones are not answered if the relay goes",
                 limit=self.in_flight.limit,
             )
-        with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
-            await self.ws.send(message, text=True)
 
     async def _fail(self, failure: Failure) -> None:
         """From now on every request gets ``failure``; answer those in flight at once."""
@@ -412,6 +409,20 @@ class Bridge:
     async def _drain(self) -> None:
         with suppress(ConnectionError):
             await self.stdout.drain()
+
+
+class _RelayObserver(PumpObserver):
+    """The bridge's pumps: counted and logged; a response from the agent settles its request."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        super().__init__(bridge.log, from_socket=bridge.down, to_socket=bridge.up)
+        self.in_flight = bridge.in_flight
+
+    def frame(self, outcome: Outcome) -> None:
+        """A relay frame went to the editor unchanged (or was skipped)."""
+        if isinstance(outcome, Forward):
+            self.in_flight.response_received(outcome.line)
+        super().frame(outcome)
 
 
 async def _unless_stopped(

@@ -22,27 +22,31 @@ def is_blank(data: bytes) -> bool:
     return not data or (data[0] in _SPACE_BYTES and not data.strip(_JSON_SPACE))
 
 
-@dataclass(frozen=True)
-class DroppedLine:
-    """A line that was not forwarded: its full size in bytes and why."""
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """The verdict on a line that is not forwarded: its full size in bytes and why."""
 
     size: int
     reason: str
 
 
-Line = bytes | DroppedLine
+Line = bytes | Dropped
+"""A line's verdict: its bytes (to be sent as they are) or :class:`Dropped`."""
 
 
 class LineSplitter:
-    """Splits a byte stream into lines; a line over ``max_line_bytes`` is counted, not kept.
+    """Splits a byte stream into lines and judges each: a :data:`Line` verdict per line.
 
     Lines are returned without their terminator (``\\n``, or ``\\r\\n``). Empty lines
-    carry no message and are skipped. Memory held between calls is at most
+    carry no message and are skipped. A line over ``max_line_bytes`` is counted, not
+    kept, and comes out :class:`Dropped`; with ``utf8`` so does a line that is not valid
+    UTF-8 (it cannot be a WebSocket text frame). Memory held between calls is at most
     ``max_line_bytes`` plus one chunk.
     """
 
-    def __init__(self, max_line_bytes: int) -> None:
+    def __init__(self, max_line_bytes: int, *, utf8: bool = False) -> None:
         self.max_line_bytes = max_line_bytes
+        self.utf8 = utf8
         self._partial = bytearray()
         self._discarding = 0  # bytes of an oversized line seen so far, 0 when not discarding
 
@@ -74,7 +78,11 @@ class LineSplitter:
                 piece = piece[:-1]
             if len(piece) > limit:
                 out.append(_dropped(len(piece)))
-            elif piece and not (piece[0] in _SPACE_BYTES and is_blank(piece)):
+            elif not piece or (piece[0] in _SPACE_BYTES and is_blank(piece)):
+                continue
+            elif self.utf8 and (problem := utf8_problem(piece)) is not None:
+                out.append(Dropped(len(piece), problem))
+            else:
                 out.append(piece)
         return out
 
@@ -106,8 +114,8 @@ class LineSplitter:
             self._partial += tail
 
 
-def _dropped(size: int) -> DroppedLine:
-    return DroppedLine(size, f"line of {size} bytes over the limit")
+def _dropped(size: int) -> Dropped:
+    return Dropped(size, f"line of {size} bytes over the limit")
 
 
 def utf8_problem(line: bytes) -> str | None:

@@ -15,25 +15,27 @@ from __future__ import annotations
 import asyncio
 import enum
 import select
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from relay.framing import DroppedLine, FrameRefused, Line, LineSplitter, frame_to_line, utf8_problem
+from relay.framing import Line, LineSplitter
+from relay.outcome import Forward, Outcome, Refuse
 
-READ_CHUNK = 1 << 18
+READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
 COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
 PEER_CHECK_SECONDS = 0.5  # while a full pipe stalls the socket's reading, look at the peer
+PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
+PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
-LineTransform = Callable[[bytes], bytes | FrameRefused]
-# Trace hooks (relay.tracefile), None when --trace-dir is off: checked once per batch or frame.
-AgentLineHook = Callable[[Line], None]
-ClientFrameHook = Callable[[bytes, bytes | FrameRefused | None], None]
+Judge = Callable[[str | bytes], Outcome]
+"""Turns one received frame into its outcome (:func:`relay.outcome.judge_frame`)."""
+Inspect = Callable[[bytes], bool]
+"""Shown each line before it is sent, until it returns False (then never again)."""
 
 
 class ByteReader(Protocol):
@@ -43,22 +45,46 @@ class ByteReader(Protocol):
 
 
 class FrameSink(Protocol):
-    """Where :func:`lines_to_frames` sends: a WebSocket, or anything that sends like one."""
+    """Where :func:`lines_to_frames` sends: :class:`TextFrames`, or anything that sends like it."""
 
-    async def send(self, message: bytes, *, text: bool | None = None) -> None: ...
+    async def send_frames(self, frames: Sequence[bytes]) -> None: ...
 
 
-@dataclass
-class Counters:
-    """Messages and bytes carried in one direction."""
+class FrameObserver(Protocol):
+    """Told what became of each received frame, once it was carried out."""
 
-    messages: int = 0
-    bytes: int = 0
-    dropped: int = 0
+    def frame(self, outcome: Outcome) -> None: ...
 
-    def add(self, size: int) -> None:
-        self.messages += 1
-        self.bytes += size
+    def peer_lost(self) -> None:
+        """The socket's peer went while a full pipe held up the socket's reading."""
+
+
+class LineObserver(Protocol):
+    """Told the verdict on each line read from the pipe, once the sent ones were sent."""
+
+    def lines(self, verdicts: Sequence[Line]) -> None: ...
+
+
+class TextFrames:
+    """Sends the lines of one pipe read as text frames in one socket write.
+
+    websockets' ``send()`` writes and drains once per frame. Its ``send_context()``
+    (what ``send()`` itself is built on) lets several frames be made by the connection's
+    sans-I/O protocol, as ``send()`` would make them, then written and drained once: the
+    protocol's state stays the one source of truth (a closing connection raises
+    ConnectionClosed as ``send()`` does). The only websockets API used past
+    ``send()``; pinned to the 17.x series in pyproject.toml.
+    """
+
+    def __init__(self, ws: Connection) -> None:
+        self.ws = ws
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
+        ws = self.ws
+        async with ws.send_context():
+            for frame in frames:
+                ws.protocol.send_text(frame)
 
 
 class Ended(enum.Enum):
@@ -70,89 +96,54 @@ class Ended(enum.Enum):
 
 async def lines_to_frames(
     reader: ByteReader,
-    ws: FrameSink,
+    sink: FrameSink,
     *,
     max_bytes: int,
-    counters: Counters,
-    log: Any,
-    observe: Callable[[bytes], bool] | None = None,
-    trace: AgentLineHook | None = None,
+    observer: LineObserver,
+    inspect: Inspect | None = None,
 ) -> None:
     """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
 
-    Lines over ``max_bytes`` or not valid UTF-8 are dropped with an error log.
-    ``observe`` is shown each line until it returns False (then never again).
-    ``trace`` is shown each line once it was sent (or dropped).
-    Raises ConnectionClosed if the socket goes first.
+    Each line gets its verdict from :class:`relay.framing.LineSplitter`: sent, or
+    dropped (over ``max_bytes``, or not valid UTF-8). ``inspect`` is shown each line to
+    be sent, before it is. ``observer`` gets the verdicts of each read once its lines
+    were sent. Raises ConnectionClosed if the socket goes first.
     """
-    splitter = LineSplitter(max_bytes)
+    splitter = LineSplitter(max_bytes, utf8=True)
     while chunk := await reader.read(READ_CHUNK):
-        lines = splitter.feed(chunk)
-        if observe is not None and not all(map(observe, _whole(lines))):
-            observe = None
-        await _send_lines(ws, lines, counters, log)
-        if trace is not None:
-            for line in lines:
-                trace(line)
+        verdicts = splitter.feed(chunk)
+        inspect = await _send(verdicts, sink, observer, inspect)
     last = splitter.finish()
     if last is not None:
-        await _send_lines(ws, [last], counters, log)
-        if trace is not None:
-            trace(last)
+        await _send([last], sink, observer, inspect)
 
 
-def _whole(lines: list[Line]) -> list[bytes]:
-    return [line for line in lines if isinstance(line, bytes)]
-
-
-async def _send_lines(ws: FrameSink, lines: list[Line], counters: Counters, log: Any) -> None:
-    """Send the lines of one read as text frames, written to the socket together."""
-    frames: list[bytes] = []
-    for line in lines:
-        if isinstance(line, DroppedLine):
-            _drop(log, counters, line.size, line.reason, counters.messages + len(frames))
-        elif (problem := utf8_problem(line)) is not None:
-            _drop(log, counters, len(line), problem, counters.messages + len(frames))
-        else:
-            frames.append(line)
+async def _send(
+    verdicts: list[Line], sink: FrameSink, observer: LineObserver, inspect: Inspect | None
+) -> Inspect | None:
+    """Send the lines of one read together; returns ``inspect`` unless it declined."""
+    frames = [line for line in verdicts if isinstance(line, bytes)]
+    if inspect is not None and not all(map(inspect, frames)):
+        inspect = None
     if frames:
-        await _send_frames(ws, frames)
-    for frame in frames:
-        counters.add(len(frame))
-
-
-async def _send_frames(ws: FrameSink, frames: list[bytes]) -> None:
-    if isinstance(ws, Connection):
-        # One send_context for the batch: one write and one drain instead of one per line.
-        async with ws.send_context():
-            for frame in frames:
-                ws.protocol.send_text(frame)
-    else:
-        for frame in frames:
-            await ws.send(frame, text=True)
-
-
-def _drop(log: Any, counters: Counters, size: int, reason: str, after_message: int) -> None:
-    counters.dropped += 1
-    log.error("line dropped", size=size, reason=reason, after_message=after_message)
+        await sink.send_frames(frames)
+    observer.lines(verdicts)
+    return inspect
 
 
 async def frames_to_lines(
     ws: Connection,
     writer: asyncio.StreamWriter,
     *,
-    transform: LineTransform,
-    counters: Counters,
-    log: Any,
-    trace: ClientFrameHook | None = None,
+    judge: Judge,
+    observer: FrameObserver,
 ) -> Ended:
-    """Write each text frame of ``ws`` as one line into ``writer`` until either side closes.
+    """Carry out the outcome of each frame of ``ws`` until either side closes.
 
-    Binary frames are ignored with a warning. A frame that cannot be one line, or that
-    ``transform`` refuses, is answered on the socket and not forwarded. ``trace`` is
-    shown each text frame with what became of it. When the peer hangs up while the pipe
-    is full (the socket is not being read, so nothing else notices), the socket is
-    aborted and the pump ends SOCKET_CLOSED.
+    ``judge`` gives each frame its outcome: a line to write into ``writer``, a reply to
+    send back, or nothing. ``observer`` is told each outcome once it was carried out.
+    When the peer hangs up while the pipe is full (the socket is not being read, so
+    nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
     """
     lines = LineWriter(writer, peer_gone=_PeerWatch(ws))
     while True:
@@ -161,44 +152,32 @@ async def frames_to_lines(
         except ConnectionClosed:
             lines.flush()
             return Ended.SOCKET_CLOSED
-        if isinstance(frame, bytes):
-            log.warning("binary frame ignored", size=len(frame))
-            continue
-        data = frame.encode()
-        line = _to_line(data, transform)
-        if trace is not None:
-            trace(data, line)
-        if line is None:
-            continue
-        if isinstance(line, FrameRefused):
-            log.warning("frame refused", reason=line.reason)
-            if not await _reply(ws, line.reply):
-                return Ended.SOCKET_CLOSED
-            continue
-        if not await lines.write(line):
-            if lines.peer_lost:
-                log.warning("socket peer gone while the pipe was full")
-                ws.transport.abort()
-                return Ended.SOCKET_CLOSED
-            return Ended.PIPE_CLOSED
-        counters.add(len(line))
-
-
-def _to_line(frame: bytes, transform: LineTransform) -> bytes | FrameRefused | None:
-    line = frame_to_line(frame)
-    if isinstance(line, bytes):
-        return transform(line)
-    return line
+        outcome = judge(frame)
+        if isinstance(outcome, Forward):
+            if not await lines.write(outcome.line):
+                if lines.peer_lost:
+                    observer.peer_lost()
+                    ws.transport.abort()
+                    return Ended.SOCKET_CLOSED
+                return Ended.PIPE_CLOSED
+        elif isinstance(outcome, Refuse) and not await _reply(ws, outcome.reply):
+            observer.frame(outcome)
+            return Ended.SOCKET_CLOSED
+        observer.frame(outcome)
 
 
 class _PeerWatch:
     """Whether the socket's peer is gone, asked while a full pipe stalls the socket's reading.
 
-    It also sends a ping at each check of a stall's first 2 s, then every 4 s: the
-    kernel of a peer that closed its socket answers data with a reset, which the next
-    check sees. Without it, a peer whose last frames still wait unread (its close stuck
-    behind them) could leave unnoticed until the next heartbeat.
+    It also sends a ping at each check of a stall's first ``PROBE_EARLY_SECONDS``, then
+    every ``PROBE_EVERY_SECONDS``: the kernel of a peer that closed its socket answers
+    data with a reset, which the next check sees. Without it, a peer whose last frames
+    still wait unread (its close stuck behind them) could leave unnoticed until the
+    next heartbeat.
     """
+
+    EARLY_CHECKS = round(PROBE_EARLY_SECONDS / PEER_CHECK_SECONDS)
+    CHECKS_BETWEEN_PROBES = round(PROBE_EVERY_SECONDS / PEER_CHECK_SECONDS)
 
     def __init__(self, ws: Connection) -> None:
         self.ws = ws
@@ -207,7 +186,7 @@ class _PeerWatch:
     def __call__(self, checks: int) -> bool:
         if self.ws.state is State.CLOSED or peer_hung_up(self.ws):
             return True
-        if checks <= 4 or checks % 8 == 0:
+        if checks <= self.EARLY_CHECKS or checks % self.CHECKS_BETWEEN_PROBES == 0:
             probe = asyncio.ensure_future(self.ws.ping())
             self._probes.add(probe)
             probe.add_done_callback(self._probed)

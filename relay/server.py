@@ -1,9 +1,10 @@
-"""``acp-relay serve``: admit WebSockets by ticket and run one agent process per socket.
+"""``acp-relay serve``: admit WebSockets by ticket and run one connection per socket.
 
 The WebSocket layer is ``websockets``' asyncio server. Admission (origin, ticket,
 capacity) is decided by :mod:`relay.admission` before the upgrade, so a refused
-request never starts an agent. Each accepted socket gets its own agent process; the
-pumps of :mod:`relay.pump` carry lines both ways until either side goes.
+request never starts an agent. Each accepted socket becomes a
+:class:`relay.connection.Connection` with its own agent process. This module also
+answers ``/healthz``, ``/busy`` and, under ``--dev``, the dev console.
 """
 
 from __future__ import annotations
@@ -16,53 +17,27 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
-from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
 from relay import __version__, devconsole
-from relay.admission import Policy, Refusal, admit, ticket_from_request
-from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
-from relay.framing import FrameRefused
+from relay.admission import Refusal, admit, ticket_from_request
+from relay.agent import AgentProcess
+from relay.connection import Attachment, Connection
 from relay.logs import get_logger
-from relay.pump import Counters, Ended, frames_to_lines, lines_to_frames
-from relay.rewrite import RewritePolicy, Rewritten, SessionRewriter
+from relay.relayconfig import RelayConfig
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
-from relay.tracefile import ConnectionTrace
+
+__all__ = ["Relay", "RelayConfig", "fresh_ticket"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
-STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
-MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
-
-
-@dataclass(frozen=True)
-class RelayConfig:
-    """What ``serve`` needs, resolved: no files or environment are read past this point."""
-
-    host: str
-    port: int
-    path: str
-    agent_argv: tuple[str, ...]
-    workspace: str
-    agent_env: dict[str, str]
-    policy: Policy
-    max_message_bytes: int
-    ping_interval: float
-    ping_timeout: float
-    kill_grace: float
-    open_timeout: float
-    rewrite: RewritePolicy | None = None
-    console: bool = False  # serve the dev console at / (only under --dev)
-    trace_dir: str | None = None  # one NDJSON trace file per connection
-    trace_max_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass
@@ -221,13 +196,18 @@ class Relay:
         if admission is None:  # cannot happen: every upgrade went through _admit
             await ws.close(1011, "internal error: connection was not admitted")
             return
-        session = Session(self, ws, admission)
+        connection = Connection(
+            admission.conn_id,
+            admission.claims,
+            self.config,
+            agents=self.agents,
+            shutting_down=lambda: self.shutting_down,
+        )
         self.sessions.add(admission.conn_id)
         self.idle_since = None
         try:
-            await session.run()
+            await connection.run(Attachment(ws))
         finally:
-            session.end_trace()
             self.sessions.discard(admission.conn_id)
             if not self.sessions:
                 self.idle_since = time.monotonic()
@@ -243,274 +223,6 @@ class Relay:
                 agents=len(self.agents),
                 tasks=len(asyncio.all_tasks()),
             )
-
-
-class Session:
-    """One socket and its agent, from the agent's start to both being gone."""
-
-    def __init__(self, relay: Relay, ws: ServerConnection, admission: Admission) -> None:
-        self.relay = relay
-        self.config = relay.config
-        self.ws = ws
-        self.admission = admission
-        self.up = Counters()  # client -> agent
-        self.down = Counters()  # agent -> client
-        self.log = get_logger("relay.session", conn=admission.conn_id)
-        self.stdout_done = asyncio.Event()  # stdout read to its end, or the socket gone
-        self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was handed on
-        self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
-        self.rewriter = SessionRewriter(self.config.rewrite, exists=os.path.isdir)
-        self.exit: Exit | None = None  # the agent's, once it is gone
-        self.trace: ConnectionTrace | None = None
-        if self.config.trace_dir is not None:
-            self.trace = ConnectionTrace.open(
-                self.config.trace_dir, admission.conn_id, self.config.trace_max_bytes, self.log
-            )
-
-    async def run(self) -> None:
-        """Start the agent, pump until one side goes, then stop the other and log."""
-        try:
-            agent = await AgentProcess.start(
-                self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
-            )
-        except AgentStartError as exc:
-            self.log.error("agent failed to start", why=str(exc), remote=_remote(self.ws))
-            self._trace_opened(None)
-            await self.ws.close(1011, _reason(f"agent failed to start: {exc}"))
-            return
-        self.log = self.log.bind(
-            pid=agent.pid, remote=_remote(self.ws), subject=self.admission.claims.sub
-        )
-        self.log.info("connection opened")
-        self._trace_opened(agent.pid)
-        self.relay.agents.add(agent)
-        try:
-            exit_ = await self._pump(agent)
-        finally:
-            self.relay.agents.discard(agent)
-        self._log_closed(exit_)
-
-    async def _pump(self, agent: AgentProcess) -> Exit:
-        stderr = asyncio.create_task(drain_stderr(agent.stderr, self.log))
-        to_agent = asyncio.create_task(self._client_to_agent(agent))
-        to_client = asyncio.create_task(self._agent_to_client(agent))
-        try:
-            return await self._supervise(agent, (to_agent, to_client))
-        finally:
-            to_agent.cancel()
-            to_client.cancel()
-            await asyncio.gather(to_agent, to_client, return_exceptions=True)
-            await _bounded(stderr, self.config.kill_grace)
-            agent.release()
-
-    async def _client_to_agent(self, agent: AgentProcess) -> None:
-        ended = await frames_to_lines(
-            self.ws,
-            agent.stdin,
-            transform=self._client_line,
-            counters=self.up,
-            log=self.log,
-            trace=None if self.trace is None else self.trace.client_frame,
-        )
-        if ended is Ended.PIPE_CLOSED:
-            # The agent takes nothing more. Keep reading, so that a close from the client is
-            # seen at once rather than after the close timeout, and drop what comes.
-            with suppress(ConnectionClosed):
-                async for _ in self.ws:
-                    if not self.up.dropped:
-                        self.log.warning("agent's stdin is closed: client messages are dropped")
-                    self.up.dropped += 1
-
-    def _client_line(self, line: bytes) -> bytes | FrameRefused:
-        """The session-opening rewrite, logged: one line per rewrite or refusal."""
-        result = self.rewriter.client_line(line)
-        if isinstance(result, Rewritten):
-            self.log.info("session request rewritten", **result.report.fields())
-            if self.trace is not None:
-                self.trace.rewritten(result.report)
-            return result.line
-        if isinstance(result, FrameRefused):
-            self.log.warning("session request refused", reason=result.reason)
-        return result
-
-    async def _agent_to_client(self, agent: AgentProcess) -> None:
-        observe = self.rewriter.agent_line if self.rewriter.watches_agent else None
-        try:
-            await lines_to_frames(
-                self.agent_stdout.watch(agent.stdout),
-                self.ws,
-                max_bytes=self.config.max_message_bytes,
-                counters=self.down,
-                log=self.log,
-                observe=observe,
-                trace=None if self.trace is None else self.trace.agent_line,
-            )
-            self.stdout_eof.set()
-        except ConnectionClosed:
-            pass
-        finally:
-            self.stdout_done.set()
-        # Socket gone or stdout closed: keep draining so the agent never blocks on a full pipe.
-        while await agent.stdout.read(1 << 16):
-            pass
-
-    async def _supervise(
-        self, agent: AgentProcess, pumps: tuple[asyncio.Task[Any], asyncio.Task[Any]]
-    ) -> Exit:
-        """Wait for the first sign that the connection is over, and end it accordingly.
-
-        The agent exits: flush, close with its status. The socket goes: stop the agent.
-        The agent closes its stdout but runs on: it can say nothing more, stop it. A pump
-        fails (a relay bug): say so on the socket, stop the agent. Nothing waits forever.
-        """
-        exited = asyncio.create_task(agent.wait())
-        closed = asyncio.create_task(self.ws.wait_closed())
-        eof = asyncio.create_task(self.stdout_eof.wait())
-        crashed = asyncio.create_task(_first_failure(pumps))
-        watched = {exited, closed, eof, crashed}
-        try:
-            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-            if crashed.done():
-                return await self._relay_failed(agent, crashed.result())
-            if not exited.done() and not closed.done() and eof.done():
-                # Agents close stdout as they exit: give the exit a moment to arrive.
-                await asyncio.wait({exited, closed}, timeout=STDOUT_EOF_EXIT_WAIT)
-                if not exited.done() and not closed.done():
-                    return await self._stdout_closed(agent)
-            if exited.done():
-                return await self._agent_gone(agent, exited.result(), closed)
-            return await agent.stop(self.config.kill_grace, eof_first=not self.relay.shutting_down)
-        finally:
-            for task in watched:
-                task.cancel()
-
-    async def _agent_gone(
-        self,
-        agent: AgentProcess,
-        exit_: Exit,
-        closed: asyncio.Task[None],
-    ) -> Exit:
-        """Flush what the agent wrote, then close the socket with its exit status.
-
-        The flush ends with the end of stdout, which comes once the agent's process group
-        is gone. A process that left the group may hold stdout open for ever: once the
-        group is gone, the wait ends when the relay has waited ``kill_grace`` on an
-        empty pipe.
-        """
-        grace = self.config.kill_grace
-        children = asyncio.create_task(agent.stop_children(grace))
-        flushed = asyncio.create_task(self.stdout_done.wait())
-        try:
-            while not (flushed.done() or closed.done()):
-                if not children.done():
-                    wanted = {flushed, closed, children}
-                    await asyncio.wait(wanted, return_when=asyncio.FIRST_COMPLETED)
-                    continue
-                idle = self.agent_stdout.idle_for()
-                if idle >= grace:
-                    self.log.warning(
-                        "agent's stdout held open outside its process group: closing anyway"
-                    )
-                    break
-                await asyncio.wait({flushed, closed}, timeout=grace - idle)
-        finally:
-            flushed.cancel()
-        await self.ws.close(exit_.close_code, _reason(exit_.reason))
-        await children
-        return exit_
-
-    async def _stdout_closed(self, agent: AgentProcess) -> Exit:
-        """The agent closed its stdout and runs on: stop it, then close with its status."""
-        self.log.warning("agent closed its stdout but is still running: stopping it")
-        exit_ = await agent.stop(self.config.kill_grace)
-        await self.ws.close(exit_.close_code, _reason(exit_.reason))
-        return exit_
-
-    async def _relay_failed(self, agent: AgentProcess, error: BaseException) -> Exit:
-        """A pump failed: a bug in the relay. Close with 1011 rather than hang, stop the agent."""
-        self.log.error("relay error", exc_info=error)
-        await self.ws.close(1011, _reason(f"relay error: {type(error).__name__}"))
-        return await agent.stop(self.config.kill_grace, eof_first=not self.relay.shutting_down)
-
-    def _trace_opened(self, pid: int | None) -> None:
-        if self.trace is not None:
-            request = self.ws.request
-            self.trace.opened(
-                conn=self.admission.conn_id,
-                path=request.path if request is not None else "",
-                remote=_remote(self.ws),
-                subject=self.admission.claims.sub,
-                agent=self.config.agent_argv,
-                pid=pid,
-            )
-
-    def end_trace(self) -> None:
-        """The connection is over: write the trace's last record and close its file."""
-        if self.trace is None:
-            return
-        self.trace.closed(
-            exit_status=None if self.exit is None else self.exit.returncode,
-            close_code=None if self.ws.close_code is None else int(self.ws.close_code),
-            close_reason=self.ws.close_reason,
-            messages_in=self.up.messages,
-            messages_out=self.down.messages,
-            dropped_out=self.down.dropped,
-        )
-        self.trace = None
-
-    def _log_closed(self, exit_: Exit) -> None:
-        self.exit = exit_
-        self.log.info(
-            "connection closed",
-            exit_status=exit_.returncode,
-            close_code=None if self.ws.close_code is None else int(self.ws.close_code),
-            close_reason=self.ws.close_reason,
-            messages_in=self.up.messages,
-            bytes_in=self.up.bytes,
-            messages_out=self.down.messages,
-            bytes_out=self.down.bytes,
-            dropped_out=self.down.dropped,
-            dropped_in=self.up.dropped,
-            duration=round(time.monotonic() - self.admission.opened, 3),
-        )
-
-
-class IdleClock:
-    """Times the waits of a reader on an empty pipe: how long has it waited, right now?"""
-
-    def __init__(self) -> None:
-        self._since: float | None = None
-        self._reader: asyncio.StreamReader | None = None
-
-    def watch(self, reader: asyncio.StreamReader) -> IdleClock:
-        self._reader = reader
-        return self
-
-    async def read(self, n: int) -> bytes:
-        """``reader.read(n)``, timed."""
-        assert self._reader is not None
-        self._since = time.monotonic()
-        try:
-            return await self._reader.read(n)
-        finally:
-            self._since = None
-
-    def idle_for(self) -> float:
-        """Seconds the current read has waited; 0 when no read is waiting."""
-        return 0.0 if self._since is None else time.monotonic() - self._since
-
-
-async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
-    """The exception of the first of ``tasks`` to fail; waits for ever if none does."""
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            error = None if task.cancelled() else task.exception()
-            if error is not None:
-                return error
-    await asyncio.Future()  # every pump ended normally: nothing to report, ever
-    raise AssertionError("unreachable")
 
 
 def fresh_ticket(
@@ -532,30 +244,12 @@ def fresh_ticket(
     )
 
 
-async def _bounded(task: asyncio.Task[None], seconds: float) -> None:
-    try:
-        await asyncio.wait_for(task, max(seconds, 0.1))
-    except Exception:  # TimeoutError included
-        task.cancel()
-
-
-def _reason(text: str) -> str:
-    """Cut a close reason to the 123 bytes RFC 6455 allows."""
-    data = text.encode()
-    if len(data) <= MAX_REASON_BYTES:
-        return text
-    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
-
-
 def _is_upgrade(request: Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
 
 def _remote(ws: ServerConnection) -> str:
-    address = ws.remote_address
-    if isinstance(address, Sequence) and len(address) >= 2:
-        return f"{address[0]}:{address[1]}"
-    return str(address)
+    return Attachment(ws).remote
 
 
 def _text_response(status: int, body: str, headers: Sequence[tuple[str, str]] = ()) -> Response:

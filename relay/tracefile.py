@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from relay import __version__
-from relay.framing import DroppedLine, FrameRefused, Line, utf8_problem
+from relay.framing import Dropped, Line
+from relay.logs import Logger
+from relay.outcome import Forward, Outcome, Refuse
 from relay.redact import redact_text, redact_value
 from relay.rewrite import RewriteReport
 from relay.trace import (
@@ -57,7 +59,7 @@ def file_name(conn_id: str, now: float) -> str:
 class TraceFile:
     """An append-only file with a small write buffer, flushed by size, by timer and on close."""
 
-    def __init__(self, path: Path, log: Any) -> None:
+    def __init__(self, path: Path, log: Logger) -> None:
         self.path = path
         self.log = log
         self._fd: int | None = os.open(
@@ -120,7 +122,7 @@ class TraceFile:
 
 
 class ConnectionTrace:
-    """One connection's trace: the pump hooks and the session's events, into one file."""
+    """One connection's trace: what it carried and its events, into one file."""
 
     def __init__(
         self,
@@ -132,10 +134,11 @@ class ConnectionTrace:
         self.file = file
         self.bounded = BoundedTrace(max_bytes)
         self.clock = clock
-        self._rewrite: RewriteReport | None = None
 
     @classmethod
-    def open(cls, directory: str, conn_id: str, max_bytes: int, log: Any) -> ConnectionTrace | None:
+    def open(
+        cls, directory: str, conn_id: str, max_bytes: int, log: Logger
+    ) -> ConnectionTrace | None:
         """Create the connection's file; None (with an error log) if that fails."""
         now = time.time()
         path = Path(directory) / file_name(conn_id, now)
@@ -146,7 +149,7 @@ class ConnectionTrace:
             return None
         return cls(file, max_bytes)
 
-    # -- session events ---------------------------------------------------------------
+    # -- connection events ---------------------------------------------------------------
 
     def opened(
         self,
@@ -177,57 +180,49 @@ class ConnectionTrace:
         self._event("close", **{k: redact_value(v) for k, v in fields.items()})
         self.file.close()
 
-    def rewritten(self, report: RewriteReport) -> None:
-        """The next client line is a session-opening rewrite: say so in its record."""
-        self._rewrite = report
+    # -- what the connection carried ----------------------------------------------------
 
-    # -- pump hooks ---------------------------------------------------------------------
-
-    def client_frame(self, frame: bytes, result: bytes | FrameRefused | None) -> None:
-        """A client text frame and what became of it: a line for the agent, or a refusal."""
+    def client(self, outcome: Outcome) -> None:
+        """A client frame and what became of it: a line for the agent, or the relay's reply."""
         if self.bounded.stopped or self.file.failed:
             return
         now = self.clock()
-        report, self._rewrite = self._rewrite, None
-        if isinstance(result, bytes):
-            extra: dict[str, Any] = {}
-            line = result
-            if report is not None:
-                line, hidden = _hide_injected(line, report)
-                extra["before"] = frame.decode("utf-8")
-                extra["rewrite"] = redact_value(report.fields())
-                if hidden:
-                    extra["redacted"] = hidden
-            elif result is not frame and result != frame:
-                extra["before"] = frame.decode("utf-8")
-            if not extra:
-                self.file.write(self.bounded.add_line(now, TO_AGENT, line))
-                return
-            self._write(now, message(now, TO_AGENT, line, **extra), len(line) + len(frame))
-        elif isinstance(result, FrameRefused):
+        if isinstance(outcome, Forward):
+            self._forwarded(now, outcome)
+        elif isinstance(outcome, Refuse):
             record = message(
                 now,
                 TO_CLIENT,
-                result.reply,
+                outcome.reply,
                 by="relay",
-                refused=frame.decode("utf-8"),
-                reason=result.reason,
+                refused=outcome.frame.decode("utf-8"),
+                reason=outcome.reason,
             )
-            self._write(now, record, len(frame) + len(result.reply))
+            self._write(now, record, len(outcome.frame) + len(outcome.reply))
 
-    def agent_line(self, line: Line) -> None:
-        """An agent line after the relay handled it: sent to the client, or dropped."""
-        if self.bounded.stopped or self.file.failed:
+    def _forwarded(self, now: float, outcome: Forward) -> None:
+        line, report = outcome.line, outcome.rewrite
+        if report is None and not outcome.changed:
+            self.file.write(self.bounded.add_line(now, TO_AGENT, line))
             return
-        now = self.clock()
-        if isinstance(line, DroppedLine):
-            self._event("dropped", dir=TO_CLIENT, size=line.size, reason=line.reason)
-            return
-        problem = utf8_problem(line)
-        if problem is not None:
-            self._event("dropped", dir=TO_CLIENT, size=len(line), reason=problem)
-            return
-        self.file.write(self.bounded.add_line(now, TO_CLIENT, line))
+        extra: dict[str, Any] = {"before": outcome.frame.decode("utf-8")}
+        if report is not None:
+            line, hidden = _hide_injected(line, report)
+            extra["rewrite"] = redact_value(report.fields())
+            if hidden:
+                extra["redacted"] = hidden
+        record = message(now, TO_AGENT, line, **extra)
+        self._write(now, record, len(line) + len(outcome.frame))
+
+    def agent_lines(self, verdicts: Sequence[Line]) -> None:
+        """Agent lines after the relay handled them: sent to the client, or dropped."""
+        for line in verdicts:
+            if self.bounded.stopped or self.file.failed:
+                return
+            if isinstance(line, Dropped):
+                self._event("dropped", dir=TO_CLIENT, size=line.size, reason=line.reason)
+            else:
+                self.file.write(self.bounded.add_line(self.clock(), TO_CLIENT, line))
 
     # -- writing --------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,16 +13,6 @@ from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr, signa
 from tests.conftest import AGENTS, pid_alive
 
 ENV = dict(os.environ)
-
-
-class RecordingLog:
-    """Collects log calls as (event, fields) pairs."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, dict[str, Any]]] = []
-
-    def info(self, event: str, **fields: Any) -> None:
-        self.lines.append((event, fields))
 
 
 @pytest.mark.parametrize(
@@ -128,15 +117,15 @@ async def test_children_left_behind_are_stopped(tmp_path: Path) -> None:
     assert not pid_alive(child)
 
 
-async def test_stderr_is_logged_line_by_line(tmp_path: Path) -> None:
-    """Each stderr line becomes one log line; an oversized one is reported by size only."""
+async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
+    """Each stderr line is handed on as one text; an oversized one is reported by size only."""
     script = "import sys; sys.stderr.write('one\\ntwo\\n' + 'x' * 10000 + '\\nlast')"
     agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
-    log = RecordingLog()
+    lines: list[str] = []
     async with asyncio.timeout(10):
-        await drain_stderr(agent.stderr, log)
+        await drain_stderr(agent.stderr, lines.append)
         await agent.wait()
-    assert [fields["line"] for _, fields in log.lines] == [
+    assert lines == [
         "one",
         "two",
         "[10000 bytes, over 8192: not shown]",

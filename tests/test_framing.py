@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relay.framing import (
-    DroppedLine,
+    Dropped,
     FrameRefused,
     Line,
     LineSplitter,
@@ -54,17 +54,17 @@ def test_lines_split_across_chunks(chunks: list[bytes], expected: list[bytes]) -
 @pytest.mark.parametrize(
     ("chunks", "expected"),
     [
-        ([b"x" * 11 + b"\nok\n"], [DroppedLine(11, "line of 11 bytes over the limit"), b"ok"]),
+        ([b"x" * 11 + b"\nok\n"], [Dropped(11, "line of 11 bytes over the limit"), b"ok"]),
         (
             [b"x" * 6, b"x" * 6, b"\nok\n"],
-            [DroppedLine(12, "line of 12 bytes over the limit"), b"ok"],
+            [Dropped(12, "line of 12 bytes over the limit"), b"ok"],
         ),
         (
             [b"x" * 30, b"x" * 30, b"x\nok\n"],
-            [DroppedLine(61, "line of 61 bytes over the limit"), b"ok"],
+            [Dropped(61, "line of 61 bytes over the limit"), b"ok"],
         ),
         ([b"x" * 10 + b"\r\n"], [b"x" * 10]),
-        ([b"x" * 30], [DroppedLine(30, "line of 30 bytes over the limit")]),
+        ([b"x" * 30], [Dropped(30, "line of 30 bytes over the limit")]),
     ],
 )
 def test_oversized_lines_are_dropped_and_stream_goes_on(
@@ -80,7 +80,7 @@ def test_oversized_line_is_not_buffered() -> None:
     for _ in range(100):
         assert splitter.feed(b"x" * 999) == []
         assert len(splitter._partial) <= 1001
-    assert splitter.feed(b"\n") == [DroppedLine(99_900, "line of 99900 bytes over the limit")]
+    assert splitter.feed(b"\n") == [Dropped(99_900, "line of 99900 bytes over the limit")]
 
 
 @given(st.lists(st.binary(max_size=50), max_size=20), st.integers(min_value=1, max_value=40))
@@ -100,7 +100,7 @@ def reference_lines(stream: bytes, limit: int) -> list[Line]:
     for piece in stream.split(b"\n"):
         piece = piece.removesuffix(b"\r")
         if len(piece) > limit:
-            out.append(DroppedLine(len(piece), f"line of {len(piece)} bytes over the limit"))
+            out.append(Dropped(len(piece), f"line of {len(piece)} bytes over the limit"))
         elif not is_blank(piece):
             out.append(piece)
     return out
@@ -143,9 +143,7 @@ def test_any_chunking_and_any_limit_match_the_reference(
 )
 def test_dropped_size_never_counts_the_terminator(chunks: list[bytes], size: int) -> None:
     """A dropped line's size is its bytes without \\r\\n, wherever the chunks were cut."""
-    assert split_all(chunks, limit=10)[0] == DroppedLine(
-        size, f"line of {size} bytes over the limit"
-    )
+    assert split_all(chunks, limit=10)[0] == Dropped(size, f"line of {size} bytes over the limit")
 
 
 @pytest.mark.parametrize("blank", [b" ", b"\t\t", b" \r", b"  \t  "])
@@ -247,3 +245,24 @@ def test_frame_nested_too_deeply_to_compact_is_refused() -> None:
     assert json.loads(refused.reply)["error"]["data"]["detail"] == (
         "nested too deeply for the relay to remove its newlines"
     )
+
+
+@pytest.mark.parametrize(
+    ("chunks", "verdicts"),
+    [
+        (
+            [b'{"a":1}\n\xff\xfe\n'],
+            [b'{"a":1}', Dropped(2, "invalid UTF-8 at byte 0: invalid start byte")],
+        ),
+        (["é✓\n".encode()], ["é✓".encode()]),
+        ([b"\xc3", b"\xa9\n"], ["é".encode()]),
+        ([b"\xc3\n"], [Dropped(1, "invalid UTF-8 at byte 0: unexpected end of data")]),
+    ],
+)
+def test_utf8_splitter_judges_each_line(chunks: list[bytes], verdicts: list[Line]) -> None:
+    """With utf8, a line that is not valid UTF-8 comes out Dropped; a split character does not."""
+    splitter = LineSplitter(100, utf8=True)
+    out: list[Line] = []
+    for chunk in chunks:
+        out.extend(splitter.feed(chunk))
+    assert out == verdicts

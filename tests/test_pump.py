@@ -19,11 +19,23 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from relay import logs
-from relay.framing import FrameRefused
-from relay.pump import READ_CHUNK, Counters, Ended, frames_to_lines, lines_to_frames
+from relay.logs import Logger
+from relay.observer import Counters, PumpObserver
+from relay.outcome import Forward, Outcome, Refuse, judge_frame
+from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
 
 LIMIT = 4 * 1024 * 1024
 LOG = logs.get_logger("test.pump")
+
+
+def sent_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
+    """An observer counting the lines a lines-to-frames pump sends into ``counters``."""
+    return PumpObserver(log, from_socket=Counters(), to_socket=counters)
+
+
+def forwarded_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
+    """An observer counting the frames a frames-to-lines pump forwards into ``counters``."""
+    return PumpObserver(log, from_socket=counters, to_socket=Counters())
 
 
 @asynccontextmanager
@@ -103,7 +115,12 @@ async def pump_out(
         log = logs.get_logger("test")
         writing = asyncio.create_task(feed(pipe.writer, data))
         pumping = asyncio.create_task(
-            lines_to_frames(pipe.reader, conn, max_bytes=max_bytes, counters=counters, log=log)
+            lines_to_frames(
+                pipe.reader,
+                TextFrames(conn),
+                max_bytes=max_bytes,
+                observer=sent_into(counters, log),
+            )
         )
         received = await frames(client, expected)
         await asyncio.gather(writing, pumping)
@@ -163,7 +180,9 @@ async def test_real_process_stdout_becomes_frames() -> None:
         )
         assert proc.stdout is not None
         pumping = asyncio.create_task(
-            lines_to_frames(proc.stdout, conn, max_bytes=LIMIT, counters=counters, log=LOG)
+            lines_to_frames(
+                proc.stdout, TextFrames(conn), max_bytes=LIMIT, observer=sent_into(counters, LOG)
+            )
         )
         received = await frames(client, 2000)
         await pumping
@@ -179,7 +198,9 @@ async def test_lines_to_frames_raises_when_socket_is_gone() -> None:
         await conn.wait_closed()
         pipe.writer.write(b"{}\n")
         with pytest.raises(ConnectionClosed):
-            await lines_to_frames(pipe.reader, conn, max_bytes=LIMIT, counters=Counters(), log=LOG)
+            await lines_to_frames(
+                pipe.reader, TextFrames(conn), max_bytes=LIMIT, observer=sent_into(Counters(), LOG)
+            )
 
 
 async def test_observe_sees_lines_until_it_declines() -> None:
@@ -195,7 +216,11 @@ async def test_observe_sees_lines_until_it_declines() -> None:
         writing = asyncio.create_task(feed(pipe.writer, b"a\nstop\nb\nc\n"))
         pumping = asyncio.create_task(
             lines_to_frames(
-                pipe.reader, conn, max_bytes=LIMIT, counters=counters, log=LOG, observe=observe
+                pipe.reader,
+                TextFrames(conn),
+                max_bytes=LIMIT,
+                observer=sent_into(counters),
+                inspect=observe,
             )
         )
         received = await frames(client, 4)
@@ -205,10 +230,6 @@ async def test_observe_sees_lines_until_it_declines() -> None:
 
 
 # -- frames_to_lines ------------------------------------------------------------------
-
-
-def identity(line: bytes) -> bytes | FrameRefused:
-    return line
 
 
 async def read_lines(reader: asyncio.StreamReader, count: int) -> list[bytes]:
@@ -225,9 +246,8 @@ async def test_frames_become_lines_in_order() -> None:
                 frames_to_lines(
                     conn,
                     pipe.writer,
-                    transform=identity,
-                    counters=counters,
-                    log=logs.get_logger("test"),
+                    judge=judge_frame,
+                    observer=forwarded_into(counters, logs.get_logger("test")),
                 )
             )
             await client.send(sent[0])
@@ -248,7 +268,7 @@ async def test_frame_with_newlines_is_compacted_or_refused() -> None:
     counters = Counters()
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
         pumping = asyncio.create_task(
-            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
         )
         await client.send('{\n  "id": 1,\n  "method": "a"\n}')
         await client.send("not json\nat all")
@@ -263,12 +283,16 @@ async def test_frame_with_newlines_is_compacted_or_refused() -> None:
 
 
 async def test_refused_frame_is_answered_and_not_written() -> None:
-    """A transform's FrameRefused is sent back to the client and its line never reaches the pipe."""
+    """A Refuse outcome's reply is sent back to the client and its line never reaches the pipe."""
 
-    def transform(line: bytes) -> bytes | FrameRefused:
-        if b"forbidden" in line:
-            return FrameRefused(b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}', "no way")
-        return line.replace(b"old", b"newer")
+    def judge(frame: str | bytes) -> Outcome:
+        outcome = judge_frame(frame)
+        if not isinstance(outcome, Forward):
+            return outcome
+        if b"forbidden" in outcome.line:
+            reply = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}'
+            return Refuse(reply, "no way", outcome.frame)
+        return Forward(outcome.line.replace(b"old", b"newer"), outcome.frame)
 
     counters = Counters()
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
@@ -277,9 +301,8 @@ async def test_refused_frame_is_answered_and_not_written() -> None:
                 frames_to_lines(
                     conn,
                     pipe.writer,
-                    transform=transform,
-                    counters=counters,
-                    log=logs.get_logger("test"),
+                    judge=judge,
+                    observer=forwarded_into(counters, logs.get_logger("test")),
                 )
             )
             await client.send('{"id":6,"p":"old"}')
@@ -300,7 +323,9 @@ async def test_peer_gone_ends_with_socket_closed(how: str) -> None:
     """When the client closes cleanly or drops the TCP connection, the pump ends SOCKET_CLOSED."""
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
         pumping = asyncio.create_task(
-            frames_to_lines(conn, pipe.writer, transform=identity, counters=Counters(), log=LOG)
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
         )
         await client.send("{}")
         assert await pipe.reader.readline() == b"{}\n"
@@ -316,7 +341,7 @@ async def test_pipe_reader_gone_ends_with_pipe_closed() -> None:
     counters = Counters()
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
         pumping = asyncio.create_task(
-            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
         )
         await client.send('{"n":1}')
         assert await pipe.reader.readline() == b'{"n":1}\n'
@@ -334,7 +359,7 @@ async def test_pump_blocked_on_full_pipe_ends_when_reader_goes() -> None:
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
         pipe.read_end.pause_reading()  # a reader that does not read
         pumping = asyncio.create_task(
-            frames_to_lines(conn, pipe.writer, transform=identity, counters=counters, log=LOG)
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
         )
         for _ in range(4):
             await client.send(frame)
@@ -353,7 +378,9 @@ async def test_pump_blocked_on_full_pipe_ends_when_the_peer_goes(how: str) -> No
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
         pipe.read_end.pause_reading()  # a reader that does not read
         pumping = asyncio.create_task(
-            frames_to_lines(conn, pipe.writer, transform=identity, counters=Counters(), log=LOG)
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
         )
         for _ in range(4):
             await client.send(frame)
@@ -380,7 +407,9 @@ async def test_process_exit_ends_with_pipe_closed() -> None:
         assert proc.stdin is not None
         assert proc.stdout is not None
         pumping = asyncio.create_task(
-            frames_to_lines(conn, proc.stdin, transform=identity, counters=Counters(), log=LOG)
+            frames_to_lines(
+                conn, proc.stdin, judge=judge_frame, observer=forwarded_into(Counters())
+            )
         )
         await client.send('{"first":1}')
         assert await proc.stdout.read() == b'{"first":1}\n'
@@ -389,11 +418,3 @@ async def test_process_exit_ends_with_pipe_closed() -> None:
             await client.send('{"later":1}')
             await asyncio.sleep(0.01)
         assert pumping.result() is Ended.PIPE_CLOSED
-
-
-async def test_counters_add_messages_and_bytes() -> None:
-    """Counters add one message and its size per line carried."""
-    counters = Counters()
-    counters.add(10)
-    counters.add(0)
-    assert (counters.messages, counters.bytes, counters.dropped) == (2, 10, 0)

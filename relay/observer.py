@@ -1,0 +1,178 @@
+"""The one observer of a connection: its log lines, its counters and its trace.
+
+The pumps carry frames and lines and report what became of them (an outcome per client
+frame, a verdict per agent line); the connection reports its events (opened, ended, the
+agent's stderr). This is the only place that turns them into log lines and trace
+records, so that each happening is logged once, with one vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from relay.agent import Exit
+from relay.framing import Dropped, Line
+from relay.logs import Logger
+from relay.outcome import Forward, Outcome, Refuse
+from relay.tracefile import ConnectionTrace
+
+
+@dataclass
+class Counters:
+    """Messages and bytes carried in one direction, and lines dropped."""
+
+    messages: int = 0
+    bytes: int = 0
+    dropped: int = 0
+
+    def add(self, size: int) -> None:
+        self.messages += 1
+        self.bytes += size
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who is on the other end of a connection, for its first log line and trace record."""
+
+    remote: str
+    subject: str
+    path: str
+
+
+class PumpObserver:
+    """Counts and logs what the two pumps of one socket carried: serve's and connect's.
+
+    ``from_socket`` counts the frames the socket delivered and were forwarded as lines;
+    ``to_socket`` the lines sent as frames, and the ones dropped.
+    """
+
+    def __init__(self, log: Logger, from_socket: Counters, to_socket: Counters) -> None:
+        self.log = log
+        self.from_socket = from_socket
+        self.to_socket = to_socket
+
+    def frame(self, outcome: Outcome) -> None:
+        """A received frame was carried out: forwarded, refused (and answered) or skipped."""
+        if isinstance(outcome, Forward):
+            self.from_socket.add(len(outcome.line))
+            if outcome.rewrite is not None:
+                self.log.info("session request rewritten", **outcome.rewrite.fields())
+        elif isinstance(outcome, Refuse):
+            event = "session request refused" if outcome.session else "frame refused"
+            self.log.warning(event, reason=outcome.reason)
+        elif outcome.reason == "binary":
+            self.log.warning("binary frame ignored", size=outcome.size)
+
+    def lines(self, verdicts: Sequence[Line]) -> None:
+        """Lines read from the pipe were handled: the whole ones sent, the others dropped."""
+        sent = self.to_socket
+        for line in verdicts:
+            if isinstance(line, Dropped):
+                sent.dropped += 1
+                self.log.error(
+                    "line dropped", size=line.size, reason=line.reason, after_message=sent.messages
+                )
+            else:
+                sent.messages += 1
+                sent.bytes += len(line)
+
+    def peer_lost(self) -> None:
+        """The peer went while a full pipe held up the socket's reading."""
+        self.log.warning("socket peer gone while the pipe was full")
+
+
+class ConnectionObserver(PumpObserver):
+    """Logs, counts and traces one connection; both pumps and the connection report here."""
+
+    def __init__(self, conn_id: str, log: Logger, trace: ConnectionTrace | None = None) -> None:
+        self.up = Counters()  # client -> agent
+        self.down = Counters()  # agent -> client
+        super().__init__(log, from_socket=self.up, to_socket=self.down)
+        self.conn_id = conn_id
+        self.trace = trace
+        self.started = time.monotonic()
+        self._told_stdin_closed = False
+
+    # -- the pumps ------------------------------------------------------------------
+
+    def frame(self, outcome: Outcome) -> None:
+        """A client frame was carried out; traced as well as counted and logged."""
+        super().frame(outcome)
+        if self.trace is not None:
+            self.trace.client(outcome)
+
+    def lines(self, verdicts: Sequence[Line]) -> None:
+        """Agent lines were handled; traced as well as counted and logged."""
+        super().lines(verdicts)
+        if self.trace is not None:
+            self.trace.agent_lines(verdicts)
+
+    def client_dropped(self) -> None:
+        """A client frame came after the agent's stdin closed: it goes nowhere."""
+        if not self._told_stdin_closed:
+            self._told_stdin_closed = True
+            self.log.warning("agent's stdin is closed: client messages are dropped")
+        self.up.dropped += 1
+
+    # -- the connection ----------------------------------------------------------------
+
+    def opened(self, peer: Peer, agent: Sequence[str], pid: int | None) -> None:
+        """The agent runs (``pid``), or failed to start (None): the first record."""
+        if pid is not None:
+            self.log = self.log.bind(pid=pid, remote=peer.remote, subject=peer.subject)
+            self.log.info("connection opened")
+        if self.trace is not None:
+            self.trace.opened(
+                conn=self.conn_id,
+                path=peer.path,
+                remote=peer.remote,
+                subject=peer.subject,
+                agent=agent,
+                pid=pid,
+            )
+
+    def start_failed(self, why: str, peer: Peer, agent: Sequence[str]) -> None:
+        """The agent could not be started."""
+        self.log.error("agent failed to start", why=why, remote=peer.remote)
+        self.opened(peer, agent, None)
+
+    def agent_stderr(self, text: str) -> None:
+        """One line the agent wrote to its stderr."""
+        self.log.info("agent stderr", line=text)
+
+    def warn(self, event: str) -> None:
+        """Something the operator should know about this connection."""
+        self.log.warning(event)
+
+    def relay_failed(self, error: BaseException) -> None:
+        """A pump raised: a bug in the relay, with its traceback."""
+        self.log.error("relay error", exc_info=error)
+
+    def closed(self, exit_: Exit | None, close_code: int | None, close_reason: str | None) -> None:
+        """The connection is over: its last log line and trace record."""
+        if exit_ is not None:
+            self.log.info(
+                "connection closed",
+                exit_status=exit_.returncode,
+                close_code=close_code,
+                close_reason=close_reason,
+                messages_in=self.up.messages,
+                bytes_in=self.up.bytes,
+                messages_out=self.down.messages,
+                bytes_out=self.down.bytes,
+                dropped_out=self.down.dropped,
+                dropped_in=self.up.dropped,
+                duration=round(time.monotonic() - self.started, 3),
+            )
+        if self.trace is not None:
+            self.trace.closed(
+                exit_status=None if exit_ is None else exit_.returncode,
+                close_code=close_code,
+                close_reason=close_reason,
+                messages_in=self.up.messages,
+                messages_out=self.down.messages,
+                dropped_out=self.down.dropped,
+            )
+            self.trace = None

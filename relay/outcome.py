@@ -1,0 +1,84 @@
+"""What becomes of one client frame: forwarded as a line, refused with a reply, or skipped.
+
+Pure. Every WebSocket frame a client sends is judged once, by :func:`judge_frame`, into
+one :data:`Outcome` value; the pump carries it out (write the line, send the reply, or
+nothing) and hands the same value to the connection's observer, which logs and traces
+it. Nothing else looks at a frame.
+
+- :class:`Forward`: the line for the agent. ``line is frame`` when the frame passes
+  byte for byte (nearly always); otherwise the frame was compacted (it held raw
+  newlines) or rewritten (a session-opening request, with ``rewrite`` saying how).
+- :class:`Refuse`: the frame cannot be given to the agent; ``reply`` is the JSON-RPC
+  error the relay sends back instead.
+- :class:`Skip`: nothing to forward and nothing to answer (a blank or a binary frame).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from relay.framing import FrameRefused, frame_to_line
+from relay.rewrite import RewriteReport, Rewritten
+
+SkipReason = Literal["blank", "binary"]
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Write ``line`` (without its ``\\n``) to the agent; ``frame`` is what the client sent."""
+
+    line: bytes
+    frame: bytes
+    rewrite: RewriteReport | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the agent gets other bytes than the client sent."""
+        return self.line is not self.frame and self.line != self.frame
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Answer the client with ``reply`` and forward nothing; ``reason`` is for the log."""
+
+    reply: bytes
+    reason: str
+    frame: bytes
+    session: bool = False  # refused by the session-opening rewrite, not by the framing
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Forward nothing, answer nothing."""
+
+    reason: SkipReason
+    size: int
+
+
+Outcome = Forward | Refuse | Skip
+"""The one value each client frame yields."""
+
+Rewrite = Callable[[bytes], bytes | FrameRefused | Rewritten]
+"""The session-opening rewrite of one line (:meth:`relay.rewrite.SessionRewriter.client_line`)."""
+
+
+def judge_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of one frame as received (``str`` for text, ``bytes`` for binary)."""
+    if isinstance(frame, bytes):
+        return Skip("binary", len(frame))
+    data = frame.encode()
+    line = frame_to_line(data)
+    if line is None:
+        return Skip("blank", len(data))
+    if isinstance(line, FrameRefused):
+        return Refuse(line.reply, line.reason, data)
+    if rewrite is None:
+        return Forward(line, data)
+    result = rewrite(line)
+    if isinstance(result, bytes):
+        return Forward(result, data)
+    if isinstance(result, Rewritten):
+        return Forward(result.line, data, result.report)
+    return Refuse(result.reply, result.reason, data, session=True)

@@ -1,0 +1,34 @@
+"""What ``serve`` needs, resolved: the server's and every connection's settings.
+
+Pure data. The CLI builds it from flags, environment and files; nothing is read from
+files or the environment past this point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relay.admission import Policy
+from relay.rewrite import RewritePolicy
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """What ``serve`` needs, resolved: no files or environment are read past this point."""
+
+    host: str
+    port: int
+    path: str
+    agent_argv: tuple[str, ...]
+    workspace: str
+    agent_env: dict[str, str]
+    policy: Policy
+    max_message_bytes: int
+    ping_interval: float
+    ping_timeout: float
+    kill_grace: float
+    open_timeout: float
+    rewrite: RewritePolicy | None = None
+    console: bool = False  # serve the dev console at / (only under --dev)
+    trace_dir: str | None = None  # one NDJSON trace file per connection
+    trace_max_bytes: int = 16 * 1024 * 1024

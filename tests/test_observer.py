@@ -1,0 +1,129 @@
+"""Tests for relay.observer: each outcome and verdict is counted, logged once and traced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from relay import logs
+from relay.agent import Exit
+from relay.framing import Dropped
+from relay.observer import ConnectionObserver, Counters, Peer
+from relay.outcome import Forward, Refuse, Skip
+from relay.rewrite import RewriteReport
+from relay.tracefile import ConnectionTrace
+
+LOG = logs.get_logger("test.observer")
+PEER = Peer("127.0.0.1:5", "alice", "/acp?ticket=SECRET")
+
+
+def test_counters_add_messages_and_bytes() -> None:
+    """Counters add one message and its size per line carried."""
+    counters = Counters()
+    counters.add(10)
+    counters.add(0)
+    assert (counters.messages, counters.bytes, counters.dropped) == (2, 10, 0)
+
+
+def test_each_outcome_is_counted_and_logged_once() -> None:
+    """Forwarded frames count; a rewrite, a refusal and a binary frame each log one line."""
+    observer = ConnectionObserver("c1", LOG)
+    report = RewriteReport("session/new", cwd_from="/a", cwd_to="/b")
+    with capture_logs() as events:
+        observer.frame(Forward(b'{"id":1}', b'{"id":1}'))
+        observer.frame(Forward(b'{"id":2,"x":"/b"}', b'{"id":2,"x":"/a"}', report))
+        observer.frame(Refuse(b"{}", "cwd not mapped", b'{"id":3}', session=True))
+        observer.frame(Refuse(b"{}", "not JSON", b"a\nb"))
+        observer.frame(Skip("binary", 7))
+        observer.frame(Skip("blank", 1))
+    assert (observer.up.messages, observer.up.bytes) == (2, 8 + 17)
+    assert [(e["event"], e["log_level"]) for e in events] == [
+        ("session request rewritten", "info"),
+        ("session request refused", "warning"),
+        ("frame refused", "warning"),
+        ("binary frame ignored", "warning"),
+    ]
+    assert events[0]["cwd_from"] == "/a"
+    assert events[3]["size"] == 7
+
+
+def test_dropped_lines_are_counted_and_logged_with_their_place() -> None:
+    """A dropped agent line is logged with its size, reason and the message it came after."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        observer.lines([b"one", Dropped(40, "too big"), b"three"])
+    assert (observer.down.messages, observer.down.bytes, observer.down.dropped) == (2, 8, 1)
+    assert [(e["event"], e["size"], e["after_message"]) for e in events] == [
+        ("line dropped", 40, 1)
+    ]
+
+
+def test_stdin_closed_is_told_once_and_every_frame_counted() -> None:
+    """Frames after the agent's stdin closed are counted each; the warning comes once."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        for _ in range(3):
+            observer.client_dropped()
+    assert observer.up.dropped == 3
+    assert [e["event"] for e in events] == ["agent's stdin is closed: client messages are dropped"]
+
+
+def test_opened_and_closed_log_the_connection_with_its_figures() -> None:
+    """One line when the agent runs, one when it is over with counters and exit status."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        observer.opened(PEER, ("agent",), 42)
+        observer.lines([b"abc"])
+        observer.closed(Exit(3), 1011, "agent exited with status 3")
+    assert [e["event"] for e in events] == ["connection opened", "connection closed"]
+    assert (events[0]["pid"], events[0]["remote"], events[0]["subject"]) == (
+        42,
+        PEER.remote,
+        "alice",
+    )
+    closed = events[1]
+    assert (closed["exit_status"], closed["close_code"], closed["messages_out"]) == (3, 1011, 1)
+
+
+def test_start_failure_logs_no_closed_line() -> None:
+    """An agent that never started gets its error line, not a 'connection closed'."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        observer.start_failed("x: command not found", PEER, ("x",))
+        observer.closed(None, 1011, "agent failed to start: x: command not found")
+    assert [e["event"] for e in events] == ["agent failed to start"]
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_trace_gets_every_outcome_and_verdict_in_order(tmp_path: Path) -> None:
+    """With a trace, the records follow the outcomes and verdicts, redacted, ending in close."""
+    trace = ConnectionTrace.open(str(tmp_path), "c1", 1 << 20, LOG)
+    assert trace is not None
+    observer = ConnectionObserver("c1", LOG, trace)
+    observer.opened(PEER, ("agent",), 42)
+    observer.frame(Forward(b'{"id":1}', b'{"id":1}'))
+    observer.frame(Refuse(b'{"error":1}', "not JSON", b"a\nb"))
+    observer.frame(Skip("binary", 3))
+    observer.lines([b'{"id":1,"result":{}}', Dropped(9, "invalid UTF-8 at byte 0")])
+    observer.closed(Exit(0), 1000, "agent exited")
+    [path] = tmp_path.iterdir()
+    records = read_records(path)
+    assert [r.get("event", r.get("dir")) for r in records] == [
+        "open",
+        "to_agent",
+        "to_client",
+        "to_client",
+        "dropped",
+        "close",
+    ]
+    assert records[0]["path"] == "/acp?ticket=[redacted]"
+    assert records[2]["by"] == "relay"
+    assert records[2]["refused"] == "a\nb"
+    assert records[-1]["exit_status"] == 0
+    assert observer.trace is None  # closed: later reports write nothing

@@ -1,0 +1,74 @@
+"""Tests for relay.outcome: each client frame yields exactly one outcome."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from relay.framing import FrameRefused
+from relay.outcome import Forward, Outcome, Refuse, Skip, judge_frame
+from relay.rewrite import RewriteReport, Rewritten
+
+REPORT = RewriteReport("session/new", cwd_from="/a", cwd_to="/b")
+REFUSAL = FrameRefused(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602}}', "cwd not mapped")
+
+
+def rewrite(line: bytes) -> bytes | FrameRefused | Rewritten:
+    """A stand-in for the session rewrite: refuses 'bad', rewrites 'new', passes the rest."""
+    if b"bad" in line:
+        return REFUSAL
+    if b"new" in line:
+        return Rewritten(line.replace(b"new", b"NEW"), REPORT)
+    return line
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ('{"id":1}', Forward(b'{"id":1}', b'{"id":1}')),
+        ("", Skip("blank", 0)),
+        (" \t ", Skip("blank", 3)),
+        (b"\x00\x01", Skip("binary", 2)),
+        ('{\n"id": 1}', Forward(b'{"id":1}', b'{\n"id": 1}')),
+        ('{"m":"new"}', Forward(b'{"m":"NEW"}', b'{"m":"new"}', REPORT)),
+        ('{"m":"bad"}', Refuse(REFUSAL.reply, REFUSAL.reason, b'{"m":"bad"}', session=True)),
+    ],
+)
+def test_each_frame_has_one_outcome(frame: str | bytes, expected: Outcome) -> None:
+    """Text frames are forwarded, compacted, rewritten or refused; blank and binary ones skipped."""
+    assert judge_frame(frame, rewrite) == expected
+
+
+def test_frame_that_is_not_one_line_is_refused_by_the_framing() -> None:
+    """A frame with a raw newline that is not JSON gets the framing's -32700, not the rewrite's."""
+    outcome = judge_frame("not json\nat all", rewrite)
+    assert isinstance(outcome, Refuse)
+    assert not outcome.session
+    assert json.loads(outcome.reply)["error"]["code"] == -32700
+    assert outcome.frame == b"not json\nat all"
+
+
+def test_a_frame_passed_through_is_the_same_bytes_object() -> None:
+    """A frame the relay does not change is forwarded as the very bytes received (no copy)."""
+    outcome = judge_frame('{"id":1,"method":"x"}')
+    assert isinstance(outcome, Forward)
+    assert outcome.line is outcome.frame
+    assert not outcome.changed
+
+
+@pytest.mark.parametrize(
+    ("frame", "changed"),
+    [('{"id":1}', False), ('{ "id":\n1 }', True), ('{"m":"new"}', True)],
+)
+def test_changed_says_whether_the_agent_gets_other_bytes(frame: str, changed: bool) -> None:
+    """Forward.changed is True exactly when the line differs from the frame."""
+    outcome = judge_frame(frame, rewrite)
+    assert isinstance(outcome, Forward)
+    assert outcome.changed is changed
+
+
+def test_without_a_rewrite_session_requests_pass() -> None:
+    """With no rewrite configured, a session request is forwarded as it came."""
+    frame = '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}'
+    assert judge_frame(frame) == Forward(frame.encode(), frame.encode())
