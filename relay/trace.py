@@ -22,11 +22,11 @@ bytes. A trace is one JSON object per line (UTF-8, compact, keys in a fixed orde
 ``{"t": ..., "event": "truncated", ...}``
     the last record instead, when the next record would have passed the byte bound.
 
-``t`` is the UTC time with microseconds: when the relay received a client frame, or had
-handed an agent line to the socket (a reply the relay wrote itself is stamped when it
-was decided, so it may sit a few records from its place on the wire while the agent
-is sending). Lines are stored as JSON strings rather than
-parsed JSON: re-encoding parsed JSON would not give back the bytes (whitespace, key
+``t`` is the UTC time with microseconds: when the relay had handed a client frame's
+line to the agent's stdin (or sent its own answer to a refused frame), or an agent line
+to the socket. The two directions are written by two pumps, so a record of one may sit
+a few records from its place relative to the other while both are busy. Lines are
+stored as JSON strings rather than parsed JSON: re-encoding parsed JSON would not give back the bytes (whitespace, key
 order, number spelling, escapes). Every line the relay carries is valid UTF-8, so
 ``record["line"].encode()`` is exactly the line.
 """
