@@ -5,6 +5,11 @@ relay socket). Backpressure both ways: a line is read from the pipe only after t
 previous frame was handed to a socket with room for it, and a frame is received only
 after the previous line was drained into the pipe. Nothing is queued without bound.
 
+The pumps know nothing of logs, counters or traces: each received frame's outcome
+comes from a judge (:func:`relay.outcome.judge_frame`), each line's verdict from the
+splitter, and both are handed, once carried out, to the caller's observer
+(:mod:`relay.observer`).
+
 While a full pipe holds the socket's reading, the event loop cannot see the peer hang
 up: every ``PEER_CHECK_SECONDS`` of such a stall the pump asks the kernel about the
 socket, and now and then sends a ping, which a peer that has gone answers with a reset.
