@@ -1,0 +1,270 @@
+"""The resume profile (``acp-relay.resume.v1``): envelopes, control frames, the replay window.
+
+Pure: bytes and values in, bytes and values out. The profile is written down for
+client authors in ``docs/resume.md``; this module is its one implementation on the
+relay's side (``acp-relay connect`` uses it too).
+
+Every frame of the profile is a text frame. A frame that carries an ACP message is a
+small JSON *header*, one ``\\n``, then the message exactly as the agent wrote it (or as
+the client sent it): the envelope is built around the raw bytes, never by re-encoding
+them. A frame without a ``\\n`` is a control frame: a header alone.
+
+relay -> client: ``{"seq":N}\\n<agent line>`` (``"ack":M`` may ride along),
+``{"ack":M}``, and once ``{"type":"welcome",...}``.
+client -> relay: first ``{"type":"open"}`` or ``{"type":"resume",...}``, then
+``{"seq":N}\\n<message>`` (``"ack":M`` may ride along) and ``{"ack":M}``.
+
+``seq`` numbers the messages of one direction from 1, without gaps, across every
+socket of the connection. ``ack`` is cumulative: every message up to it was received.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+PROFILE = "acp-relay.resume.v1"
+MAX_HEADER_BYTES = 1024  # a client header longer than this is refused
+MAX_SECRET_CHARS = 128
+MAX_CONNECTION_ID_CHARS = 64
+MAX_SEQ = 2**53 - 1  # the largest integer every JSON parser reads exactly
+SEPARATOR = b"\n"
+
+NO_CONNECTION = "this relay no longer has the connection"
+
+
+class ProfileError(ValueError):
+    """A frame that breaks the profile; the message says how (for the close reason)."""
+
+
+# -- client -> relay --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """The first frame of a new connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The first frame of a socket that resumes ``connection``."""
+
+    connection: str
+    secret: str
+    ack: int  # the last relay record the client received
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """An ACP message from the client, its sequence number, and maybe an acknowledgement."""
+
+    seq: int
+    message: bytes
+    ack: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A cumulative acknowledgement alone."""
+
+    ack: int
+
+
+ClientFrame = Open | Resume | Message | Ack
+
+
+def parse_client_frame(data: bytes, *, first: bool) -> ClientFrame:
+    """Read one text frame of the client; ProfileError if it breaks the profile.
+
+    The first frame of a socket must be ``open`` or ``resume``; later ones messages or
+    acknowledgements. Only the header is parsed (bounded by MAX_HEADER_BYTES); the
+    message after it is left as it is, for the relay's usual judgment.
+    """
+    cut = data.find(SEPARATOR, 0, MAX_HEADER_BYTES + 1)
+    head = data if cut < 0 else data[:cut]
+    if len(head) > MAX_HEADER_BYTES:
+        raise ProfileError(f"frame header over {MAX_HEADER_BYTES} bytes")
+    fields = _header(head)
+    if first:
+        return _first(fields, has_body=cut >= 0)
+    if cut >= 0:
+        return Message(_seq(fields, "seq"), data[cut + 1 :], _optional_seq(fields, "ack"))
+    _only(fields, {"ack"})
+    return Ack(_seq(fields, "ack"))
+
+
+def _first(fields: dict[str, Any], *, has_body: bool) -> Open | Resume:
+    kind = fields.get("type")
+    if has_body or kind not in ("open", "resume"):
+        raise ProfileError('the first frame must be {"type":"open"} or {"type":"resume",...}')
+    if kind == "open":
+        _only(fields, {"type"})
+        return Open()
+    _only(fields, {"type", "connection", "secret", "ack"})
+    return Resume(
+        _bounded_text(fields, "connection", MAX_CONNECTION_ID_CHARS),
+        _bounded_text(fields, "secret", MAX_SECRET_CHARS),
+        _seq(fields, "ack"),
+    )
+
+
+def _header(head: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(head, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProfileError(f"frame header is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ProfileError("frame header is not a JSON object")
+    return value
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ProfileError("frame header has a key twice")
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise ProfileError(f"frame header holds {name}")
+
+
+def _only(fields: dict[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(fields) - allowed)
+    if extra:
+        raise ProfileError(f"frame header has unknown field {extra[0]!r}")
+
+
+def _seq(fields: dict[str, Any], key: str) -> int:
+    value = fields.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
+        raise ProfileError(f"{key!r} must be a whole number from 0 to 2^53-1")
+    return value
+
+
+def _optional_seq(fields: dict[str, Any], key: str) -> int | None:
+    _only(fields, {"seq", "ack"})
+    return None if key not in fields else _seq(fields, key)
+
+
+def _bounded_text(fields: dict[str, Any], key: str, limit: int) -> str:
+    value = fields.get(key)
+    if not isinstance(value, str) or not 0 < len(value) <= limit:
+        raise ProfileError(f"{key!r} must be a string of 1 to {limit} characters")
+    return value
+
+
+# -- relay -> client --------------------------------------------------------------------
+
+
+def record(seq: int, line: bytes, ack: int | None = None) -> bytes:
+    """The frame that carries agent line ``line`` (raw bytes, no ``\\n``) as record ``seq``."""
+    if ack is None:
+        return b'{"seq":%d}\n%b' % (seq, line)
+    return b'{"seq":%d,"ack":%d}\n%b' % (seq, ack, line)
+
+
+def ack_frame(ack: int) -> bytes:
+    """A standalone cumulative acknowledgement."""
+    return b'{"ack":%d}' % ack
+
+
+@dataclass(frozen=True)
+class Welcome:
+    """The relay's answer to ``open`` or a successful ``resume``.
+
+    ``received`` is the last client message the relay delivered to the agent (the
+    client re-sends the ones after it); ``next`` is the first record this socket
+    carries (the client's ``ack`` + 1 on a resume).
+    """
+
+    connection: str
+    secret: str
+    resumed: bool
+    received: int
+    next: int
+    grace: float
+    window: int
+
+    def frame(self) -> bytes:
+        """The welcome as a control frame."""
+        payload = {
+            "type": "welcome",
+            "connection": self.connection,
+            "secret": self.secret,
+            "resumed": self.resumed,
+            "received": self.received,
+            "next": self.next,
+            "grace": self.grace,
+            "window": self.window,
+        }
+        return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def message_frame(seq: int, message: bytes, ack: int | None = None) -> bytes:
+    """The frame a client sends to carry ``message`` as its message ``seq``."""
+    return record(seq, message, ack)
+
+
+# -- the replay window ---------------------------------------------------------------------
+
+
+class Outbox:
+    """The records the client has not acknowledged yet, bounded by their bytes.
+
+    Records are numbered as they are added (from 1). :meth:`has_room` tells the reader
+    of the agent's output whether to add more: past ``limit`` bytes it waits (the agent
+    pauses on its full pipe) until acknowledgements make room. One record larger than
+    ``limit`` is still taken when the outbox is empty, so memory stays within
+    ``limit`` plus one message.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.first_seq = 1  # the oldest record kept (``next_seq`` when none is)
+        self._lines: list[bytes] = []  # records first_seq, first_seq + 1, ... from _head on
+        self._head = 0
+
+    def __len__(self) -> int:
+        return len(self._lines) - self._head
+
+    @property
+    def next_seq(self) -> int:
+        """The number the next record gets."""
+        return self.first_seq + len(self)
+
+    @property
+    def acked(self) -> int:
+        """The last record acknowledged (every record before ``first_seq``)."""
+        return self.first_seq - 1
+
+    def has_room(self) -> bool:
+        return self.size < self.limit or not len(self)
+
+    def add(self, line: bytes) -> int:
+        """Keep ``line`` as the next record; its number."""
+        self._lines.append(line)
+        self.size += len(line)
+        return self.next_seq - 1
+
+    def acknowledge(self, ack: int) -> None:
+        """Forget every record up to ``ack``; ProfileError for a record never sent."""
+        if ack >= self.next_seq:
+            raise ProfileError(f"ack {ack} is for a record the relay never sent")
+        drop = ack - self.acked
+        if drop <= 0:
+            return
+        lines, head = self._lines, self._head
+        self.size -= sum(len(line) for line in lines[head : head + drop])
+        self._head = head + drop
+        self.first_seq += drop
+        if self._head > len(lines) // 2:  # compact: the list never holds twice what is kept
+            del lines[: self._head]
+            self._head = 0
+
+    def since(self, seq: int) -> list[bytes]:
+        """The lines of the records from ``seq`` on, oldest first (those still kept)."""
+        start = self._head + max(seq - self.first_seq, 0)
+        return self._lines[start:]

@@ -1,0 +1,165 @@
+"""Tests for relay.resume: the resume profile's frames, parsed strictly, and the replay window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from relay.resume import (
+    MAX_HEADER_BYTES,
+    Ack,
+    ClientFrame,
+    Message,
+    Open,
+    Outbox,
+    ProfileError,
+    Resume,
+    Welcome,
+    ack_frame,
+    message_frame,
+    parse_client_frame,
+    record,
+)
+
+MSG = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"\\n caf\xc3\xa9"}}'
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b'{"type":"open"}', Open()),
+        (b' { "type" : "open" } ', Open()),
+        (b'{"type":"resume","connection":"c-1","secret":"s3cr3t","ack":41}',
+         Resume("c-1", "s3cr3t", 41)),
+    ],
+)  # fmt: skip
+def test_first_frames(frame: bytes, expected: ClientFrame) -> None:
+    """A socket opens with open or resume, read from its header alone."""
+    assert parse_client_frame(frame, first=True) == expected
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b'{"seq":1}\n' + MSG, Message(1, MSG)),
+        (b'{"seq":7,"ack":3}\n' + MSG, Message(7, MSG, 3)),
+        (b'{"seq":2}\n', Message(2, b"")),
+        (b'{"seq":2}\n{"a":1}\n{"b":2}', Message(2, b'{"a":1}\n{"b":2}')),
+        (b'{"ack":0}', Ack(0)),
+        (b'{"ack":9007199254740991}', Ack(2**53 - 1)),
+    ],
+)
+def test_later_frames(frame: bytes, expected: ClientFrame) -> None:
+    """Later frames carry a message (its bytes untouched after the header) or an ack alone."""
+    assert parse_client_frame(frame, first=False) == expected
+
+
+@pytest.mark.parametrize(
+    ("frame", "first", "why"),
+    [
+        (b'{"seq":1}\n{}', True, "first frame must be"),
+        (b'{"type":"hello"}', True, "first frame must be"),
+        (b'{"type":"open","x":1}', True, "unknown field 'x'"),
+        (b'{"type":"open"}\n{}', True, "first frame must be"),
+        (b'{"type":"resume","connection":"c","secret":"","ack":1}', True, "'secret' must be"),
+        (b'{"type":"resume","connection":"c","secret":"s"}', True, "'ack' must be"),
+        (b'{"type":"resume","connection":"' + b"c" * 65 + b'","secret":"s","ack":1}', True,
+         "'connection' must be"),
+        (b'{"type":"resume","connection":"c","secret":"s","ack":1,"ack":2}', True, "key twice"),
+        (b'{"seq":1,"seq":2}\n{}', False, "key twice"),
+        (b'{"seq":-1}\n{}', False, "'seq' must be"),
+        (b'{"seq":1.0}\n{}', False, "'seq' must be"),
+        (b'{"seq":true}\n{}', False, "'seq' must be"),
+        (b'{"seq":"1"}\n{}', False, "'seq' must be"),
+        (b'{"seq":9007199254740992}\n{}', False, "'seq' must be"),
+        (b'{"seq":1,"ack":NaN}\n{}', False, "holds NaN"),
+        (b'{"seq":1,"x":1}\n{}', False, "unknown field 'x'"),
+        (b'{"ack":1,"seq":1}', False, "unknown field 'seq'"),
+        (b'{"type":"open"}', False, "unknown field 'type'"),
+        (b"[1]\n{}", False, "not a JSON object"),
+        (b"not json", False, "not JSON"),
+        (b"{\"seq\":1" + b" " * MAX_HEADER_BYTES + b"}\n{}", False, "header over"),
+        (b"[" * 1000, False, "not a JSON object|not JSON"),
+        (b"[" * 100_000, False, "header over"),
+    ],
+)  # fmt: skip
+def test_frames_that_break_the_profile_are_refused(frame: bytes, first: bool, why: str) -> None:
+    """Anything but the exact shapes is refused with a reason, never half-read."""
+    with pytest.raises(ProfileError, match=why):
+        parse_client_frame(frame, first=first)
+
+
+def test_records_wrap_the_raw_line() -> None:
+    """A record is its header, a newline, then the agent's line byte for byte."""
+    assert record(5, MSG) == b'{"seq":5}\n' + MSG
+    assert record(6, MSG, ack=2) == b'{"seq":6,"ack":2}\n' + MSG
+    assert message_frame(3, MSG) == b'{"seq":3}\n' + MSG
+    assert parse_client_frame(message_frame(3, MSG, 1), first=False) == Message(3, MSG, 1)
+    assert ack_frame(12) == b'{"ack":12}'
+
+
+def test_welcome_is_one_json_control_frame() -> None:
+    """The welcome has no newline and names the connection, its secret and the limits."""
+    frame = Welcome("c-1", "s", resumed=True, received=4, next=9, grace=60.0, window=1024).frame()
+    assert b"\n" not in frame
+    assert json.loads(frame) == {
+        "type": "welcome",
+        "connection": "c-1",
+        "secret": "s",
+        "resumed": True,
+        "received": 4,
+        "next": 9,
+        "grace": 60.0,
+        "window": 1024,
+    }
+
+
+def test_outbox_numbers_keeps_and_forgets_records() -> None:
+    """Records are numbered from 1; an ack forgets them; since() gives what is left."""
+    box = Outbox(limit=100)
+    assert [box.add(line) for line in (b"a", b"bb", b"ccc")] == [1, 2, 3]
+    assert (box.size, box.first_seq, box.next_seq, box.acked) == (6, 1, 4, 0)
+    assert box.since(2) == [b"bb", b"ccc"]
+    box.acknowledge(2)
+    assert (box.size, box.first_seq, len(box), box.since(1)) == (3, 3, 1, [b"ccc"])
+    box.acknowledge(1)  # an older ack changes nothing
+    assert box.first_seq == 3
+    box.acknowledge(3)
+    assert (box.size, len(box), box.since(4)) == (0, 0, [])
+    assert box.add(b"d") == 4
+
+
+def test_outbox_refuses_an_ack_for_what_was_never_sent() -> None:
+    """Acknowledging a record past the last one is a client bug, said so."""
+    box = Outbox(limit=100)
+    box.add(b"a")
+    with pytest.raises(ProfileError, match="never sent"):
+        box.acknowledge(2)
+
+
+def test_outbox_room_is_bounded_but_one_big_record_fits() -> None:
+    """Past the limit there is no room until acks free some; one oversized record still fits."""
+    box = Outbox(limit=10)
+    assert box.has_room()
+    box.add(b"x" * 50)
+    assert not box.has_room()
+    box.acknowledge(1)
+    assert box.has_room()
+    for _ in range(3):
+        box.add(b"xxxx")
+    assert not box.has_room()
+    box.acknowledge(2)
+    assert box.has_room()
+
+
+def test_outbox_memory_stays_bounded_over_many_acks() -> None:
+    """Its list is compacted, so a long stream with steady acks holds only what is unacked."""
+    box = Outbox(limit=1 << 20)
+    for i in range(10_000):
+        box.add(b"%d" % i)
+        if i % 10 == 9:
+            box.acknowledge(box.next_seq - 3)
+    assert len(box) == 2
+    assert len(box._lines) <= 2 * len(box) + 20
+    assert box.since(box.first_seq) == [b"9998", b"9999"]
