@@ -27,9 +27,12 @@ from websockets.exceptions import ConnectionClosed
 from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
 from relay.ending import (
     CloseSocket,
+    Detach,
+    End,
     FlushOutput,
     Happened,
     StopAgent,
+    StopChildren,
     Wait,
     Warn,
     ending,
@@ -116,6 +119,7 @@ class Connection:
         self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was sent
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
         self.exit: Exit | None = None  # the agent's, once it is gone
+        self.resumable = False  # a lost socket ends the connection (see relay.resumable)
 
     async def run(self, attachment: Attachment) -> None:
         """Start the agent, pump until something ends the connection, end it; log."""
@@ -226,30 +230,49 @@ class Connection:
         self,
         happened: Happened,
         agent: AgentProcess | None,
-        attachment: Attachment,
+        attachment: Attachment | None,
         detail: str,
         closed: asyncio.Task[None] | None = None,
-    ) -> None:
-        """Carry out the steps :func:`relay.ending.ending` gives for ``happened``."""
-        children: asyncio.Task[None] | None = None
-        steps = ending(happened, shutting_down=self.shutting_down(), detail=detail)
-        for step in steps:
-            if isinstance(step, Warn):
-                self.observer.warn(step.event)
-            elif isinstance(step, StopAgent):
-                assert agent is not None
-                self.exit = await agent.stop(self.config.kill_grace, eof_first=step.eof_first)
-            elif isinstance(step, FlushOutput):
-                assert agent is not None
-                assert closed is not None
-                children = asyncio.create_task(agent.stop_children(self.config.kill_grace))
-                await self._flush(children, closed)
-            elif isinstance(step, CloseSocket):
-                await self._close(attachment, step)
-        if children is not None:
-            await children
+    ) -> End | Detach | None:
+        """Carry out the steps :func:`relay.ending.ending` gives; the End or Detach among them.
 
-    async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None]) -> None:
+        None when the steps neither end nor detach the connection (it goes on as it was).
+        A resumable connection whose socket goes during a flush detaches instead.
+        """
+        children: asyncio.Task[None] | None = None
+        steps = ending(
+            happened,
+            shutting_down=self.shutting_down(),
+            detail=detail,
+            resumable=self.resumable,
+            attached=attachment is not None,
+        )
+        try:
+            for step in steps:
+                if isinstance(step, Warn):
+                    self.observer.warn(step.event)
+                elif isinstance(step, StopAgent):
+                    assert agent is not None
+                    self.exit = await agent.stop(self.config.kill_grace, eof_first=step.eof_first)
+                elif isinstance(step, StopChildren | FlushOutput):
+                    assert agent is not None
+                    children = asyncio.create_task(agent.stop_children(self.config.kill_grace))
+                    if isinstance(step, FlushOutput):
+                        await self._flush(children, closed)
+                        if self.resumable and not self._still_attached():
+                            return Detach()
+                elif isinstance(step, CloseSocket) and attachment is not None:
+                    await self._close(attachment, step)
+                elif isinstance(step, End | Detach):
+                    return step
+            return None
+        finally:
+            if children is not None:
+                await children
+
+    async def _flush(
+        self, children: asyncio.Task[None], closed: asyncio.Task[None] | None
+    ) -> None:
         """Wait until what the agent wrote has been sent, or the socket is gone.
 
         The flush ends with the end of stdout, which comes once the agent's process group
@@ -257,6 +280,7 @@ class Connection:
         group is gone, the wait ends when the relay has waited ``kill_grace`` on an
         empty pipe.
         """
+        assert closed is not None
         grace = self.config.kill_grace
         flushed = asyncio.create_task(self.stdout_done.wait())
         try:
@@ -274,6 +298,10 @@ class Connection:
                 await asyncio.wait({flushed, closed}, timeout=grace - idle)
         finally:
             flushed.cancel()
+
+    def _still_attached(self) -> bool:
+        """Whether a socket is attached now (a plain connection's always is, until it ends)."""
+        return True
 
     async def _close(self, attachment: Attachment, step: CloseSocket) -> None:
         if step.code is not None and step.reason is not None:

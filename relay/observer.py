@@ -150,6 +150,32 @@ class ConnectionObserver(PumpObserver):
         """A pump raised: a bug in the relay, with its traceback."""
         self.log.error("relay error", exc_info=error)
 
+    # -- a resumable connection --------------------------------------------------------
+
+    def detached(self, why: str, grace: float) -> None:
+        """The socket went; the agent runs on, waiting ``grace`` seconds for a resume."""
+        self.log.info("connection detached", why=why, grace=grace)
+        if self.trace is not None:
+            self.trace.noted("detach", why=why, grace=grace)
+
+    def resumed(self, *, gap: float | None, replayed: int, resent: int, fenced: bool) -> None:
+        """A new socket took the connection over: how long it was gone, what it re-gets."""
+        fields = {
+            "gap_seconds": None if gap is None else round(gap, 3),
+            "records_replayed": replayed,
+            "messages_resent": resent,
+            "fenced_older_socket": fenced,
+        }
+        self.log.info("connection resumed", **fields)
+        if self.trace is not None:
+            self.trace.noted("resume", **fields)
+
+    def expired(self, grace: float) -> None:
+        """No resume came within the grace: the connection ends."""
+        self.log.info("connection expired", grace=grace)
+        if self.trace is not None:
+            self.trace.noted("expire", grace=grace)
+
     def closed(self, exit_: Exit | None, close_code: int | None, close_reason: str | None) -> None:
         """The connection is over: its last log line and trace record."""
         if exit_ is not None:

@@ -10,7 +10,8 @@ it. Nothing else looks at a frame.
   newlines) or rewritten (a session-opening request, with ``rewrite`` saying how).
 - :class:`Refuse`: the frame cannot be given to the agent; ``reply`` is the JSON-RPC
   error the relay sends back instead.
-- :class:`Skip`: nothing to forward and nothing to answer (a blank or a binary frame).
+- :class:`Skip`: nothing to forward and nothing to answer (a blank or a binary frame,
+  or under the resume profile a message the agent already has).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Literal
 from relay.framing import FrameRefused, frame_to_line
 from relay.rewrite import RewriteReport, Rewritten
 
-SkipReason = Literal["blank", "binary"]
+SkipReason = Literal["blank", "binary", "duplicate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,11 @@ def judge_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
     """The outcome of one frame as received (``str`` for text, ``bytes`` for binary)."""
     if isinstance(frame, bytes):
         return Skip("binary", len(frame))
-    data = frame.encode()
+    return judge_text(frame.encode(), rewrite)
+
+
+def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of one text message, as UTF-8 bytes (a frame, or a resume envelope's)."""
     line = frame_to_line(data)
     if line is None:
         return Skip("blank", len(data))

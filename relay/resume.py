@@ -53,6 +53,7 @@ class Resume:
     connection: str
     secret: str
     ack: int  # the last relay record the client received
+    sent: int  # the last message the client sent (it re-sends those the relay lacks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,24 +75,33 @@ class Ack:
 ClientFrame = Open | Resume | Message | Ack
 
 
-def parse_client_frame(data: bytes, *, first: bool) -> ClientFrame:
-    """Read one text frame of the client; ProfileError if it breaks the profile.
+def parse_first_frame(data: bytes) -> Open | Resume:
+    """Read a socket's first frame, ``open`` or ``resume``; ProfileError otherwise."""
+    head, body = _split(data)
+    return _first(_header(head), has_body=body is not None)
 
-    The first frame of a socket must be ``open`` or ``resume``; later ones messages or
-    acknowledgements. Only the header is parsed (bounded by MAX_HEADER_BYTES); the
-    message after it is left as it is, for the relay's usual judgment.
+
+def parse_frame(data: bytes) -> Message | Ack:
+    """Read a later frame, a message or an acknowledgement; ProfileError otherwise.
+
+    Only the header is parsed (bounded by MAX_HEADER_BYTES); the message after it is
+    left as it is, for the relay's usual judgment.
     """
+    head, body = _split(data)
+    fields = _header(head)
+    if body is not None:
+        return Message(_seq(fields, "seq"), body, _optional_seq(fields, "ack"))
+    _only(fields, {"ack"})
+    return Ack(_seq(fields, "ack"))
+
+
+def _split(data: bytes) -> tuple[bytes, bytes | None]:
+    """The header, and what follows its ``\n`` (None for a control frame)."""
     cut = data.find(SEPARATOR, 0, MAX_HEADER_BYTES + 1)
     head = data if cut < 0 else data[:cut]
     if len(head) > MAX_HEADER_BYTES:
         raise ProfileError(f"frame header over {MAX_HEADER_BYTES} bytes")
-    fields = _header(head)
-    if first:
-        return _first(fields, has_body=cut >= 0)
-    if cut >= 0:
-        return Message(_seq(fields, "seq"), data[cut + 1 :], _optional_seq(fields, "ack"))
-    _only(fields, {"ack"})
-    return Ack(_seq(fields, "ack"))
+    return head, None if cut < 0 else data[cut + 1 :]
 
 
 def _first(fields: dict[str, Any], *, has_body: bool) -> Open | Resume:
@@ -101,11 +111,12 @@ def _first(fields: dict[str, Any], *, has_body: bool) -> Open | Resume:
     if kind == "open":
         _only(fields, {"type"})
         return Open()
-    _only(fields, {"type", "connection", "secret", "ack"})
+    _only(fields, {"type", "connection", "secret", "ack", "sent"})
     return Resume(
         _bounded_text(fields, "connection", MAX_CONNECTION_ID_CHARS),
         _bounded_text(fields, "secret", MAX_SECRET_CHARS),
         _seq(fields, "ack"),
+        _seq(fields, "sent"),
     )
 
 
@@ -264,7 +275,7 @@ class Outbox:
             del lines[: self._head]
             self._head = 0
 
-    def since(self, seq: int) -> list[bytes]:
-        """The lines of the records from ``seq`` on, oldest first (those still kept)."""
+    def since(self, seq: int, limit: int | None = None) -> list[bytes]:
+        """The lines of the records from ``seq`` on (at most ``limit``), oldest first."""
         start = self._head + max(seq - self.first_seq, 0)
-        return self._lines[start:]
+        return self._lines[start : None if limit is None else start + limit]

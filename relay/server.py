@@ -23,8 +23,10 @@ from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
+from websockets.typing import Subprotocol
 
 from relay import __version__, devconsole
 from relay.admission import Refusal, admit, ticket_from_request
@@ -32,6 +34,13 @@ from relay.agent import AgentProcess
 from relay.connection import Attachment, Connection
 from relay.logs import get_logger
 from relay.relayconfig import RelayConfig
+from relay.resumable import (
+    CANNOT_RESUME,
+    PROFILE_ERROR,
+    ResumableConnection,
+    ResumePolicy,
+)
+from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, parse_first_frame
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
@@ -58,7 +67,8 @@ class Relay:
         self.replay_guard = ReplayGuard()
         self.log = get_logger("relay.server")
         self.pending: dict[ServerConnection, Admission] = {}
-        self.sessions: set[str] = set()
+        self.connections: dict[str, Connection] = {}  # attached or detached
+        self.lives: set[asyncio.Task[None]] = set()  # resumable connections' lifecycles
         self.agents: set[AgentProcess] = set()
         self.idle_since: float | None = time.monotonic()
         self.shutting_down = False
@@ -84,6 +94,7 @@ class Relay:
             # default of 16 (measured), and memory per socket stays near 2 messages.
             max_queue=RECEIVE_QUEUE_FRAMES,
             server_header=None,
+            select_subprotocol=self._select_subprotocol,
         )
 
     @property
@@ -95,9 +106,14 @@ class Relay:
     async def shutdown(self) -> None:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
+        for connection in list(self.connections.values()):
+            if isinstance(connection, ResumableConnection):
+                connection.request_stop()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self.lives:
+            await asyncio.gather(*self.lives, return_exceptions=True)
 
     # -- HTTP, before the upgrade -------------------------------------------------
 
@@ -180,14 +196,19 @@ class Relay:
     def _open_count(self) -> int:
         for ws in [ws for ws in self.pending if ws.state is State.CLOSED]:
             del self.pending[ws]
-        return len(self.sessions) + len(self.pending)
+        return len(self.connections) + len(self.pending)
 
     def busy_report(self) -> dict[str, Any]:
-        """The supervisor's view: busy while any socket is open, however silent."""
+        """The supervisor's view: busy while any connection lives, attached or detached."""
         count = self._open_count()  # sockets in their upgrade count too: they will be open
         idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
         idle = None if idle is None else round(idle, 3)
-        return {"busy": count > 0, "connections": count, "idle_seconds": idle}
+        detached = sum(
+            1
+            for connection in self.connections.values()
+            if isinstance(connection, ResumableConnection) and connection.attachment is None
+        )
+        return {"busy": count > 0, "connections": count, "detached": detached, "idle_seconds": idle}
 
     # -- after the upgrade --------------------------------------------------------
 
@@ -196,6 +217,10 @@ class Relay:
         if admission is None:  # cannot happen: every upgrade went through _admit
             await ws.close(1011, "internal error: connection was not admitted")
             return
+        attachment = Attachment(ws)
+        if ws.subprotocol == PROFILE:
+            await self._handle_resumable(attachment, admission)
+            return
         connection = Connection(
             admission.conn_id,
             admission.claims,
@@ -203,22 +228,85 @@ class Relay:
             agents=self.agents,
             shutting_down=lambda: self.shutting_down,
         )
-        self.sessions.add(admission.conn_id)
-        self.idle_since = None
+        self._register(connection)
         try:
-            await connection.run(Attachment(ws))
+            await connection.run(attachment)
         finally:
-            self.sessions.discard(admission.conn_id)
-            if not self.sessions:
-                self.idle_since = time.monotonic()
-            self._log_state()
+            self._forget(connection)
+
+    async def _handle_resumable(self, attachment: Attachment, admission: Admission) -> None:
+        """A socket of the resume profile: a new resumable connection, or a resume."""
+        first = await self._first_frame(attachment)
+        if first is None:
+            return
+        if isinstance(first, Resume):
+            found = self.connections.get(first.connection)
+            if not isinstance(found, ResumableConnection) or not found.claim(
+                first, admission.claims
+            ):
+                self.log.warning("resume refused", reason=NO_CONNECTION, remote=attachment.remote)
+                await attachment.close(CANNOT_RESUME, NO_CONNECTION)
+                return
+            await found.attach(attachment, first)
+            return
+        connection = ResumableConnection(
+            admission.conn_id,
+            admission.claims,
+            self.config,
+            agents=self.agents,
+            shutting_down=lambda: self.shutting_down,
+            policy=ResumePolicy(self.config.resume_grace, self.config.resume_buffer),
+        )
+        self._register(connection)
+        live = asyncio.create_task(connection.live(attachment))
+        self.lives.add(live)
+        live.add_done_callback(lambda _: self._forget(connection, live))
+        await connection.attach(attachment, first)
+
+    async def _first_frame(self, attachment: Attachment) -> Open | Resume | None:
+        """The resume profile's first frame, within the open timeout; None if it failed."""
+        try:
+            async with asyncio.timeout(self.config.open_timeout):
+                frame = await attachment.ws.recv()
+            if isinstance(frame, bytes):
+                raise ProfileError("the first frame must be text")
+            return parse_first_frame(frame.encode())
+        except TimeoutError:
+            why = f"no open or resume frame within {self.config.open_timeout:g} s"
+            await attachment.close(PROFILE_ERROR, f"{PROFILE}: {why}")
+        except ProfileError as exc:
+            await attachment.close(PROFILE_ERROR, f"breaks {PROFILE}: {exc}")
+        except ConnectionClosed:
+            pass
+        return None
+
+    def _select_subprotocol(
+        self, ws: ServerConnection, offered: Sequence[Subprotocol]
+    ) -> Subprotocol | None:
+        """The resume profile when the client offers it and resuming is on; else none."""
+        if PROFILE in offered and self.config.resume_grace > 0:
+            return Subprotocol(PROFILE)
+        return None
+
+    def _register(self, connection: Connection) -> None:
+        self.connections[connection.conn_id] = connection
+        self.idle_since = None
+
+    def _forget(self, connection: Connection, live: asyncio.Task[None] | None = None) -> None:
+        if live is not None:
+            self.lives.discard(live)
+        if self.connections.get(connection.conn_id) is connection:
+            del self.connections[connection.conn_id]
+        if not self.connections:
+            self.idle_since = time.monotonic()
+        self._log_state()
 
     def _log_state(self) -> None:
         """At debug level, what the relay holds after each connection: a leak shows here."""
         if logging.getLogger("relay.server").isEnabledFor(logging.DEBUG):
             self.log.debug(
                 "relay state",
-                sessions=len(self.sessions),
+                connections=len(self.connections),
                 pending=len(self.pending),
                 agents=len(self.agents),
                 tasks=len(asyncio.all_tasks()),

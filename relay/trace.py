@@ -17,6 +17,8 @@ bytes. A trace is one JSON object per line (UTF-8, compact, keys in a fixed orde
     frame in ``refused`` and the ``reason``.
 ``{"t": ..., "event": "dropped", "dir": "to_client", "size": N, "reason": "..."}``
     an agent line the relay dropped (over the size limit, or not UTF-8).
+``{"t": ..., "event": "detach" | "resume" | "expire", ...}``
+    a resumable connection lost its socket, took a new one, or waited past its grace.
 ``{"t": ..., "event": "close", ...}``
     last record: exit status, close code and reason, counters.
 ``{"t": ..., "event": "truncated", ...}``
@@ -26,9 +28,9 @@ bytes. A trace is one JSON object per line (UTF-8, compact, keys in a fixed orde
 line to the agent's stdin (or sent its own answer to a refused frame), or an agent line
 to the socket. The two directions are written by two pumps, so a record of one may sit
 a few records from its place relative to the other while both are busy. Lines are
-stored as JSON strings rather than parsed JSON: re-encoding parsed JSON would not give back the bytes (whitespace, key
-order, number spelling, escapes). Every line the relay carries is valid UTF-8, so
-``record["line"].encode()`` is exactly the line.
+stored as JSON strings rather than parsed JSON: re-encoding parsed JSON would not give
+back the bytes (whitespace, key order, number spelling, escapes). Every line the relay
+carries is valid UTF-8, so ``record["line"].encode()`` is exactly the line.
 """
 
 from __future__ import annotations
@@ -212,4 +214,5 @@ class BoundedTrace:
 
 def _kind(record: Mapping[str, Any]) -> str:
     kind = record.get("dir", record.get("event"))
-    return kind if kind in (*DIRECTIONS, "open", "close", "dropped") else "record"
+    known = (*DIRECTIONS, "open", "close", "dropped", "detach", "resume", "expire")
+    return kind if kind in known else "record"

@@ -175,6 +175,10 @@ class ConnectionTrace:
             max_bytes=self.bounded.max_bytes,
         )
 
+    def noted(self, name: str, **fields: Any) -> None:
+        """A record of a connection event (``detach``, ``resume``, ``expire``)."""
+        self._event(name, **{k: redact_value(v) for k, v in fields.items()})
+
     def closed(self, **fields: Any) -> None:
         """The last record (exit status, close code and reason, counters); closes the file."""
         self._event("close", **{k: redact_value(v) for k, v in fields.items()})

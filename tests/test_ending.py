@@ -6,10 +6,13 @@ import pytest
 
 from relay.ending import (
     CloseSocket,
+    Detach,
+    End,
     FlushOutput,
     Happened,
     Step,
     StopAgent,
+    StopChildren,
     Wait,
     Warn,
     ending,
@@ -50,22 +53,25 @@ def test_what_happened_first(
 
 
 STOPPING = "agent closed its stdout but is still running: stopping it"
+EXIT_CLOSE = (FlushOutput(), CloseSocket(), End())
 
 
 @pytest.mark.parametrize(
     ("happened", "shutting_down", "detail", "steps"),
     [
         (Happened.START_FAILED, F, "x: command not found",
-         (CloseSocket(1011, "agent failed to start: x: command not found"),)),
-        (Happened.AGENT_EXITED, F, "", (FlushOutput(), CloseSocket())),
-        (Happened.AGENT_EXITED, T, "", (FlushOutput(), CloseSocket())),
-        (Happened.STDOUT_CLOSED, F, "", (Warn(STOPPING), StopAgent(eof_first=T), CloseSocket())),
-        (Happened.SOCKET_CLOSED, F, "", (StopAgent(eof_first=T),)),
-        (Happened.SOCKET_CLOSED, T, "", (StopAgent(eof_first=F),)),
+         (CloseSocket(1011, "agent failed to start: x: command not found"), End())),
+        (Happened.AGENT_EXITED, F, "", EXIT_CLOSE),
+        (Happened.AGENT_EXITED, T, "", EXIT_CLOSE),
+        (Happened.STDOUT_CLOSED, F, "", (Warn(STOPPING), StopAgent(eof_first=T), *EXIT_CLOSE)),
+        (Happened.SOCKET_CLOSED, F, "", (StopAgent(eof_first=T), End())),
+        (Happened.SOCKET_CLOSED, T, "", (StopAgent(eof_first=F), End())),
+        (Happened.SOCKET_LOST, F, "", (StopAgent(eof_first=T), End())),
+        (Happened.SOCKET_LOST, T, "", (StopAgent(eof_first=F), End())),
         (Happened.RELAY_FAILED, F, "KeyError",
-         (CloseSocket(1011, "relay error: KeyError"), StopAgent(eof_first=T))),
+         (CloseSocket(1011, "relay error: KeyError"), StopAgent(eof_first=T), End())),
         (Happened.RELAY_FAILED, T, "KeyError",
-         (CloseSocket(1011, "relay error: KeyError"), StopAgent(eof_first=F))),
+         (CloseSocket(1011, "relay error: KeyError"), StopAgent(eof_first=F), End())),
     ],
 )  # fmt: skip
 def test_ending_steps(
@@ -75,7 +81,61 @@ def test_ending_steps(
     assert ending(happened, shutting_down=shutting_down, detail=detail) == steps
 
 
-def test_every_event_has_an_ending() -> None:
-    """No event is left without steps, so no connection can hang undecided."""
+@pytest.mark.parametrize(
+    ("happened", "attached", "shutting_down", "steps"),
+    [
+        (Happened.SOCKET_LOST, T, F, (Detach(),)),
+        (Happened.SOCKET_LOST, T, T, (StopAgent(eof_first=F), End())),
+        (Happened.SOCKET_CLOSED, T, F, (StopAgent(eof_first=T), End())),
+        (Happened.AGENT_EXITED, T, F, EXIT_CLOSE),
+        (Happened.AGENT_EXITED, F, F, (StopChildren(),)),
+        (Happened.STDOUT_CLOSED, F, F, (Warn(STOPPING), StopAgent(eof_first=T))),
+        (Happened.GRACE_EXPIRED, F, F, (StopAgent(eof_first=T), End())),
+        (Happened.SHUTDOWN, F, T, (StopAgent(eof_first=F), End())),
+        (Happened.RELAY_FAILED, F, F, (StopAgent(eof_first=T), End())),
+        (Happened.RELAY_FAILED, T, F,
+         (CloseSocket(1011, "relay error: E"), StopAgent(eof_first=T), End())),
+    ],
+)  # fmt: skip
+def test_resumable_ending_steps(
+    happened: Happened, attached: bool, shutting_down: bool, steps: tuple[Step, ...]
+) -> None:
+    """A resumable connection detaches on a lost socket and waits; a clean close still ends it."""
+    got = ending(
+        happened, shutting_down=shutting_down, detail="E", resumable=True, attached=attached
+    )
+    assert got == steps
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({"socket_lost": T}, Happened.SOCKET_LOST),
+        ({"socket_lost": T, "agent_exited": T}, Happened.AGENT_EXITED),
+        ({"grace_expired": T}, Happened.GRACE_EXPIRED),
+        ({"shutdown": T, "grace_expired": T}, Happened.SHUTDOWN),
+        ({"shutdown": T, "relay_failed": T}, Happened.RELAY_FAILED),
+    ],
+)
+def test_what_happened_while_resumable(flags: dict[str, bool], expected: Happened) -> None:
+    """Detached events come after the agent's and the socket's; a shutdown beats the grace."""
+    base = {
+        "relay_failed": F,
+        "agent_exited": F,
+        "socket_closed": F,
+        "stdout_ended": F,
+        "waited": F,
+    }
+    assert what_happened(**{**base, **flags}) == expected
+
+
+def test_every_event_ends_or_detaches() -> None:
+    """No event is left without steps; every sequence ends the connection or detaches it."""
     for happened in Happened:
-        assert ending(happened, shutting_down=False, detail="d")
+        for resumable, attached in ((F, T), (T, T), (T, F)):
+            steps = ending(
+                happened, shutting_down=False, detail="d", resumable=resumable, attached=attached
+            )
+            assert steps
+            ends = isinstance(steps[-1], End) or Detach() in steps
+            assert ends or not attached, (happened, resumable, attached, steps)

@@ -9,7 +9,6 @@ import pytest
 from relay.resume import (
     MAX_HEADER_BYTES,
     Ack,
-    ClientFrame,
     Message,
     Open,
     Outbox,
@@ -18,7 +17,8 @@ from relay.resume import (
     Welcome,
     ack_frame,
     message_frame,
-    parse_client_frame,
+    parse_first_frame,
+    parse_frame,
     record,
 )
 
@@ -30,13 +30,13 @@ MSG = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"\\n caf\xc3\xa9"}}'
     [
         (b'{"type":"open"}', Open()),
         (b' { "type" : "open" } ', Open()),
-        (b'{"type":"resume","connection":"c-1","secret":"s3cr3t","ack":41}',
-         Resume("c-1", "s3cr3t", 41)),
+        (b'{"type":"resume","connection":"c-1","secret":"s3cr3t","ack":41,"sent":7}',
+         Resume("c-1", "s3cr3t", 41, 7)),
     ],
 )  # fmt: skip
-def test_first_frames(frame: bytes, expected: ClientFrame) -> None:
+def test_first_frames(frame: bytes, expected: Open | Resume) -> None:
     """A socket opens with open or resume, read from its header alone."""
-    assert parse_client_frame(frame, first=True) == expected
+    assert parse_first_frame(frame) == expected
 
 
 @pytest.mark.parametrize(
@@ -50,9 +50,9 @@ def test_first_frames(frame: bytes, expected: ClientFrame) -> None:
         (b'{"ack":9007199254740991}', Ack(2**53 - 1)),
     ],
 )
-def test_later_frames(frame: bytes, expected: ClientFrame) -> None:
+def test_later_frames(frame: bytes, expected: Message | Ack) -> None:
     """Later frames carry a message (its bytes untouched after the header) or an ack alone."""
-    assert parse_client_frame(frame, first=False) == expected
+    assert parse_frame(frame) == expected
 
 
 @pytest.mark.parametrize(
@@ -62,11 +62,14 @@ def test_later_frames(frame: bytes, expected: ClientFrame) -> None:
         (b'{"type":"hello"}', True, "first frame must be"),
         (b'{"type":"open","x":1}', True, "unknown field 'x'"),
         (b'{"type":"open"}\n{}', True, "first frame must be"),
-        (b'{"type":"resume","connection":"c","secret":"","ack":1}', True, "'secret' must be"),
-        (b'{"type":"resume","connection":"c","secret":"s"}', True, "'ack' must be"),
-        (b'{"type":"resume","connection":"' + b"c" * 65 + b'","secret":"s","ack":1}', True,
-         "'connection' must be"),
-        (b'{"type":"resume","connection":"c","secret":"s","ack":1,"ack":2}', True, "key twice"),
+        (b'{"type":"resume","connection":"c","secret":"","ack":1,"sent":0}', True,
+         "'secret' must be"),
+        (b'{"type":"resume","connection":"c","secret":"s","sent":0}', True, "'ack' must be"),
+        (b'{"type":"resume","connection":"c","secret":"s","ack":0}', True, "'sent' must be"),
+        (b'{"type":"resume","connection":"' + b"c" * 65 + b'","secret":"s","ack":1,"sent":0}',
+         True, "'connection' must be"),
+        (b'{"type":"resume","connection":"c","secret":"s","ack":1,"ack":2,"sent":0}', True,
+         "key twice"),
         (b'{"seq":1,"seq":2}\n{}', False, "key twice"),
         (b'{"seq":-1}\n{}', False, "'seq' must be"),
         (b'{"seq":1.0}\n{}', False, "'seq' must be"),
@@ -87,7 +90,7 @@ def test_later_frames(frame: bytes, expected: ClientFrame) -> None:
 def test_frames_that_break_the_profile_are_refused(frame: bytes, first: bool, why: str) -> None:
     """Anything but the exact shapes is refused with a reason, never half-read."""
     with pytest.raises(ProfileError, match=why):
-        parse_client_frame(frame, first=first)
+        (parse_first_frame if first else parse_frame)(frame)
 
 
 def test_records_wrap_the_raw_line() -> None:
@@ -95,7 +98,7 @@ def test_records_wrap_the_raw_line() -> None:
     assert record(5, MSG) == b'{"seq":5}\n' + MSG
     assert record(6, MSG, ack=2) == b'{"seq":6,"ack":2}\n' + MSG
     assert message_frame(3, MSG) == b'{"seq":3}\n' + MSG
-    assert parse_client_frame(message_frame(3, MSG, 1), first=False) == Message(3, MSG, 1)
+    assert parse_frame(message_frame(3, MSG, 1)) == Message(3, MSG, 1)
     assert ack_frame(12) == b'{"ack":12}'
 
 
@@ -121,6 +124,7 @@ def test_outbox_numbers_keeps_and_forgets_records() -> None:
     assert [box.add(line) for line in (b"a", b"bb", b"ccc")] == [1, 2, 3]
     assert (box.size, box.first_seq, box.next_seq, box.acked) == (6, 1, 4, 0)
     assert box.since(2) == [b"bb", b"ccc"]
+    assert box.since(1, limit=2) == [b"a", b"bb"]
     box.acknowledge(2)
     assert (box.size, box.first_seq, len(box), box.since(1)) == (3, 3, 1, [b"ccc"])
     box.acknowledge(1)  # an older ack changes nothing

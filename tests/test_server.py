@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy, Fallback, parse_rule
 from relay.rewrite import RewritePolicy
+from relay.server import Relay
 from tests.conftest import (
     AGENTS,
     DEMO_AGENT,
@@ -296,7 +297,7 @@ async def test_other_paths_404_healthz_and_busy() -> None:
             busy = json.loads((await http_get(live.relay.port, "/busy"))[1])
     assert (idle["busy"], idle["connections"]) == (False, 0)
     assert isinstance(idle["idle_seconds"], float)
-    assert busy == {"busy": True, "connections": 1, "idle_seconds": None}
+    assert busy == {"busy": True, "connections": 1, "detached": 0, "idle_seconds": None}
 
 
 async def http_get(port: int, path: str) -> tuple[int, str]:
@@ -372,10 +373,10 @@ async def test_client_tcp_reset_stops_agent() -> None:
         assert await wait_for_idle(live.relay)
 
 
-async def wait_for_idle(relay: object, seconds: float = 5) -> bool:
+async def wait_for_idle(relay: Relay, seconds: float = 5) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while getattr(relay, "sessions", None):
+    while relay.connections:
         if loop.time() > deadline:
             return False
         await asyncio.sleep(0.02)

@@ -1,0 +1,460 @@
+"""Resumable connections: an agent that outlives a dropped socket (``acp-relay.resume.v1``).
+
+A client that offers the resume profile gets a :class:`ResumableConnection`. Its agent's
+output is read into the connection's replay window (:class:`relay.resume.Outbox`), not
+straight into a socket: each line becomes a numbered record, sent to whichever socket is
+attached and kept until the client acknowledges it. When the socket is lost other than
+by the client's clean close, the connection is detached: the agent runs on, its output
+keeps being read until the window is full (then the agent waits on its pipe), and a new
+socket may resume within the grace. Client messages are numbered too, and each is
+handed to the agent exactly once, whatever the client re-sends after a resume.
+
+What to do on each event is :func:`relay.ending.ending`'s; this module carries it out.
+The wire format is :mod:`relay.resume`'s, written down in ``docs/resume.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.exceptions import ConnectionClosed
+
+from relay.agent import AgentProcess, AgentStartError, drain_stderr
+from relay.connection import Attachment, Connection, _bounded, _first_failure
+from relay.ending import Detach, End, Happened, Wait, what_happened
+from relay.observer import Peer
+from relay.outcome import Forward, Refuse, Skip, judge_text
+from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
+from relay.relayconfig import RelayConfig
+from relay.resume import (
+    NO_CONNECTION,
+    PROFILE,
+    Ack,
+    Open,
+    Outbox,
+    ProfileError,
+    Resume,
+    Welcome,
+    ack_frame,
+    parse_frame,
+    record,
+)
+from relay.ticket import Claims
+
+ACK_DELAY = 0.05  # seconds a delivery's acknowledgement waits for a record to ride on
+MAX_BATCH_FRAMES = 64  # records sent in one socket write
+FENCED = 4001  # close code: this socket was replaced by a resumed one
+FENCED_REASON = "superseded: the connection was resumed on another socket"
+CANNOT_RESUME = 4404  # close code: nothing to resume (unknown, expired, wrong secret or subject)
+PROFILE_ERROR = 1002  # close code: the client broke the profile
+SECRET_BYTES = 32
+
+
+@dataclass(frozen=True)
+class ResumePolicy:
+    """How long a detached connection waits, and how much output it keeps unacknowledged."""
+
+    grace: float
+    window: int
+
+
+def new_secret() -> str:
+    """A resume secret: 256 random bits, URL-safe (it still never goes in a URL)."""
+    return secrets.token_urlsafe(SECRET_BYTES)
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode()).digest()
+
+
+class ResumableConnection(Connection):
+    """A connection that can be detached from its socket and resumed on another one."""
+
+    def __init__(
+        self,
+        conn_id: str,
+        claims: Claims,
+        config: RelayConfig,
+        *,
+        agents: set[AgentProcess],
+        shutting_down: Callable[[], bool],
+        policy: ResumePolicy,
+    ) -> None:
+        super().__init__(conn_id, claims, config, agents=agents, shutting_down=shutting_down)
+        self.resumable = True
+        self.policy = policy
+        self.outbox = Outbox(policy.window)
+        self.delivered = 0  # the last client message handed to the agent
+        self.acked_to_client = 0  # the last ``delivered`` the client was told of
+        self.sent = 0  # the last record sent on the attached socket
+        self.attachment: Attachment | None = None
+        self.agent: AgentProcess | None = None
+        self.start_error: str | None = None
+        self.started = asyncio.Event()  # the agent runs, or failed to start
+        self.ended = False
+        self.detached_at: float | None = None
+        self.lost: str | None = None  # how the last socket went, until the loss is acted on
+        self.closed_clean = False  # the last socket was closed by the client with 1000
+        self._secret_digest = b""
+        self._changed = asyncio.Event()  # a socket came or went, or the relay is stopping
+        self._wake = asyncio.Event()  # a record to send, or a delivery to acknowledge
+        self._room = asyncio.Event()  # the window has room again
+        self._progress = asyncio.Event()  # records were sent
+        self._stop_requested = False
+
+    # -- who may resume ------------------------------------------------------------------
+
+    def claim(self, resume: Resume, claims: Claims) -> bool:
+        """Whether ``resume`` (with the ticket's ``claims``) may take this connection.
+
+        The secret must match and the ticket be for the same subject and audience. On
+        success the secret is spent at once (no await in between), so of two sockets
+        resuming together exactly one wins.
+        """
+        same_owner = (claims.sub, claims.aud) == (self.claims.sub, self.claims.aud)
+        secret_ok = hmac.compare_digest(_digest(resume.secret), self._secret_digest)
+        if self.ended or not same_owner or not secret_ok:
+            return False
+        self._secret_digest = b""
+        return True
+
+    def request_stop(self) -> None:
+        """The relay is shutting down: end this connection even while detached."""
+        self._stop_requested = True
+        self._changed.set()
+
+    # -- the lifecycle --------------------------------------------------------------------
+
+    async def live(self, first: Attachment) -> None:
+        """Start the agent, then act on each event until the connection ends."""
+        peer = Peer(first.remote, self.claims.sub, first.path)
+        try:
+            try:
+                agent = await AgentProcess.start(
+                    self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
+                )
+            except AgentStartError as exc:
+                self.start_error = str(exc)
+                self.observer.start_failed(self.start_error, peer, self.config.agent_argv)
+                return  # attach() says so on the socket, and closes the observer
+            finally:
+                self.started.set()
+            self.agent = agent
+            self.observer.opened(peer, self.config.agent_argv, agent.pid)
+            self.agents.add(agent)
+            try:
+                await self._run(agent)
+            finally:
+                self.agents.discard(agent)
+                last = self.attachment or first
+                self.observer.closed(self.exit, last.close_code, last.close_reason)
+        finally:
+            self.ended = True
+
+    async def _run(self, agent: AgentProcess) -> None:
+        stderr = asyncio.create_task(drain_stderr(agent.stderr, self.observer.agent_stderr))
+        feeder = asyncio.create_task(self._read_agent(agent))
+        try:
+            await self._supervise_resumable(agent, feeder)
+        finally:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+            await _bounded(stderr, self.config.kill_grace)
+            agent.release()
+
+    async def _read_agent(self, agent: AgentProcess) -> None:
+        """Agent lines into the window, until stdout ends; waits while the window is full."""
+        inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
+        try:
+            await lines_to_frames(
+                self.agent_stdout.watch(agent.stdout),
+                _Window(self),
+                max_bytes=self.config.max_message_bytes,
+                observer=self.observer,
+                inspect=inspect,
+            )
+            self.stdout_eof.set()
+        finally:
+            self.stdout_done.set()
+
+    async def _supervise_resumable(self, agent: AgentProcess, feeder: asyncio.Task[None]) -> None:
+        exited = asyncio.create_task(agent.wait())
+        eof = asyncio.create_task(self.stdout_eof.wait())
+        crashed = asyncio.create_task(_first_failure([feeder]))
+        watched: set[asyncio.Future[Any]] = {exited, eof, crashed}
+        waited = exit_seen_detached = stdout_handled = False
+        try:
+            while True:
+                attached = self.attachment is not None
+                happened = what_happened(
+                    relay_failed=crashed.done(),
+                    agent_exited=exited.done() and (attached or not exit_seen_detached),
+                    socket_closed=self.closed_clean,
+                    socket_lost=self.lost is not None,
+                    stdout_ended=eof.done() and not stdout_handled and not exited.done(),
+                    waited=waited,
+                    grace_expired=not attached and self._grace_left() <= 0,
+                    shutdown=self._stop_requested and not attached,
+                )
+                if happened is None or happened is Wait.FOR_EXIT:
+                    waited = await self._wait(watched, happened is Wait.FOR_EXIT) or waited
+                    continue
+                if happened is Happened.AGENT_EXITED:
+                    self.exit = exited.result()
+                    exit_seen_detached = not attached
+                if happened is Happened.STDOUT_CLOSED:
+                    stdout_handled = True
+                why = self.lost
+                if happened in (Happened.SOCKET_LOST, Happened.SOCKET_CLOSED):
+                    self.lost, self.closed_clean = None, False
+                detail = ""
+                if happened is Happened.RELAY_FAILED:
+                    error = crashed.result()
+                    self.observer.relay_failed(error)
+                    detail = type(error).__name__
+                if happened is Happened.GRACE_EXPIRED:
+                    self.observer.expired(self.policy.grace)
+                step = await self._carry_out(happened, agent, self.attachment, detail)
+                if isinstance(step, End):
+                    return
+                if isinstance(step, Detach) and self.detached_at is None:
+                    self.detached_at = time.monotonic()
+                    self.observer.detached(why or self.lost or "lost", self.policy.grace)
+        finally:
+            for task in watched:
+                task.cancel()
+
+    async def _wait(self, watched: set[asyncio.Future[Any]], for_exit: bool) -> bool:
+        """Wait for the next event; True once a stdout EOF has had its moment."""
+        self._changed.clear()
+        changed = asyncio.create_task(self._changed.wait())
+        timeout = None if self.attachment is not None else max(self._grace_left(), 0)
+        if for_exit:
+            timeout = 0.2 if timeout is None else min(timeout, 0.2)
+        try:
+            await asyncio.wait({*watched, changed}, timeout=timeout, return_when="FIRST_COMPLETED")
+        finally:
+            changed.cancel()
+        return for_exit
+
+    def _grace_left(self) -> float:
+        if self.detached_at is None:
+            return float("inf")
+        return self.detached_at + self.policy.grace - time.monotonic()
+
+    # -- a socket ---------------------------------------------------------------------------
+
+    async def attach(self, attachment: Attachment, first: Open | Resume) -> None:
+        """Carry this connection over ``attachment`` until the socket goes."""
+        await self.started.wait()
+        if self.start_error is not None:
+            await attachment.close(1011, f"agent failed to start: {self.start_error}")
+            self.observer.closed(None, attachment.close_code, attachment.close_reason)
+            return
+        if isinstance(first, Resume):
+            problem = self._resume_problem(first)
+            if problem is not None:
+                await attachment.close(CANNOT_RESUME, problem)
+                return
+            self.outbox.acknowledge(first.ack)
+            self._room.set()
+        start = first.ack + 1 if isinstance(first, Resume) else 1
+        old, self.attachment = self.attachment, attachment
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.close(FENCED, FENCED_REASON))
+        if isinstance(first, Resume):
+            self.observer.resumed(
+                gap=None if self.detached_at is None else time.monotonic() - self.detached_at,
+                replayed=self.outbox.next_seq - start,
+                resent=max(first.sent - self.delivered, 0),
+                fenced=old is not None,
+            )
+        self.detached_at, self.lost, self.closed_clean = None, None, False
+        secret = new_secret()
+        self._secret_digest = _digest(secret)
+        self.acked_to_client = self.delivered
+        self.sent = start - 1
+        welcome = Welcome(
+            self.conn_id,
+            secret,
+            resumed=isinstance(first, Resume),
+            received=self.delivered,
+            next=start,
+            grace=self.policy.grace,
+            window=self.policy.window,
+        )
+        with suppress(ConnectionClosed):
+            await attachment.ws.send(welcome.frame().decode())
+        self._changed.set()
+        await self._carry(attachment, start)
+
+    def _resume_problem(self, resume: Resume) -> str | None:
+        """Why this resume cannot continue the connection, or None."""
+        if self.ended:
+            return NO_CONNECTION
+        if resume.ack < self.outbox.acked or resume.ack >= self.outbox.next_seq:
+            return (
+                f"cannot resume: the client has record {resume.ack} and the relay keeps "
+                f"{self.outbox.first_seq} to {self.outbox.next_seq - 1}"
+            )
+        if resume.sent < self.delivered:
+            return f"cannot resume: the client sent {resume.sent} messages, the agent has more"
+        return None
+
+    async def _carry(self, attachment: Attachment, start: int) -> None:
+        sender = asyncio.create_task(self._send_records(attachment, start))
+        try:
+            how = await self._receive(attachment)
+        finally:
+            sender.cancel()
+            await asyncio.gather(sender, return_exceptions=True)
+        if self.attachment is attachment:
+            self.attachment = None
+            self.closed_clean = how == "closed by the client"
+            self.lost = None if self.closed_clean else how
+            self._changed.set()
+
+    async def _receive(self, attachment: Attachment) -> str:
+        """Client frames to the agent until the socket goes; how it went."""
+        ws = attachment.ws
+        assert self.agent is not None
+        writer = LineWriter(self.agent.stdin, peer_gone=_PeerWatch(ws))
+        stdin_open = True
+        while True:
+            try:
+                frame = await ws.recv()
+            except ConnectionClosed:
+                writer.flush()
+                return _how_it_went(attachment)
+            if self.attachment is not attachment:
+                continue  # fenced: a resumed socket took over; this one is being closed
+            if isinstance(frame, bytes):
+                self.observer.frame(Skip("binary", len(frame)))
+                continue
+            try:
+                message = self._take(frame.encode())
+            except ProfileError as exc:
+                await attachment.close(PROFILE_ERROR, f"breaks {PROFILE}: {exc}")
+                return f"closed by the relay: {exc}"
+            if message is None:
+                continue
+            outcome = judge_text(message, self._rewrite)
+            if isinstance(outcome, Forward) and stdin_open and not await writer.write(outcome.line):
+                if writer.peer_lost:
+                    self.observer.peer_lost()
+                    ws.transport.abort()
+                    return "lost while the agent's stdin was full"
+                stdin_open = False
+            if isinstance(outcome, Forward) and not stdin_open:
+                self.observer.client_dropped()
+                continue
+            if isinstance(outcome, Refuse):
+                self._add_records([outcome.reply])
+            self.observer.frame(outcome)
+
+    def _take(self, data: bytes) -> bytes | None:
+        """The message of a client frame, if it is one the agent has not had; acks applied."""
+        frame = parse_frame(data)
+        if frame.ack is not None:
+            self.outbox.acknowledge(frame.ack)
+            self._room.set()
+        if isinstance(frame, Ack):
+            return None
+        if frame.seq <= self.delivered:
+            self.observer.frame(Skip("duplicate", len(frame.message)))
+            return None
+        if frame.seq != self.delivered + 1:
+            raise ProfileError(f"message {self.delivered + 1} is missing (got {frame.seq})")
+        self.delivered = frame.seq
+        self._wake.set()  # its acknowledgement is due
+        return frame.message
+
+    @property
+    def _rewrite(self) -> Any:
+        return self.rewriter.client_line if self.config.rewrite is not None else None
+
+    def _add_records(self, lines: Sequence[bytes]) -> None:
+        for line in lines:
+            self.outbox.add(line)
+        self._wake.set()
+
+    async def _send_records(self, attachment: Attachment, start: int) -> None:
+        """Records from ``start`` on to the socket, as they come; acks when nothing comes."""
+        ws, cursor = attachment.ws, start
+        frames = TextFrames(ws)
+        while True:
+            self._wake.clear()
+            lines = self.outbox.since(cursor, MAX_BATCH_FRAMES)
+            if lines:
+                cursor = max(cursor, self.outbox.first_seq)
+                ack = self.delivered if self.delivered > self.acked_to_client else None
+                batch = [record(cursor, lines[0], ack)]
+                batch += [record(cursor + i, line) for i, line in enumerate(lines[1:], 1)]
+                if ack is not None:
+                    self.acked_to_client = ack
+                await frames.send_frames(batch)
+                cursor += len(lines)
+                self.sent = cursor - 1
+                self._progress.set()
+            elif self.delivered > self.acked_to_client:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), ACK_DELAY)
+                except TimeoutError:
+                    self.acked_to_client = self.delivered
+                    await ws.send(ack_frame(self.delivered).decode())
+            else:
+                await self._wake.wait()
+
+    async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None] | None) -> None:
+        """Wait until every record of the agent's output was sent, or the socket is gone."""
+        attachment = self.attachment
+        if attachment is None:
+            return
+        gone = asyncio.create_task(attachment.ws.wait_closed())
+        try:
+            await super()._flush(children, gone)
+            while self.sent < self.outbox.next_seq - 1 and not gone.done():
+                self._progress.clear()
+                progress = asyncio.create_task(self._progress.wait())
+                await asyncio.wait({progress, gone}, return_when="FIRST_COMPLETED")
+                progress.cancel()
+        finally:
+            gone.cancel()
+
+    def _still_attached(self) -> bool:
+        return self.attachment is not None
+
+
+class _Window:
+    """The sink the agent's lines go into: the connection's window, waiting while it is full."""
+
+    def __init__(self, connection: ResumableConnection) -> None:
+        self.connection = connection
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Add each line as a record, waiting for room before each: the window holds at most
+        its limit plus one line."""
+        connection = self.connection
+        for frame in frames:
+            while not connection.outbox.has_room():
+                connection._room.clear()
+                await connection._room.wait()
+            connection._add_records((frame,))
+
+
+def _how_it_went(attachment: Attachment) -> str:
+    """How a socket ended, for the detach log line: ``closed by the client`` when clean."""
+    close = attachment.ws.protocol.close_rcvd
+    if close is None:
+        return "lost (no close frame)"
+    if close.code == 1000 and attachment.ws.protocol.close_rcvd_then_sent is not False:
+        return "closed by the client"
+    return f"closed with {close.code}" + (f": {close.reason}" if close.reason else "")

@@ -1,0 +1,107 @@
+"""A TCP proxy on 127.0.0.1 that a test can cut: reset both sides, or drop every packet.
+
+Real sockets both ways: the client connects to the proxy's port, the proxy to the target.
+``reset()`` aborts every proxied connection with RST (SO_LINGER 0) on both sides;
+``blackhole()`` stops forwarding in both directions without closing anything (a silent
+drop: no FIN, no RST, just nothing), until ``restore()`` or the peers give up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Pair:
+    client: asyncio.StreamWriter
+    server: asyncio.StreamWriter
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class NetCut:
+    """A cuttable TCP proxy to ``target_port`` on 127.0.0.1."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.dropping = False
+        self._pairs: list[_Pair] = []
+        self._server: asyncio.Server | None = None
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+
+    async def __aenter__(self) -> NetCut:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.reset()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    def url(self, path: str = "/acp") -> str:
+        return f"ws://127.0.0.1:{self.port}{path}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        pair = _Pair(writer, up_writer)
+        pair.tasks = [
+            asyncio.create_task(self._copy(reader, up_writer)),
+            asyncio.create_task(self._copy(up_reader, writer)),
+        ]
+        self._pairs.append(pair)
+
+    async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with suppress(OSError, asyncio.CancelledError):
+            while data := await reader.read(65536):
+                await self._flowing.wait()
+                writer.write(data)
+                await writer.drain()
+            writer.write_eof()
+
+    def reset(self) -> None:
+        """Abort every proxied connection with a TCP reset on both sides."""
+        for pair in self._pairs:
+            for writer in (pair.client, pair.server):
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    with suppress(OSError):
+                        sock.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
+                writer.transport.abort()
+            for task in pair.tasks:
+                task.cancel()
+        self._pairs.clear()
+        self._flowing.set()
+
+    def blackhole(self) -> None:
+        """Forward nothing more, either way, and close nothing: packets vanish."""
+        self._flowing.clear()
+        for pair in self._pairs:
+            for writer in (pair.client, pair.server):
+                _reading(writer).pause_reading()
+
+    def restore(self) -> None:
+        """Forward again (what arrived meanwhile was held, not lost: as TCP would)."""
+        for pair in self._pairs:
+            for writer in (pair.client, pair.server):
+                _reading(writer).resume_reading()
+        self._flowing.set()
+
+
+def _reading(writer: asyncio.StreamWriter) -> asyncio.ReadTransport:
+    """A socket stream's transport reads as well as writes."""
+    transport = writer.transport
+    assert isinstance(transport, asyncio.ReadTransport)
+    return transport
