@@ -13,6 +13,7 @@ import socket
 import struct
 from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import cast
 
 
 @dataclass
@@ -101,7 +102,6 @@ class NetCut:
 
 
 def _reading(writer: asyncio.StreamWriter) -> asyncio.ReadTransport:
-    """A socket stream's transport reads as well as writes."""
-    transport = writer.transport
-    assert isinstance(transport, asyncio.ReadTransport)
-    return transport
+    """A socket stream's transport reads as well as writes (uvloop's is no ReadTransport
+    subclass, but has its methods)."""
+    return cast(asyncio.ReadTransport, writer.transport)
