@@ -2,7 +2,7 @@
 
 The browser tests drive Debian's ``chromium`` (installed by ``tests/system``) through
 Playwright, against relays started as a user would (``acp-relay serve``, a subprocess).
-Screenshots go to ``tests/artifacts/``; ``docs/console.png`` (the README's) is written
+Screenshots go to ``tests/artifacts/``; ``docs/console.png`` (docs/dev-console.md's) is written
 when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
 """
 

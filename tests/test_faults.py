@@ -104,9 +104,9 @@ def python_agent(script: str) -> tuple[str, ...]:
 
 # -- the agent ---------------------------------------------------------------------------------
 
-# README, "How a connection goes": an unterminated last line is forwarded as it is, then the
-# close carries the exit status. The relay never judges JSON; a client gets the bytes it
-# would have read from the agent's stdout.
+# docs/behaviour.md, "How a connection goes": an unterminated last line is forwarded as it
+# is, then the close carries the exit status. The relay never judges JSON; a client gets the
+# bytes it would have read from the agent's stdout.
 CRASH_MID_LINE = """
 import os, signal, sys
 sys.stdout.write('{"jsonrpc":"2.0","method":"a"}\\n{"jsonrpc":"2.0","id":1,"result":{"stopRe')
@@ -316,8 +316,9 @@ async def test_child_holding_stdout_is_stopped_and_the_exit_reported(audit: LogA
 
 async def test_process_that_left_the_group_cannot_hold_the_socket_open(audit: LogAudit) -> None:
     """A grandchild in its own session holds stdout for ever: the socket still closes in time."""
-    # The relay cannot stop a process outside the agent's process group (README: use a
-    # container or cgroup for that); it closes once it waited --kill-grace on an empty pipe.
+    # The relay cannot stop a process outside the agent's process group (docs/behaviour.md:
+    # use a container or cgroup for that); it closes once it waited --kill-grace on an empty
+    # pipe.
     async with live_relay((*python_agent(LEAVES_A_CHILD), "escape"), kill_grace=GRACE) as live:
         ws, pids = await agent_printing_pids(live.url(ticket(audit)))
         try:
