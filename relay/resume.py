@@ -279,3 +279,90 @@ class Outbox:
         """The lines of the records from ``seq`` on (at most ``limit``), oldest first."""
         start = self._head + max(seq - self.first_seq, 0)
         return self._lines[start : None if limit is None else start + limit]
+
+
+# -- the client's side -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record from the relay: its number, the agent's line, maybe an acknowledgement."""
+
+    seq: int
+    line: bytes
+    ack: int | None = None
+
+
+def parse_welcome(data: bytes) -> Welcome:
+    """Read the relay's welcome; ProfileError if ``data`` is not one."""
+    fields = _header(data)
+    if fields.get("type") != "welcome":
+        raise ProfileError("expected the relay's welcome")
+    grace = fields.get("grace")
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
+        raise ProfileError("'grace' must be a number of seconds")
+    return Welcome(
+        connection=_bounded_text(fields, "connection", MAX_CONNECTION_ID_CHARS),
+        secret=_bounded_text(fields, "secret", MAX_SECRET_CHARS),
+        resumed=fields.get("resumed") is True,
+        received=_seq(fields, "received"),
+        next=_seq(fields, "next"),
+        grace=float(grace),
+        window=_seq(fields, "window"),
+    )
+
+
+def parse_relay_frame(data: bytes) -> Record | Ack:
+    """Read a frame of the relay after its welcome: a record or an acknowledgement alone."""
+    head, body = _split(data)
+    fields = _header(head)
+    if body is None:
+        _only(fields, {"ack"})
+        return Ack(_seq(fields, "ack"))
+    _only(fields, {"seq", "ack"})
+    return Record(_seq(fields, "seq"), body, None if "ack" not in fields else _seq(fields, "ack"))
+
+
+class Sent:
+    """The client's messages the relay has not acknowledged yet, to re-send after a resume.
+
+    Bounded by count and bytes: :meth:`has_room` tells the reader of the editor's lines
+    whether to take more (past the bound it waits, and the editor waits on its pipe).
+    One message larger than the byte bound is still taken when nothing else is kept.
+    """
+
+    def __init__(self, max_messages: int, max_bytes: int) -> None:
+        self.max_messages = max_messages
+        self.max_bytes = max_bytes
+        self.size = 0
+        self.last = 0  # the number of the last message numbered
+        self._messages: dict[int, bytes] = {}  # in number order (dicts keep insertion order)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def has_room(self) -> bool:
+        if not self._messages:
+            return True
+        return len(self._messages) < self.max_messages and self.size < self.max_bytes
+
+    def number(self, message: bytes) -> int:
+        """Keep ``message`` as the next message; its number."""
+        self.last += 1
+        self._messages[self.last] = message
+        self.size += len(message)
+        return self.last
+
+    def acknowledge(self, ack: int) -> None:
+        """Forget every message up to ``ack`` (the relay has them)."""
+        messages = self._messages
+        while messages:
+            seq = next(iter(messages))
+            if seq > ack:
+                return
+            self.size -= len(messages.pop(seq))
+
+    def after(self, received: int) -> list[tuple[int, bytes]]:
+        """The messages after ``received``, in order: what to re-send after a resume."""
+        self.acknowledge(received)
+        return list(self._messages.items())

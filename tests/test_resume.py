@@ -13,12 +13,16 @@ from relay.resume import (
     Open,
     Outbox,
     ProfileError,
+    Record,
     Resume,
+    Sent,
     Welcome,
     ack_frame,
     message_frame,
     parse_first_frame,
     parse_frame,
+    parse_relay_frame,
+    parse_welcome,
     record,
 )
 
@@ -167,3 +171,52 @@ def test_outbox_memory_stays_bounded_over_many_acks() -> None:
     assert len(box) == 2
     assert len(box._lines) <= 2 * len(box) + 20
     assert box.since(box.first_seq) == [b"9998", b"9999"]
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        (b'{"seq":4}\n' + MSG, Record(4, MSG)),
+        (b'{"seq":5,"ack":2}\n' + MSG, Record(5, MSG, 2)),
+        (b'{"ack":9}', Ack(9)),
+    ],
+)
+def test_relay_frames(frame: bytes, expected: Record | Ack) -> None:
+    """The client reads records (the line untouched) and acknowledgements."""
+    assert parse_relay_frame(frame) == expected
+
+
+@pytest.mark.parametrize(
+    ("frame", "why"),
+    [
+        (b'{"seq":4,"type":"x"}\n{}', "unknown field"),
+        (b'{"type":"welcome"}', "unknown field"),
+        (b'{"seq":"4"}\n{}', "'seq' must be"),
+    ],
+)
+def test_bad_relay_frames_are_refused(frame: bytes, why: str) -> None:
+    """A client refuses relay frames that break the profile, with the reason."""
+    with pytest.raises(ProfileError, match=why):
+        parse_relay_frame(frame)
+
+
+def test_welcome_reads_back() -> None:
+    """The welcome the relay writes is the welcome the client reads."""
+    welcome = Welcome("c-1", "s" * 43, resumed=False, received=0, next=1, grace=60, window=10)
+    assert parse_welcome(welcome.frame()) == welcome
+    with pytest.raises(ProfileError, match="welcome"):
+        parse_welcome(b'{"type":"open"}')
+
+
+def test_sent_keeps_what_the_relay_lacks() -> None:
+    """Numbered messages are kept until acknowledged; after() gives what to re-send."""
+    sent = Sent(max_messages=3, max_bytes=100)
+    assert [sent.number(m) for m in (b"a", b"bb", b"ccc")] == [1, 2, 3]
+    assert not sent.has_room()
+    sent.acknowledge(1)
+    assert (len(sent), sent.size, sent.has_room()) == (2, 5, True)
+    assert sent.after(2) == [(3, b"ccc")]
+    sent.acknowledge(3)
+    assert (len(sent), sent.size) == (0, 0)
+    assert sent.number(b"d" * 500) == 4  # one oversized message still fits alone
+    assert not sent.has_room()
