@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
@@ -13,7 +16,16 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.resume import NO_CONNECTION, PROFILE
-from tests.conftest import AGENTS, ECHO_AGENT, LiveRelay, live_relay, make_ticket, pid_alive
+from tests.conftest import (
+    AGENTS,
+    ECHO_AGENT,
+    LiveRelay,
+    children_of,
+    live_relay,
+    make_ticket,
+    pid_alive,
+)
+from tests.reliability import fd_count, record
 from tests.support.netcut import NetCut
 from tests.support.resume import Record, ResumeClient, ResumeState
 
@@ -369,3 +381,50 @@ async def test_shutdown_ends_detached_connections_too() -> None:
             await live.relay.shutdown()
         assert not pid_alive(pid)
         assert not live.relay.connections
+
+
+# -- soak --------------------------------------------------------------------------------
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(600)
+async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
+    """200 random cuts (resets and silent drops) over a long stream: every record once, no leak."""
+    rng = random.Random(12)
+    cuts, total = 200, 400_000
+    before = fd_count(os.getpid()), len(asyncio.all_tasks())
+    relay = live_relay(stream(total, 0.0005), resume_grace=30, ping_interval=0.2, ping_timeout=0.3)
+    started = time.monotonic()
+    async with relay as live, NetCut(live.relay.port) as net:
+        got: list[bytes] = []
+        state = ResumeState()
+        for _ in range(cuts):
+            client = await ResumeClient.open(
+                net.url() + "?ticket=" + make_ticket(), state, ping_interval=0.2, ping_timeout=0.3
+            )
+            how = net.reset if rng.random() < 0.8 else net.blackhole
+            async with asyncio.timeout(30):
+                after = min(len(got) + rng.randint(50, 1500), total - 1)
+                await read_until_cut(client, got, after, how)
+                await until(lambda: live.relay.busy_report()["detached"] == 1)
+            net.restore()
+        last = await ResumeClient.open(resumable(live), state)
+        async with asyncio.timeout(120):
+            await read_rest(last, got, total)
+        await last.close()
+        await until(lambda: not live.relay.connections)
+    assert [index(line) for line in got] == list(range(total))
+    await until(lambda: not children_of(os.getpid()))
+    after = fd_count(os.getpid()), len(asyncio.all_tasks())
+    record(
+        "resume soak, 200 random cuts",
+        cuts=cuts,
+        records=total,
+        seconds=round(time.monotonic() - started, 1),
+        fds_before=before[0],
+        fds_after=after[0],
+        tasks_before=before[1],
+        tasks_after=after[1],
+    )
+    assert after[0] <= before[0]
+    assert after[1] <= before[1]
