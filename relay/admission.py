@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
-from relay.config import origin_allowed
+from relay.origins import origin_allowed
 from relay.ticket import Claims, ReplayGuard, TicketError, verify
 
 RETRY_AFTER_SECONDS = 5

@@ -31,8 +31,9 @@ from typing import Any, Literal, TypeVar
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from relay import __version__, logs
+from relay import __version__, defaults, logs
 from relay.agent import signal_name
+from relay.errors import UsageError
 from relay.failure import (
     Cause,
     Close,
@@ -58,10 +59,6 @@ TicketIn = Literal["header", "query"]
 T = TypeVar("T")
 
 
-class UsageProblem(Exception):
-    """The bridge cannot run as configured (e.g. stdin is not open); exit status 2."""
-
-
 @dataclass(frozen=True)
 class TicketSource:
     """Where the ticket comes from; exactly one field is set. Read at connect time."""
@@ -80,10 +77,10 @@ class BridgeConfig:
     ticket_in: TicketIn = "header"
     headers: tuple[tuple[str, str], ...] = ()
     tls: ssl.SSLContext | None = None
-    max_message_bytes: int = 64 * 1024 * 1024
-    ping_interval: float = 20.0
-    ping_timeout: float = 20.0
-    open_timeout: float = 10.0
+    max_message_bytes: int = defaults.MAX_MESSAGE_BYTES
+    ping_interval: float = defaults.PING_INTERVAL
+    ping_timeout: float = defaults.PING_TIMEOUT
+    open_timeout: float = defaults.OPEN_TIMEOUT
 
 
 # -- the ticket ---------------------------------------------------------------------
@@ -491,7 +488,7 @@ def _blocking(fd: int) -> bool:
     try:
         return os.get_blocking(fd)
     except OSError:
-        raise UsageProblem(f"{'stdin' if fd == 0 else 'stdout'} is not open") from None
+        raise UsageError(f"{'stdin' if fd == 0 else 'stdout'} is not open") from None
 
 
 def _stdin_file(copiers: list[threading.Thread]) -> Any:

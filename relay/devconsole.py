@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-from relay.config import origin_allowed
+from relay.origins import origin_allowed
 
 INDEX = "/"
 FILES = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from relay import defaults
 from relay.admission import Policy
 from relay.rewrite import RewritePolicy
 
@@ -31,6 +32,6 @@ class RelayConfig:
     rewrite: RewritePolicy | None = None
     console: bool = False  # serve the dev console at / (only under --dev)
     trace_dir: str | None = None  # one NDJSON trace file per connection
-    trace_max_bytes: int = 16 * 1024 * 1024
+    trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = 60.0  # seconds a resumable connection waits for a resume; 0: off
     resume_buffer: int = 16 * 1024 * 1024  # agent output kept until the client acknowledges it

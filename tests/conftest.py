@@ -17,6 +17,14 @@ import uvloop
 
 from relay import logs
 from relay.admission import Policy
+from relay.defaults import (
+    MAX_CONNECTIONS,
+    MAX_MESSAGE_BYTES,
+    OPEN_TIMEOUT,
+    PING_INTERVAL,
+    PING_TIMEOUT,
+    TICKET_TTL,
+)
 from relay.server import Relay, RelayConfig, fresh_ticket
 
 AGENTS = Path(__file__).parent / "agents"
@@ -116,10 +124,10 @@ def relay_config(agent: Sequence[str] = ECHO_AGENT, **changes: Any) -> RelayConf
     policy_fields = {"secrets", "ticket_ttl", "audience", "allow_origins", "max_connections"}
     policy = Policy(
         secrets=(SECRET,),
-        ticket_ttl=60,
+        ticket_ttl=TICKET_TTL,
         audience=None,
         allow_origins=(),
-        max_connections=64,
+        max_connections=MAX_CONNECTIONS,
     )
     policy = replace(policy, **{k: v for k, v in changes.items() if k in policy_fields})
     config = RelayConfig(
@@ -130,11 +138,11 @@ def relay_config(agent: Sequence[str] = ECHO_AGENT, **changes: Any) -> RelayConf
         workspace=os.getcwd(),
         agent_env=dict(os.environ),
         policy=policy,
-        max_message_bytes=64 * 1024 * 1024,
-        ping_interval=20,
-        ping_timeout=20,
+        max_message_bytes=MAX_MESSAGE_BYTES,
+        ping_interval=PING_INTERVAL,
+        ping_timeout=PING_TIMEOUT,
         kill_grace=1.0,
-        open_timeout=10,
+        open_timeout=OPEN_TIMEOUT,
     )
     return replace(config, **{k: v for k, v in changes.items() if k not in policy_fields})
 

@@ -27,7 +27,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay import __version__
-from relay.config import OPTIONS
+from relay.cli import connect as connect_command
+from relay.cli import ticket as ticket_command
+from relay.config import OPTIONS, options_table
 from relay.ticket import TicketError, verify
 from tests.conftest import AGENTS, SECRET, ChunkClient, children_of, make_ticket, pid_alive
 
@@ -706,6 +708,38 @@ def test_serve_help_lists_every_option_with_its_env_name() -> None:
         assert name in entries, f"{name} missing from --help"
         assert f"env {env_name}" in entries[name], entries[name]
     assert "ACP_RELAY_SECRET" in entries["--secret-file"]
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [("connect", connect_command.OPTIONS), ("ticket", ticket_command.OPTIONS)],
+)
+def test_docs_tables_are_the_commands_option_tables(command: str, options: Any) -> None:
+    """docs/configuration.md holds exactly the connect and ticket tables made from their options."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    found = re.search(
+        rf"<!-- options table: {command};[^\n]*-->\n(.*?)<!-- end of options table -->", text, re.S
+    )
+    assert found, f"no options table for {command} in docs/configuration.md"
+    assert found[1] == options_table(options)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--ping-interval", "0"], "argument --ping-interval: expected seconds greater than 0"),
+        (["--open-timeout", "soon"], "argument --open-timeout: expected seconds greater than 0"),
+        (["--max-message-bytes", "16MB"], "argument --max-message-bytes: expected bytes"),
+        (["--ticket-in", "cookie"], "argument --ticket-in: expected one of header, query"),
+        (["--log-level", "loud"], "argument --log-level: expected one of debug, info"),
+    ],
+)
+def test_connect_refuses_bad_values_like_serve(args: list[str], says: str) -> None:
+    """connect's flags use serve's converters: a bad value exits 2 saying what is expected."""
+    result = run_cli("connect", "ws://127.0.0.1:9/acp", *args, env=clean_env())
+    assert (result.returncode, result.stdout) == (2, "")
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_version() -> None:

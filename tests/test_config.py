@@ -1,28 +1,34 @@
-"""Tests for relay.config: layering, parsing, errors, origins, secrets, argparse."""
+"""Tests for relay.config: layering, parsing, errors, secrets, argparse, the docs' table."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
+from relay import convert
 from relay.config import (
     OPTIONS,
     ConfigError,
+    Option,
     Settings,
+    add_options,
     add_serve_arguments,
     agent_environment,
-    check_origin_pattern,
     config_file_path,
-    origin_allowed,
-    parse_listen,
+    option_named,
+    options_table,
     parse_secrets,
-    parse_size,
     resolve,
+    resolve_option,
     unknown_env_names,
 )
 
 CWD = "/srv/here"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 
 
 def settle(
@@ -303,170 +309,6 @@ def test_file_structure_errors(toml: str, parts: list[str]) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("127.0.0.1:8765", ("127.0.0.1", 8765)),
-        ("localhost:0", ("localhost", 0)),
-        ("0.0.0.0:65535", ("0.0.0.0", 65535)),
-        ("relay.internal.example:443", ("relay.internal.example", 443)),
-        ("[::1]:8765", ("::1", 8765)),
-        ("[::]:80", ("::", 80)),
-        ("[0:0:0:0:0:0:0:1]:1", ("::1", 1)),
-    ],
-)
-def test_listen_forms(text: str, expected: tuple[str, int]) -> None:
-    """HOST:PORT parses, IPv6 in brackets comes back without them, port 0 allowed."""
-    assert parse_listen(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ("8765", "no port"),
-        ("[::1]", "no port"),
-        ("::1:8765", "IPv6 addresses need brackets"),
-        (":8765", "no host"),
-        ("host:", "port must be a number"),
-        ("host:65536", "port must be a number"),
-        ("host:-1", "port must be a number"),
-        ("host:http", "port must be a number"),
-        ("[nope]:1", "not an IPv6 address"),
-        ("ho st:1", "not a host name"),
-        ("999.1.1.1:80", "not a host name"),
-        ("-bad-:80", "not a host name"),
-    ],
-)
-def test_listen_errors(text: str, problem: str) -> None:
-    """Malformed listen addresses are refused with the reason and the expected form."""
-    with pytest.raises(ValueError, match="expected HOST:PORT") as info:
-        parse_listen(text)
-    assert problem in str(info.value)
-    assert repr(text) in str(info.value)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("1", 1),
-        (" 1024 ", 1024),
-        (4096, 4096),
-        ("1KiB", 1024),
-        ("16MiB", 16 * 1024**2),
-        ("16 mib", 16 * 1024**2),
-        ("2GiB", 2 * 1024**3),
-        ("67108864", 67108864),
-    ],
-)
-def test_sizes(text: str | int, expected: int) -> None:
-    """Sizes are plain byte counts or whole numbers with a KiB/MiB/GiB suffix."""
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize(
-    "text", ["", "MiB", "1.5MiB", "16MB", "16K", "-1", "0", "0KiB", "ten", True]
-)
-def test_bad_sizes(text: str | int) -> None:
-    """Sizes that are not positive whole KiB/MiB/GiB amounts are refused."""
-    with pytest.raises(ValueError, match=r"16MiB|at least 1 byte"):
-        parse_size(text)
-
-
-@pytest.mark.parametrize(
-    "pattern",
-    [
-        "*",
-        "https://app.example.com",
-        "http://localhost:3000",
-        "https://*.example.com",
-        "HTTPS://App.Example.COM:8443",
-        "http://127.0.0.1:8080",
-        "http://[::1]:3000",
-        "chrome-extension://abcdef",
-    ],
-)
-def test_valid_origin_patterns(pattern: str) -> None:
-    """Well-formed origins and wildcard patterns are accepted unchanged."""
-    assert check_origin_pattern(pattern) == pattern
-
-
-@pytest.mark.parametrize(
-    ("pattern", "problem"),
-    [
-        ("https://app.example.com/", "no path"),
-        ("https://app.example.com/x", "no path"),
-        ("app.example.com", "scheme://host"),
-        ("null", "scheme://host"),
-        ("https://", "not a valid host"),
-        ("https://a*.example.com", "whole first label"),
-        ("https://a.*.example.com", "whole first label"),
-        ("https://*", "whole first label"),
-        ("https://*.com", "at least two labels"),
-        ("https://example.com:0", "port must be"),
-        ("https://example.com:99999", "port must be"),
-        ("https://user@example.com", "no path, query, user"),
-        ("https://[::1", "unclosed ["),
-        ("https://exa mple.com", "not a valid host"),
-        ("1http://example.com", "scheme://host"),
-    ],
-)
-def test_invalid_origin_patterns(pattern: str, problem: str) -> None:
-    """Malformed allow-origin values are refused with the reason and examples."""
-    with pytest.raises(ValueError, match=r"write it like https://app\.example\.com") as info:
-        check_origin_pattern(pattern)
-    assert problem in str(info.value)
-
-
-WILD = ["https://*.example.com"]
-
-
-@pytest.mark.parametrize(
-    ("origin", "patterns", "allowed"),
-    [
-        ("https://app.example.com", ["https://app.example.com"], True),
-        ("HTTPS://APP.Example.com", ["https://app.example.com"], True),
-        ("https://app.example.com", ["HTTPS://APP.EXAMPLE.COM"], True),
-        ("http://app.example.com", ["https://app.example.com"], False),
-        ("https://other.example.com", ["https://app.example.com"], False),
-        ("https://app.example.com:443", ["https://app.example.com"], True),
-        ("https://app.example.com", ["https://app.example.com:443"], True),
-        ("http://app.example.com:80", ["http://app.example.com"], True),
-        ("https://app.example.com:8443", ["https://app.example.com"], False),
-        ("https://app.example.com", ["https://app.example.com:8443"], False),
-        ("http://localhost:3000", ["http://localhost:3000"], True),
-        ("http://localhost:3001", ["http://localhost:3000"], False),
-        ("https://a.example.com", WILD, True),
-        ("https://a.b.example.com", WILD, True),
-        ("https://example.com", WILD, False),
-        ("https://evil-example.com", WILD, False),
-        ("https://a.example.com.evil.net", WILD, False),
-        ("https://aexample.com", WILD, False),
-        ("http://a.example.com", WILD, False),
-        ("https://a.example.com:444", WILD, False),
-        ("https://*.example.com", WILD, False),
-        ("https://app.example.com", ["*"], True),
-        ("null", ["*"], True),
-        ("null", ["https://app.example.com"], False),
-        ("https://app.example.com/", ["https://app.example.com"], False),
-        ("", ["https://app.example.com"], False),
-        ("https://b.example.org", ["https://a.example.org", "https://b.example.org"], True),
-        ("http://localhost:3000", [], True),
-        ("http://LOCALHOST", [], True),
-        ("https://127.0.0.1:8443", [], True),
-        ("http://127.9.9.9", [], True),
-        ("http://[::1]:5173", [], True),
-        ("http://localhost.evil.net", [], False),
-        ("http://10.0.0.1", [], False),
-        ("https://app.example.com", [], False),
-        ("null", [], False),
-        ("http://localhost:3000", ["https://app.example.com"], False),
-    ],
-)
-def test_origin_allowed(origin: str, patterns: list[str], allowed: bool) -> None:
-    """Origins match exactly or by a leading '*' label; with no patterns only loopback."""
-    assert origin_allowed(origin, patterns) is allowed
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
         ("one", ("one",)),
         ("  first  \n\nsecond\n", ("first", "second")),
         ("# comment\nkey#with-hash\n   # indented comment\n\tlast\t", ("key#with-hash", "last")),
@@ -588,3 +430,86 @@ def test_help_wording_example() -> None:
     """The help of max-connections reads as documented."""
     option = next(o for o in OPTIONS if o.name == "max-connections")
     assert option.help_text() == "max sockets at once (default: 64; env ACP_RELAY_MAX_CONNECTIONS)"
+
+
+def test_settings_has_one_field_per_option() -> None:
+    """Settings is built from the option table: one field per option, listen as host and port."""
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    from_options = {o.field for o in OPTIONS if o.name != "listen"}
+    assert fields == from_options | {"host", "port", "secret_env", "config_file"}
+
+
+def test_relative_paths_are_taken_against_cwd() -> None:
+    """Every path option, and only those, is made absolute against the working directory."""
+    env = {"ACP_RELAY_" + o.dest.upper(): "rel" for o in OPTIONS if o.is_path}
+    settings = settle(env=env)
+    assert {o.field for o in OPTIONS if o.is_path} == {
+        "workspace",
+        "secret_file",
+        "mcp_servers",
+        "trace_dir",
+    }
+    for o in OPTIONS:
+        if o.is_path:
+            assert getattr(settings, o.field) == "/srv/here/rel"
+
+
+def test_resolve_option_alone() -> None:
+    """One option resolves by itself: flag, else env, else default, errors naming the source."""
+    secret_file = option_named("secret-file")
+    env = {"ACP_RELAY_SECRET_FILE": "env.txt"}
+    assert resolve_option(secret_file, {"secret_file": "flag.txt"}, env) == "flag.txt"
+    assert resolve_option(secret_file, {}, env) == "env.txt"
+    assert resolve_option(secret_file, {}, {}) is None
+    with pytest.raises(ConfigError, match=r"^flag --secret-file: must not be empty"):
+        resolve_option(secret_file, {"secret_file": " "}, {})
+
+
+FLAG_ONLY = (
+    Option("wait", "seconds to wait", 2.5, "SECONDS", convert.positive_seconds, layered=False),
+    Option("tag", "a tag", (), "TAG", convert.non_empty, repeatable=True, layered=False),
+    Option("name", "a name", None, "NAME", convert.text, layered=False),
+)
+
+
+def flag_only_parser() -> argparse.ArgumentParser:
+    result = argparse.ArgumentParser(prog="acp-relay test", exit_on_error=False)
+    add_options(result, FLAG_ONLY)
+    return result
+
+
+def test_flag_only_options_are_converted_by_argparse() -> None:
+    """A flag-only option gets its converted default and its flags' converted values."""
+    assert vars(flag_only_parser().parse_args([])) == {"wait": 2.5, "tag": [], "name": None}
+    args = flag_only_parser().parse_args(["--wait", "1", "--tag", "a", "--tag", "b"])
+    assert (args.wait, args.tag) == (1.0, ["a", "b"])
+
+
+def test_flag_only_option_errors_are_argparse_errors() -> None:
+    """A bad flag-only value is an argparse error naming the argument and the problem."""
+    with pytest.raises(argparse.ArgumentError) as info:
+        flag_only_parser().parse_args(["--wait", "0"])
+    assert str(info.value).startswith("argument --wait: expected seconds greater than 0")
+
+
+def test_flag_only_help_has_no_env() -> None:
+    """A flag-only option's help shows its default (when it has one) but no variable."""
+    wait, tag, name = FLAG_ONLY
+    assert wait.help_text() == "seconds to wait (default: 2.5)"
+    assert tag.help_text() == "a tag (repeatable; default: none)"
+    assert name.help_text() == "a name"
+
+
+def documented_table(name: str) -> str:
+    """The options table of docs/configuration.md between its markers for ``name``."""
+    text = DOCS.read_text()
+    found = re.search(
+        rf"<!-- options table: {name};[^\n]*-->\n(.*?)<!-- end of options table -->", text, re.S
+    )
+    assert found, f"no options table for {name} in {DOCS}"
+    return found[1]
+
+
+def test_docs_serve_table_is_the_option_table() -> None:
+    """docs/configuration.md holds exactly the table generated from OPTIONS."""
+    assert documented_table("serve") == options_table(OPTIONS)

@@ -282,7 +282,7 @@ def docker_context(root: Path) -> set[str]:
 def test_dockerignore_sends_only_what_the_wheel_is_built_from() -> None:
     """The build context is pyproject.toml, README.md and relay/ sources: no venv, git, tests."""
     context = docker_context(ROOT)
-    assert {"pyproject.toml", "README.md", "relay/__init__.py", "relay/cli.py"} <= context
+    assert {"pyproject.toml", "README.md", "relay/__init__.py", "relay/cli/__init__.py"} <= context
     assert {path.split("/")[0] for path in context} == {"pyproject.toml", "README.md", "relay"}
     assert not [p for p in context if "__pycache__" in p or p.endswith(".pyc")]
     for probe in (".venv/bin/python", ".git/config", "tests/conftest.py", "secret", ".env"):
@@ -319,7 +319,7 @@ def test_wheel_builds_from_the_docker_context(context_wheel: Path) -> None:
         names = wheel.namelist()
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = wheel.read(entry_points).decode()
-    assert "relay/cli.py" in names
+    assert "relay/cli/__init__.py" in names
     assert "relay/demo_agent.py" in names
     assert "acp-relay = relay.cli:main" in scripts
 
@@ -792,7 +792,14 @@ def test_build_rootfs_lays_out_the_relay_and_its_init(rootfs: Path) -> None:
     assert launcher.read_text().startswith("#!/opt/acp-relay/bin/python\n")
     assert os.access(launcher, os.X_OK)
     site = venv / "lib" / f"python{version}" / "site-packages"
-    for package in ("relay/cli.py", "websockets", "uvloop", "structlog", "itsdangerous", "acp"):
+    for package in (
+        "relay/cli/__init__.py",
+        "websockets",
+        "uvloop",
+        "structlog",
+        "itsdangerous",
+        "acp",
+    ):
         assert (site / package).exists(), package
     assert not (site / "bin").exists()
     env = env_file((rootfs / "etc" / "acp-relay" / "acp-relay.env").read_text())

@@ -1,0 +1,233 @@
+"""``acp-relay serve``: resolve the settings, then run the relay under uvloop until a signal.
+
+Reads the environment, the config file, the secret file and the MCP servers file, hands
+them to the pure :mod:`relay.config`, and builds the server's
+:class:`relay.server.RelayConfig` from the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets as random_secrets
+import shlex
+import signal
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import uvloop
+
+from relay import logs
+from relay.admission import Policy
+from relay.cli.files import load_secrets, read_named
+from relay.config import (
+    Settings,
+    add_serve_arguments,
+    agent_environment,
+    config_file_path,
+    resolve,
+)
+from relay.errors import UsageError
+from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
+from relay.origins import bracketed
+from relay.paths import CwdPolicy, describe_rules
+from relay.redact import register_secret
+from relay.rewrite import RewritePolicy
+from relay.server import Relay, RelayConfig, fresh_ticket
+from relay.tracefile import prepare_directory
+from relay.urls import with_ticket
+
+DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
+DEV_TICKET_TTL = 8 * 3600
+SHUTDOWN_MARGIN = 2.0
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` subcommand: ``--config`` and every option of :mod:`relay.config`."""
+    parser = commands.add_parser(
+        "serve",
+        help="accept WebSockets and run one agent per socket",
+        description="Accept WebSocket connections with a signed ticket and run one agent "
+        "process per socket. Every flag is also an ACP_RELAY_<NAME> environment variable "
+        "and a key of the --config TOML file; flags win over env, env over the file.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve the configuration, then run the relay until SIGTERM or SIGINT."""
+    settings = read_settings(vars(args), os.environ)
+    logs.configure(settings.log_level, settings.log_format)
+    if settings.dev:
+        secrets = _dev_secrets(settings)
+    else:
+        secrets = load_secrets(settings.secret_file, settings.secret_env)
+    for secret in secrets:
+        register_secret(secret)
+    config = relay_config(settings, secrets, os.environ)
+    uvloop.run(run_relay(config, settings, secrets))
+    return 0
+
+
+def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settings:
+    """Flags, environment and config file, merged by :func:`relay.config.resolve`."""
+    flags = {k: v for k, v in flags.items() if k not in ("func", "command")}
+    path = config_file_path(flags, env)
+    text = read_named(path, "--config") if path else None
+    return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
+
+
+def _dev_secrets(settings: Settings) -> tuple[str, ...]:
+    if settings.secret_file or settings.secret_env:
+        return load_secrets(settings.secret_file, settings.secret_env)
+    return (random_secrets.token_urlsafe(32),)
+
+
+def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, str]) -> RelayConfig:
+    """The server's configuration; the agent defaults to the demo agent under --dev."""
+    argv = settings.agent_argv
+    if argv is None:
+        if not settings.dev:
+            raise UsageError(
+                "no agent: give --agent 'COMMAND ARGS' (or ACP_RELAY_AGENT); "
+                "try `acp-relay serve --dev` for the built-in demo agent"
+            )
+        argv = DEMO_AGENT
+    ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
+    policy = Policy(
+        secrets=tuple(secrets),
+        ticket_ttl=ttl,
+        audience=settings.audience,
+        allow_origins=settings.allow_origins,
+        max_connections=settings.max_connections,
+    )
+    return RelayConfig(
+        host=settings.host,
+        port=settings.port,
+        path=settings.path,
+        agent_argv=tuple(argv),
+        workspace=settings.workspace,
+        agent_env=agent_environment(env, settings.agent_env),
+        policy=policy,
+        max_message_bytes=settings.max_message_bytes,
+        ping_interval=settings.ping_interval,
+        ping_timeout=settings.ping_timeout,
+        kill_grace=settings.kill_grace,
+        open_timeout=settings.open_timeout,
+        rewrite=rewrite_policy(settings, env),
+        console=settings.dev,
+        trace_dir=_trace_dir(settings.trace_dir),
+        trace_max_bytes=settings.trace_max_bytes,
+    )
+
+
+def _trace_dir(path: str | None) -> str | None:
+    """``--trace-dir``, created (mode 0700) if missing; a UsageError if it cannot be used."""
+    if path is None:
+        return None
+    try:
+        return prepare_directory(path)
+    except OSError as exc:
+        raise UsageError(f"cannot use --trace-dir {path}: {exc.strerror or exc}") from exc
+
+
+def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
+    """Path mapping and MCP servers for the session-opening rewrite."""
+    cwd = CwdPolicy(
+        rules=settings.cwd_map,
+        fallback=settings.cwd_fallback,
+        workspace=settings.workspace,
+        must_exist=settings.cwd_must_exist,
+    )
+    servers: tuple[McpServer, ...] = ()
+    if settings.mcp_servers:
+        servers = load_mcp_file(settings.mcp_servers, env)
+    mcp = McpPolicy(servers, settings.mcp_merge, settings.drop_client_stdio_mcp)
+    return RewritePolicy(cwd, mcp)
+
+
+def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
+    """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env``."""
+    text = read_named(path, "--mcp-servers")
+    try:
+        return load_servers(text, env, source=f"--mcp-servers {path}")
+    except McpConfigError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[str]) -> None:
+    """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
+    relay = Relay(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await relay.start()
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        where = f"{bracketed(config.host)}:{config.port}"
+        raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
+    log = logs.get_logger("relay")
+    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
+    log.info("listening", url=url, agent=shlex.join(config.agent_argv), pid=os.getpid())
+    if config.rewrite is not None:
+        log.info(
+            "session rewrite",
+            cwd_map=describe_rules(config.rewrite.cwd),
+            mcp_servers=[server["name"] for server in config.rewrite.mcp.servers],
+            mcp_merge=config.rewrite.mcp.merge,
+            drop_client_stdio_mcp=config.rewrite.mcp.drop_client_stdio,
+        )
+    with tempfile.TemporaryDirectory(prefix="acp-relay-dev-") as scratch:
+        if settings.dev:
+            print_dev_banner(url, secrets[0], settings.audience, Path(scratch))
+        await stop.wait()
+    log.info("shutting down", connections=len(relay.connections))
+    try:
+        await asyncio.wait_for(relay.shutdown(), config.kill_grace + SHUTDOWN_MARGIN)
+    except TimeoutError:
+        log.error("shutdown took too long; killing what is left")
+        relay.kill_agents()
+    log.info("stopped")
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return bracketed(host)
+
+
+def self_command() -> str:
+    """How to run this acp-relay again: the script's full path, or ``python -m relay``.
+
+    The banner's commands then work without the virtualenv on PATH.
+    """
+    script = Path(sys.argv[0])
+    if script.name == "acp-relay":
+        return shlex.quote(str(script.resolve()))
+    return shlex.join([sys.executable, "-m", "relay"])
+
+
+def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path) -> None:
+    """Print ready-to-use URLs on stdout (never in the logs): each ticket works once."""
+    secret_file = scratch / "secret"
+    secret_file.write_text(secret + "\n")
+    secret_file.chmod(0o600)
+    browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
+    editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
+    me = self_command()
+    more = f"{me} ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
+    console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/
+    print(
+        "\nacp-relay is running in --dev mode (throwaway secret, demo agent by default).\n"
+        f"  Dev console (a fresh ticket per page load):\n    {console}\n"
+        f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
+        f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} {me} connect {url}\n"
+        f"  More tickets:\n    {more}\n",
+        flush=True,
+    )
