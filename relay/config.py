@@ -188,6 +188,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("trace-max-bytes", "largest trace file, in bytes or with KiB/MiB/GiB; a full "
            "trace ends with a 'truncated' record", defaults.TRACE_MAX_BYTES, "SIZE",
            convert.size_at_least(MIN_MAX_BYTES, "1KiB"), default_text="16MiB"),
+    Option("resume-grace", "seconds a connection whose client opted in to resuming "
+           "(acp-relay.resume.v1) waits for a resume after losing its socket; 0 turns "
+           "resuming off", defaults.RESUME_GRACE, "SECONDS", convert.seconds),
+    Option("resume-buffer", "agent output a resumable connection keeps until the client "
+           "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
+           defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
@@ -237,6 +243,8 @@ class Settings:
     drop_client_stdio_mcp: bool = False
     trace_dir: str | None = None
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
+    resume_grace: float = defaults.RESUME_GRACE
+    resume_buffer: int = defaults.RESUME_BUFFER
 
 
 # --- argparse

@@ -33,5 +33,5 @@ class RelayConfig:
     console: bool = False  # serve the dev console at / (only under --dev)
     trace_dir: str | None = None  # one NDJSON trace file per connection
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
-    resume_grace: float = 60.0  # seconds a resumable connection waits for a resume; 0: off
-    resume_buffer: int = 16 * 1024 * 1024  # agent output kept until the client acknowledges it
+    resume_grace: float = defaults.RESUME_GRACE  # seconds a detached connection waits; 0: off
+    resume_buffer: int = defaults.RESUME_BUFFER  # agent output kept until acknowledged

@@ -404,8 +404,8 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
             )
             how = net.reset if rng.random() < 0.8 else net.blackhole
             async with asyncio.timeout(30):
-                after = min(len(got) + rng.randint(50, 1500), total - 1)
-                await read_until_cut(client, got, after, how)
+                stop_at = min(len(got) + rng.randint(50, 1500), total - 1)
+                await read_until_cut(client, got, stop_at, how)
                 await until(lambda: live.relay.busy_report()["detached"] == 1)
             net.restore()
         last = await ResumeClient.open(resumable(live), state)

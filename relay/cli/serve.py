@@ -122,6 +122,8 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         console=settings.dev,
         trace_dir=_trace_dir(settings.trace_dir),
         trace_max_bytes=settings.trace_max_bytes,
+        resume_grace=settings.resume_grace,
+        resume_buffer=settings.resume_buffer,
     )
 
 

@@ -1,0 +1,46 @@
+"""Rewrite the generated option tables of docs/configuration.md from the option tables in code.
+
+Run after adding or changing an option: ``.venv/bin/python -m tests.support.config_docs``.
+tests/test_config.py and tests/test_cli.py fail while the page and the code disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from relay.cli import connect as connect_command
+from relay.cli import ticket as ticket_command
+from relay.config import OPTIONS, Option, options_table
+
+DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"
+TABLES: dict[str, tuple[Option, ...]] = {
+    "serve": OPTIONS,
+    "connect": tuple(connect_command.OPTIONS),
+    "ticket": tuple(ticket_command.OPTIONS),
+}
+
+
+def marked(name: str) -> re.Pattern[str]:
+    """The table of ``name`` between its markers (group 2), the opening marker in group 1."""
+    return re.compile(
+        rf"(<!-- options table: {name};[^\n]*-->\n)(.*?)(<!-- end of options table -->)", re.S
+    )
+
+
+def with_table(text: str, name: str, table: str) -> str:
+    """``text`` with the table of ``name`` replaced by ``table``."""
+    found = marked(name).search(text)
+    assert found, f"no options table for {name} in {DOCS}"
+    return text[: found.start(2)] + table + text[found.end(2) :]
+
+
+def main() -> None:
+    text = DOCS.read_text()
+    for name, options in TABLES.items():
+        text = with_table(text, name, options_table(options))
+    DOCS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
