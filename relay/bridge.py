@@ -268,6 +268,7 @@ class Bridge:
         self.answered = 0  # editor requests answered here with the failure
         self.log = logs.get_logger("relay.connect", url=config.url)
         self.observer = _RelayObserver(self)
+        self._sender: TextFrames | None = None
         self._untracked = False
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -371,7 +372,14 @@ class Bridge:
         for line in frames:
             self._note_request(line)
         with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
-            await TextFrames(self.ws).send_frames(frames)
+            await self._frames(self.ws).send_frames(frames)
+
+    def _frames(self, ws: ClientConnection) -> TextFrames:
+        """The sender of ``ws`` (one per socket, so its stall check spans its sends)."""
+        if self._sender is None or self._sender.ws is not ws:
+            stall = self.config.ping_interval + self.config.ping_timeout
+            self._sender = TextFrames(ws, stall_timeout=stall)
+        return self._sender
 
     def _note_request(self, line: bytes) -> None:
         if not self.in_flight.request_sent(line) and not self._untracked:

@@ -120,6 +120,8 @@ class Connection:
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
         self.exit: Exit | None = None  # the agent's, once it is gone
         self.resumable = False  # a lost socket ends the connection (see relay.resumable)
+        # A send on which nothing drains this long means the peer is gone (see TextFrames).
+        self.stall_timeout = config.ping_interval + config.ping_timeout
 
     async def run(self, attachment: Attachment) -> None:
         """Start the agent, pump until something ends the connection, end it; log."""
@@ -170,7 +172,7 @@ class Connection:
         try:
             await lines_to_frames(
                 self.agent_stdout.watch(agent.stdout),
-                TextFrames(attachment.ws),
+                TextFrames(attachment.ws, stall_timeout=self.stall_timeout),
                 max_bytes=self.config.max_message_bytes,
                 observer=self.observer,
                 inspect=inspect,

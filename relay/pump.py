@@ -35,6 +35,7 @@ COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
 PEER_CHECK_SECONDS = 0.5  # while a full pipe stalls the socket's reading, look at the peer
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
+STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[str | bytes], Outcome]
@@ -79,17 +80,57 @@ class TextFrames:
     protocol's state stays the one source of truth (a closing connection raises
     ConnectionClosed as ``send()`` does). The only websockets API used past
     ``send()``; pinned to the 17.x series in pyproject.toml.
+
+    A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
+    full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
+    behind the same buffer. With ``stall_timeout``, a send during which nothing at all
+    drains for that long aborts the socket, as a missed pong would. A timer checks the
+    buffer only while a send waits, so the cost per send is two attribute writes.
     """
 
-    def __init__(self, ws: Connection) -> None:
+    def __init__(self, ws: Connection, stall_timeout: float | None = None) -> None:
         self.ws = ws
+        self.stall_timeout = stall_timeout
+        self._sending = False
+        self._sends = 0  # sends completed so far: progress the stall check looks for
+        self._timer: asyncio.TimerHandle | None = None
+        self._seen = (-1, -1)  # (sends, bytes buffered) at the last check
+        self._stalled_since = 0.0
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
         ws = self.ws
-        async with ws.send_context():
-            for frame in frames:
-                ws.protocol.send_text(frame)
+        if self.stall_timeout is not None and self._timer is None:
+            self._arm()
+        self._sending = True
+        try:
+            async with ws.send_context():
+                for frame in frames:
+                    ws.protocol.send_text(frame)
+        finally:
+            self._sending = False
+            self._sends += 1
+
+    def _arm(self) -> None:
+        assert self.stall_timeout is not None
+        period = min(STALL_CHECK_SECONDS, self.stall_timeout / 4)
+        self._timer = asyncio.get_running_loop().call_later(period, self._check)
+
+    def _check(self) -> None:
+        """While a send waits: abort the socket once nothing has drained for stall_timeout."""
+        self._timer = None
+        if not self._sending:
+            return  # the next send arms the check again
+        now = asyncio.get_running_loop().time()
+        seen = (self._sends, self.ws.transport.get_write_buffer_size())
+        if seen[0] != self._seen[0] or seen[1] < self._seen[1]:
+            self._stalled_since = now  # something went out since the last check
+        self._seen = seen
+        assert self.stall_timeout is not None
+        if now - self._stalled_since >= self.stall_timeout:
+            self.ws.transport.abort()
+            return
+        self._arm()
 
 
 class Ended(enum.Enum):

@@ -273,7 +273,7 @@ class ResumableConnection(Connection):
         if isinstance(first, Resume):
             self.observer.resumed(
                 gap=None if self.detached_at is None else time.monotonic() - self.detached_at,
-                replayed=self.outbox.next_seq - start,
+                replayed=max(self.sent - first.ack, 0),  # sent before, not acknowledged
                 resent=max(first.sent - self.delivered, 0),
                 fenced=old is not None,
             )
@@ -389,7 +389,7 @@ class ResumableConnection(Connection):
     async def _send_records(self, attachment: Attachment, start: int) -> None:
         """Records from ``start`` on to the socket, as they come; acks when nothing comes."""
         ws, cursor = attachment.ws, start
-        frames = TextFrames(ws)
+        frames = TextFrames(ws, stall_timeout=self.stall_timeout)
         while True:
             self._wake.clear()
             lines = self.outbox.since(cursor, MAX_BATCH_FRAMES)

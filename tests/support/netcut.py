@@ -26,8 +26,9 @@ class _Pair:
 class NetCut:
     """A cuttable TCP proxy to ``target_port`` on 127.0.0.1."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, *, receive_buffer: int | None = None) -> None:
         self.target_port = target_port
+        self.receive_buffer = receive_buffer  # SO_RCVBUF of the proxy's sockets, if set
         self.port = 0
         self.dropping = False
         self._pairs: list[_Pair] = []
@@ -36,7 +37,9 @@ class NetCut:
         self._flowing.set()
 
     async def __aenter__(self) -> NetCut:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        listener = self._socket()
+        listener.bind(("127.0.0.1", 0))
+        self._server = await asyncio.start_server(self._accept, sock=listener)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -46,13 +49,24 @@ class NetCut:
             self._server.close()
             await self._server.wait_closed()
 
+    def _socket(self) -> socket.socket:
+        """A TCP socket with the small receive buffer asked for (accepted ones inherit it)."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if self.receive_buffer is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+        return sock
+
     def url(self, path: str = "/acp") -> str:
         return f"ws://127.0.0.1:{self.port}{path}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream = self._socket()
+        upstream.setblocking(False)
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            await asyncio.get_running_loop().sock_connect(upstream, ("127.0.0.1", self.target_port))
+            up_reader, up_writer = await asyncio.open_connection(sock=upstream)
         except OSError:
+            upstream.close()
             writer.close()
             return
         pair = _Pair(writer, up_writer)
@@ -64,8 +78,12 @@ class NetCut:
 
     async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with suppress(OSError, asyncio.CancelledError):
-            while data := await reader.read(65536):
-                await self._flowing.wait()
+            while True:
+                await self._flowing.wait()  # a blackhole reads nothing: the sender fills up
+                data = await reader.read(65536)
+                if not data:
+                    break
+                await self._flowing.wait()  # what was read as the cut came is held
                 writer.write(data)
                 await writer.drain()
             writer.write_eof()
