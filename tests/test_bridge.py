@@ -302,7 +302,7 @@ async def test_sdk_drives_demo_agent_through_connect(tmp_path: Path) -> None:
                     )
                     await client.wait_for(lambda: len(client.texts(sid)) >= 4)
         assert proc.returncode == 0
-        assert await until(lambda: not live.relay.sessions)
+        assert await until(lambda: not live.relay.connections)
     assert init.agent_info is not None
     assert init.agent_info.name == "acp-relay-demo"
     assert reply.stop_reason == "end_turn"
