@@ -40,7 +40,7 @@ from relay.ending import (
 )
 from relay.logs import get_logger
 from relay.observer import ConnectionObserver, Peer
-from relay.outcome import judge_frame
+from relay.outcome import judge_client_frame
 from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
 from relay.relayconfig import RelayConfig
 from relay.rewrite import SessionRewriter
@@ -114,7 +114,7 @@ class Connection:
         self.observer = ConnectionObserver(conn_id, log, trace)
         self.rewriter = SessionRewriter(config.rewrite, exists=os.path.isdir)
         rewrite = self.rewriter.client_line if config.rewrite is not None else None
-        self.judge = partial(judge_frame, rewrite=rewrite)
+        self.judge = partial(judge_client_frame, rewrite=rewrite)
         self.stdout_done = asyncio.Event()  # stdout read to its end, or the socket gone
         self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was sent
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout

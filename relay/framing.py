@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from relay import strictjson
+
 NEWLINE = b"\n"
+MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
 _JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
 _SPACE_BYTES = frozenset(_JSON_SPACE)
 
@@ -141,23 +144,26 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
     """Turn one client text frame into one stdio line (without the ``\\n``).
 
     A frame is normally passed through as it is. A frame holding a newline would
-    become two lines: if it is valid JSON it is re-serialized compactly (JSON
-    whitespace carries no meaning), otherwise it is refused with a -32700 error (also
-    when it is nested too deeply for the relay to parse). A blank frame (empty or JSON
-    whitespace only) carries no message: None.
+    become two lines: if it is JSON the relay can read (:mod:`relay.strictjson`: whole,
+    unambiguous, at most ``MAX_COMPACT_BYTES``) it is re-serialized compactly (JSON
+    whitespace carries no meaning; numbers keep their spelling), otherwise it is refused
+    with a -32700 error. A blank frame (empty or JSON whitespace only) carries no
+    message: None.
     """
     if is_blank(frame):
         return None
     if NEWLINE not in frame and b"\r" not in frame:
         return frame
     try:
-        message = json.loads(frame)
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-    except ValueError as exc:
-        return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
-    except RecursionError:
+        return strictjson.dumps(strictjson.loads(frame, max_bytes=MAX_COMPACT_BYTES))
+    except strictjson.TooDeep:
         detail = "nested too deeply for the relay to remove its newlines"
         return FrameRefused(parse_error(detail), f"frame with a newline is {detail}")
+    except strictjson.TooLarge:
+        detail = f"a frame holding raw newlines is over {MAX_COMPACT_BYTES} bytes"
+        return FrameRefused(parse_error(detail), detail)
+    except strictjson.JsonRefused as exc:
+        return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
 
 
 def parse_error(detail: str) -> bytes:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from relay.framing import FrameRefused, frame_to_line
+from relay.framing import FrameRefused, error_reply, frame_to_line
 from relay.rewrite import RewriteReport, Rewritten
 
 SkipReason = Literal["blank", "binary", "duplicate"]
@@ -63,6 +63,37 @@ Outcome = Forward | Refuse | Skip
 
 Rewrite = Callable[[bytes], bytes | FrameRefused | Rewritten]
 """The session-opening rewrite of one line (:meth:`relay.rewrite.SessionRewriter.client_line`)."""
+
+
+BATCH_REASON = "a JSON array (a JSON-RPC batch) is not an ACP v1 message"
+BATCH_REPLY = error_reply(
+    -32600,
+    "Invalid request: batches are not supported",
+    BATCH_REASON,
+    "send each message as a JSON object in a frame of its own",
+)
+
+
+def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of a frame from a client of ``serve``: :func:`judge_frame`, batches refused.
+
+    A batch is not ACP v1: passed on, it crashes some agents and would carry a
+    session-opening request past the rewrite. It gets one -32600 and nothing is forwarded.
+    """
+    if isinstance(frame, bytes):
+        return Skip("binary", len(frame))
+    return judge_client_text(frame.encode(), rewrite)
+
+
+def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
+    if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
+        return Refuse(BATCH_REPLY, BATCH_REASON, data)
+    return judge_text(data, rewrite)
+
+
+def _is_batch(data: bytes) -> bool:
+    return data.lstrip(b" \t\r\n")[:1] == b"["
 
 
 def judge_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:

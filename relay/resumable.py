@@ -31,7 +31,7 @@ from relay.agent import AgentProcess, AgentStartError, drain_stderr
 from relay.connection import Attachment, Connection, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.observer import Peer
-from relay.outcome import Forward, Refuse, Skip, judge_text
+from relay.outcome import Forward, Refuse, Skip, judge_client_text
 from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
 from relay.relayconfig import RelayConfig
 from relay.resume import (
@@ -346,7 +346,7 @@ class ResumableConnection(Connection):
                 return f"closed by the relay: {exc}"
             if message is None:
                 continue
-            outcome = judge_text(message, self._rewrite)
+            outcome = judge_client_text(message, self._rewrite)
             if isinstance(outcome, Forward) and stdin_open and not await writer.write(outcome.line):
                 if writer.peer_lost:
                     self.observer.peer_lost()

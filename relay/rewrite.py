@@ -13,12 +13,12 @@ takes.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay import strictjson
 from relay.framing import FrameRefused, error_reply
 from relay.mcp import Capabilities, McpPolicy, MergeReport, merge
 from relay.paths import CwdPolicy, PathRefused, describe_rules, translate
@@ -107,10 +107,10 @@ class SessionRewriter:
         if _CAPS_MARKER not in line:
             return True
         try:
-            message = _parse(line)
-        except RecursionError:  # nested too deeply to be the reply looked for
+            message = strictjson.loads(line)
+        except strictjson.JsonRefused:  # unreadable, or too large or deep to be the reply
             return True
-        result = message.get("result") if message else None
+        result = message.get("result") if isinstance(message, dict) else None
         if not isinstance(result, dict) or "agentCapabilities" not in result:
             return True
         self.capabilities = Capabilities.from_initialize(result)
@@ -121,16 +121,17 @@ class SessionRewriter:
         if self.policy is None or not might_open_session(line):
             return line
         try:
-            message = _parse(line)
-            if message is None or message.get("method") not in SESSION_OPENING_METHODS:
-                return line
-            params = message.get("params")
-            if "id" not in message or not isinstance(params, dict):
-                return line  # a notification, or no params: the agent answers it as it must
-            return self._rewrite(line, message, params, self.policy)
-        except RecursionError:
-            # Passing it on unread would let a session request dodge the rewrite.
-            return too_deep()
+            # Read whole and unambiguously, or refused: passing on a line the relay could
+            # not read would let a session request dodge the rewrite.
+            message = strictjson.loads(line)
+        except strictjson.JsonRefused as exc:
+            return unreadable(exc)
+        if not isinstance(message, dict) or message.get("method") not in SESSION_OPENING_METHODS:
+            return line
+        params = message.get("params")
+        if "id" not in message or not isinstance(params, dict):
+            return line  # a notification, or no params: the agent answers it as it must
+        return self._rewrite(line, message, params, self.policy)
 
     def _rewrite(
         self, line: bytes, message: dict[str, Any], params: dict[str, Any], policy: RewritePolicy
@@ -144,8 +145,7 @@ class SessionRewriter:
         changed = changed or any(a != b for a, b in report.directories)
         if not changed:
             return line
-        compact = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-        return Rewritten(compact.encode(), report)
+        return Rewritten(strictjson.dumps(message), report)
 
     def _paths(
         self, params: dict[str, Any], cwd: CwdPolicy, report: RewriteReport
@@ -225,24 +225,22 @@ def refusal(request_id: Any, problem: PathProblem, cwd: CwdPolicy) -> FrameRefus
     }
     error = {"code": -32602, "message": message, "data": data}
     reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return FrameRefused(json.dumps(reply, ensure_ascii=False).encode(), message)
+    return FrameRefused(strictjson.dumps(reply), message)  # the id exactly as it came
 
 
-def too_deep() -> FrameRefused:
-    """The relay's answer to a line that may open a session but is nested too deeply to read."""
-    reason = "a line that may open a session is nested too deeply for the relay to read"
+def unreadable(problem: strictjson.JsonRefused) -> FrameRefused:
+    """The relay's -32600 to a line that may open a session but that it cannot read in full."""
+    what = (
+        "nested too deeply for the relay to read"
+        if isinstance(problem, strictjson.TooDeep)
+        else f"not readable as one unambiguous JSON object: {problem}"
+    )
+    reason = f"a line that may open a session is {what}"
     reply = error_reply(
         -32600,
         "Invalid request: the relay cannot check this session request",
         reason,
-        "send session/new, session/load, session/resume and session/fork without deep nesting",
+        "send session/new, session/load, session/resume and session/fork as compact JSON "
+        f"under {strictjson.MAX_BYTES} bytes, each key once, with valid Unicode text",
     )
     return FrameRefused(reply, reason)
-
-
-def _parse(line: bytes) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None

@@ -420,11 +420,27 @@ async def test_client_sending_10000_messages_without_reading_loses_nothing(
     )
 
 
+async def test_a_batch_is_answered_once_and_reaches_no_agent(audit: LogAudit) -> None:
+    """A JSON-RPC batch gets one -32600 from the relay; the agent (cat) never sees it."""
+    batch = '[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/etc"}}]'
+    async with (
+        live_relay(CAT, kill_grace=GRACE, rewrite=SERVE_DEFAULT_REWRITE) as live,
+        connect(live.url(ticket(audit))) as ws,
+    ):
+        await ws.send(batch)
+        await ws.send('{"after":1}')
+        async with asyncio.timeout(10):
+            reply, after = json.loads(await ws.recv()), await ws.recv()
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert "batches are not supported" in reply["error"]["message"]
+    assert after == '{"after":1}'  # cat echoes what it got: the batch was not among it
+
+
 async def test_client_deeply_nested_frames_are_refused_and_the_stream_goes_on(
     audit: LogAudit,
 ) -> None:
     """Frames too deep to parse are refused when the relay must parse them; later frames flow."""
-    deep_pretty = "[" * 100_000 + "\n" + "]" * 100_000
+    deep_pretty = '{"deep":' + "[" * 100_000 + "\n" + "]" * 100_000 + "}"
     deep_session = (
         '{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/x","_meta":'
         + ("[" * 100_000 + "]" * 100_000 + "}}")

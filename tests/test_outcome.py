@@ -7,7 +7,7 @@ import json
 import pytest
 
 from relay.framing import FrameRefused
-from relay.outcome import Forward, Outcome, Refuse, Skip, judge_frame
+from relay.outcome import Forward, Outcome, Refuse, Skip, judge_client_frame, judge_frame
 from relay.rewrite import RewriteReport, Rewritten
 
 REPORT = RewriteReport("session/new", cwd_from="/a", cwd_to="/b")
@@ -72,3 +72,23 @@ def test_without_a_rewrite_session_requests_pass() -> None:
     """With no rewrite configured, a session request is forwarded as it came."""
     frame = '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/x"}}'
     assert judge_frame(frame) == Forward(frame.encode(), frame.encode())
+
+
+@pytest.mark.parametrize(
+    "frame",
+    ['[{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/etc"}}]', " \n [ ]", "[]"],
+)
+def test_a_batch_from_a_client_is_refused_whole(frame: str) -> None:
+    """A JSON array is not ACP v1: one -32600 saying batches are unsupported, nothing forwarded."""
+    outcome = judge_client_frame(frame, rewrite)
+    assert isinstance(outcome, Refuse)
+    reply = json.loads(outcome.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert "batch" in reply["error"]["data"]["detail"]
+
+
+def test_arrays_inside_a_message_are_no_batch() -> None:
+    """Only a frame that is an array is a batch; an object holding arrays passes."""
+    frame = '{"jsonrpc":"2.0","id":1,"method":"x","params":[1,[2]]}'
+    assert judge_client_frame(frame) == Forward(frame.encode(), frame.encode())
+    assert isinstance(judge_frame("[1]"), Forward)  # connect passes what the relay sends

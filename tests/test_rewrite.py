@@ -412,3 +412,72 @@ def test_agent_line_nested_too_deeply_is_not_the_initialize_reply() -> None:
     assert not rewriter.agent_line(
         b'{"jsonrpc":"2.0","id":0,"result":{"agentCapabilities":{"mcpCapabilities":{"http":true}}}}'
     )
+
+
+# -- hostile session requests: read whole and unambiguously, or refused -------------------
+
+STRICT = RewritePolicy(
+    CwdPolicy((parse_rule("/Users/alice=/workspace"),), "reject", "/srv/work", False),
+    McpPolicy((), drop_client_stdio=True),
+)
+SH = '{"name":"sh","command":"/bin/sh","args":[],"env":[]}'
+
+
+def raw_request(params: str, method: str = '"session/new"', request_id: str = "1") -> bytes:
+    return f'{{"jsonrpc":"2.0","id":{request_id},"method":{method},"params":{params}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    ("line", "detail"),
+    [
+        (raw_request('{"cwd":"/etc","mcpServers":[]}', method='"session/new","method":"x"'),
+         "'method' appears twice"),
+        (raw_request('{"cwd":"/Users/alice/p","cwd":"/etc","mcpServers":[]}'),
+         "'cwd' appears twice"),
+        (raw_request('{"cwd":"/Users/alice/\\ud800","mcpServers":[]}'), "lone surrogate"),
+        (raw_request('{"cwd":"/etc","mcpServers":[],"x":NaN}'), "NaN is not JSON"),
+        (raw_request('{"cwd":"/etc","mcpServers":[' + SH + "]"), "Expecting"),
+        (raw_request('{"cwd":"/etc","mcpServers":[],"pad":"' + "x" * (1 << 20) + '"}'),
+         "over 1048576 bytes"),
+    ],
+)  # fmt: skip
+def test_session_requests_the_relay_cannot_read_in_full_are_refused(
+    line: bytes, detail: str
+) -> None:
+    """Duplicate keys, lone surrogates, non-JSON, oversized: -32600 with why, never passed on."""
+    result = SessionRewriter(STRICT).client_line(line)
+    assert isinstance(result, FrameRefused)
+    reply = json.loads(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert detail in reply["error"]["data"]["detail"]
+
+
+def test_a_number_of_5000_digits_does_not_let_a_session_request_past() -> None:
+    """Huge numbers are read (as text), so cwd and stdio servers are still judged."""
+    huge = "9" * 5000
+    line = raw_request(f'{{"cwd":"/etc","mcpServers":[{SH}],"n":{huge}}}')
+    result = SessionRewriter(STRICT).client_line(line)
+    assert isinstance(result, FrameRefused)
+    reply = json.loads(result.reply.replace(huge.encode(), b"0"))
+    assert reply["error"]["code"] == -32602  # /etc maps nowhere: --cwd-fallback reject
+    mapped = raw_request(f'{{"cwd":"/Users/alice/p","mcpServers":[{SH}],"n":{huge}}}')
+    rewritten = SessionRewriter(STRICT).client_line(mapped)
+    assert isinstance(rewritten, Rewritten)
+    assert rewritten.line == raw_request(f'{{"cwd":"/workspace/p","mcpServers":[],"n":{huge}}}')
+
+
+@pytest.mark.parametrize("request_id", ["1E2", "-0", "1.50", "1e999", '"\\u0041"'])
+def test_ids_keep_their_exact_spelling(request_id: str) -> None:
+    """A rewrite and the relay's own refusal carry the id spelled as the client spelled it."""
+    rewritten = SessionRewriter(STRICT).client_line(
+        raw_request('{"cwd":"/Users/alice/p","mcpServers":[]}', request_id=request_id)
+    )
+    assert isinstance(rewritten, Rewritten)
+    spelled = request_id.replace('"\\u0041"', '"A"').encode()
+    assert rewritten.line.startswith(b'{"jsonrpc":"2.0","id":' + spelled + b",")
+    refused = SessionRewriter(STRICT).client_line(
+        raw_request('{"cwd":"/etc","mcpServers":[]}', request_id=request_id)
+    )
+    assert isinstance(refused, FrameRefused)
+    assert b'"id":' + spelled + b"," in refused.reply
+    json.loads(refused.reply)  # valid JSON (1e999 is a number, not Infinity)
