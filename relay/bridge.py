@@ -34,16 +34,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from relay import __version__, defaults, logs
 from relay.agent import signal_name
 from relay.errors import UsageError
-from relay.failure import (
-    Cause,
-    Close,
-    Failure,
-    InFlight,
-    cannot_connect,
-    connection_closed,
-    http_refusal,
-    request_id,
-)
+from relay.failure import Cause, Close, Failure, cannot_connect, connection_closed, http_refusal
+from relay.inflight import InFlight, request_id
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
 from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
