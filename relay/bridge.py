@@ -19,11 +19,9 @@ import re
 import signal
 import socket
 import ssl
-import stat
-import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Coroutine, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -33,18 +31,17 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from relay import __version__, defaults, logs
 from relay.agent import signal_name
-from relay.errors import UsageError
+from relay.editor import editor_stdio
 from relay.failure import Cause, Close, Failure, cannot_connect, connection_closed, http_refusal
 from relay.inflight import InFlight, request_id
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
-from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
 from relay.redact import register_secret
 from relay.urls import with_ticket
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
 TICKET_COMMAND_TIMEOUT = 30.0
-STDOUT_FLUSH_TIMEOUT = 5.0
 USER_AGENT = f"acp-relay-connect/{__version__}"
 
 TicketIn = Literal["header", "query"]
@@ -439,107 +436,6 @@ async def _unless_stopped(
         return False
     task.result()  # its exception, if any
     return True
-
-
-# -- the editor's stdio -----------------------------------------------------------------
-
-
-@asynccontextmanager
-async def editor_stdio() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    """Stdin and stdout as asyncio pipes (with backpressure); flushed and restored after."""
-    loop = asyncio.get_running_loop()
-    copiers: list[threading.Thread] = []
-    blocking = {fd: _blocking(fd) for fd in (0, 1)}
-    reader = asyncio.StreamReader(limit=READ_CHUNK)
-    read_end, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), _stdin_file(copiers)
-    )
-    write_end, protocol = await loop.connect_write_pipe(_StdoutProtocol, _stdout_file(copiers))
-    writer = asyncio.StreamWriter(write_end, protocol, None, loop)
-    try:
-        yield reader, writer
-    finally:
-        read_end.close()
-        writer.close()  # after what is buffered is written
-        with suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(protocol.closed), STDOUT_FLUSH_TIMEOUT)
-        write_end.abort()
-        for thread in copiers:
-            await asyncio.to_thread(thread.join, STDOUT_FLUSH_TIMEOUT)
-        for fd, was in blocking.items():
-            with suppress(OSError):
-                os.set_blocking(fd, was)
-
-
-class _StdoutProtocol(asyncio.streams.FlowControlMixin):
-    """Flow control for stdout (``drain``), and ``closed`` once the pipe is closed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-
-def _blocking(fd: int) -> bool:
-    try:
-        return os.get_blocking(fd)
-    except OSError:
-        raise UsageError(f"{'stdin' if fd == 0 else 'stdout'} is not open") from None
-
-
-def _stdin_file(copiers: list[threading.Thread]) -> Any:
-    """Stdin as a file asyncio can read as a pipe (see :func:`_is_pipe`)."""
-    if _is_pipe(0):
-        return os.fdopen(os.dup(0), "rb", buffering=0)
-    read_fd, write_fd = os.pipe()
-    _start_copier(0, write_fd, close=write_fd, copiers=copiers, join=False)
-    return os.fdopen(read_fd, "rb", buffering=0)
-
-
-def _stdout_file(copiers: list[threading.Thread]) -> Any:
-    """Stdout as a file asyncio can write as a pipe (see :func:`_is_pipe`)."""
-    if _is_pipe(1):
-        return os.fdopen(os.dup(1), "wb", buffering=0)
-    read_fd, write_fd = os.pipe()
-    _start_copier(read_fd, 1, close=read_fd, copiers=copiers, join=True)
-    return os.fdopen(write_fd, "wb", buffering=0)
-
-
-def _is_pipe(fd: int) -> bool:
-    """Pipes and sockets are used directly, through a copy of the descriptor.
-
-    Anything else (a terminal, a file, /dev/null) goes through an OS pipe and a copying
-    thread: the event loop must not make a terminal it shares with stderr non-blocking,
-    and uvloop cannot take files or /dev/null at all.
-    """
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
-def _start_copier(
-    source: int, target: int, *, close: int, copiers: list[threading.Thread], join: bool
-) -> None:
-    thread = threading.Thread(target=_copy, args=(source, target, close), daemon=True)
-    thread.start()
-    if join:
-        copiers.append(thread)
-
-
-def _copy(source: int, target: int, close: int) -> None:
-    """Copy bytes from ``source`` to ``target`` until EOF or an error, then close ``close``."""
-    try:
-        while chunk := os.read(source, READ_CHUNK):
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(target, view) :]
-    except OSError:
-        pass
-    finally:
-        os.close(close)
 
 
 async def run_bridge(config: BridgeConfig) -> int:
