@@ -2,8 +2,9 @@
 
 Pure: the request's parts, the policy, the open-connection count, the replay memory and
 the clock come in; an :class:`Admitted` or a :class:`Refusal` (HTTP status, plain-text
-reason, headers) comes out. Order of checks: origin (403), ticket (401), capacity (503);
-a ticket is only spent once the socket will really be accepted.
+reason, headers) comes out. It runs on requests :mod:`relay.handshake` found to be real
+upgrades. Order of checks: origin (403), ticket (401, with ``WWW-Authenticate``),
+capacity (503); a ticket is only spent once the socket will really be accepted.
 """
 
 from __future__ import annotations
@@ -45,11 +46,15 @@ class Refusal:
     headers: tuple[tuple[str, str], ...] = field(default=())
 
 
-def ticket_from_request(path: str, authorization: str | None) -> str | None:
-    """The ticket from ``?ticket=`` or, failing that, from ``Authorization: Bearer``."""
+def ticket_from_request(
+    path: str, authorization: str | None, subprotocol: str | None = None
+) -> str | None:
+    """The ticket from ``?ticket=``, else the ``acp-ticket.`` subprotocol, else ``Bearer``."""
     values = parse_qs(urlsplit(path).query).get("ticket")
     if values and values[0]:
         return values[0]
+    if subprotocol:
+        return subprotocol
     if authorization:
         scheme, _, token = authorization.strip().partition(" ")
         if scheme.lower() == "bearer" and token.strip():
@@ -90,14 +95,23 @@ def admit(
             audience=policy.audience,
         )
     except TicketError as exc:
-        return Refusal(401, str(exc))
+        return unauthorized(str(exc), missing=not ticket)
     if replay_guard.is_replay(claims.jti, now):
-        return Refusal(401, "ticket was already used: tickets are single-use, get a new one")
+        return unauthorized("ticket was already used: tickets are single-use, get a new one")
     if open_connections >= policy.max_connections:
         return _full(f"relay is at its limit of {policy.max_connections} connections")
     if not replay_guard.remember(claims.jti, claims.expires_at(policy.ticket_ttl), now):
         return _full("too many recent tickets to remember")
     return Admitted(claims)
+
+
+def unauthorized(reason: str, *, missing: bool = False) -> Refusal:
+    """401 with ``WWW-Authenticate: Bearer`` (RFC 6750): no ticket, or one that is refused."""
+    challenge = 'Bearer realm="acp-relay"'
+    if not missing:
+        description = reason.replace("\\", "").replace('"', "'")
+        challenge += f', error="invalid_token", error_description="{description}"'
+    return Refusal(401, reason, (("WWW-Authenticate", challenge),))
 
 
 def _full(why: str) -> Refusal:

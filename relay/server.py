@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import http
-import json
 import logging
 import os
 import time
@@ -22,7 +21,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.protocol import State
@@ -32,6 +30,8 @@ from relay import __version__, devconsole
 from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
 from relay.connection import Attachment, Connection
+from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
+from relay.httpedge import guarded, json_response, response, text_response
 from relay.logs import get_logger
 from relay.relayconfig import RelayConfig
 from relay.resumable import (
@@ -55,6 +55,7 @@ class Admission:
 
     conn_id: str
     claims: Claims
+    subprotocol: str | None = None  # the one the relay selects
     opened: float = field(default_factory=time.monotonic)
 
 
@@ -74,6 +75,7 @@ class Relay:
         self.shutting_down = False
         self._server: Server | None = None
         self.console = devconsole.load() if config.console else None
+        self.gate = HandshakeGate()
 
     async def start(self) -> None:
         """Listen; the bound port is then in :attr:`port`."""
@@ -95,6 +97,7 @@ class Relay:
             max_queue=RECEIVE_QUEUE_FRAMES,
             server_header=None,
             select_subprotocol=self._select_subprotocol,
+            create_connection=guarded(self.gate, self.log, c.path),
         )
 
     @property
@@ -124,15 +127,35 @@ class Relay:
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         path = urlsplit(request.path).path
+        headers = list(request.headers.raw_items())
+        duplicate = duplicated(headers)
+        if duplicate is not None:
+            return self._refuse(ws, duplicate)
         if self.console is not None and path in devconsole.PATHS and not _is_upgrade(request):
             return self._console(request, path, self.console)
         if path == "/healthz":
-            return _text_response(200, "ok\n")
+            return text_response(200, "ok\n")
         if path == "/busy":
-            return _json_response(200, self.busy_report())
+            return json_response(200, self.busy_report())
         if path != self.config.path:
-            return _text_response(404, f"not found: the ACP endpoint is {self.config.path}\n")
-        return self._admit(ws, request)
+            reason = f"not found: the ACP endpoint is {self.config.path}"
+            if _is_upgrade(request):
+                return self._refuse(ws, Refusal(404, reason))
+            return text_response(404, reason + "\n")
+        shape = check_upgrade(headers, speaks=self._speaks())
+        if isinstance(shape, Refusal):
+            return self._refuse(ws, shape)
+        return self._admit(ws, request, shape)
+
+    def _speaks(self) -> tuple[str, ...]:
+        """The subprotocols the relay selects, in order of preference."""
+        return (PROFILE, ACP_V1) if self.config.resume_grace > 0 else (ACP_V1,)
+
+    def _refuse(self, ws: ServerConnection, refusal: Refusal) -> Response:
+        self.log.warning(
+            "connection refused", status=refusal.status, reason=refusal.reason, remote=_remote(ws)
+        )
+        return text_response(refusal.status, refusal.reason + "\n", refusal.headers)
 
     def _console(self, request: Request, path: str, assets: devconsole.Assets) -> Response:
         """The dev console's files; the page carries a fresh ticket, never logged."""
@@ -144,7 +167,7 @@ class Relay:
                 reason="page origin not allowed",
                 host=request.headers.get("Host"),
             )
-            return _text_response(
+            return text_response(
                 403, "the dev console is only served to an origin allowed to connect\n"
             )
         body, content_type = assets.files[path]
@@ -159,11 +182,13 @@ class Relay:
                 cwd=self.config.workspace,
                 version=__version__,
             )
-        return _response(200, body, content_type, devconsole.headers(host))
+        return response(200, body, content_type, devconsole.headers(host))
 
-    def _admit(self, ws: ServerConnection, request: Request) -> Response | None:
+    def _admit(self, ws: ServerConnection, request: Request, shape: Shape) -> Response | None:
         verdict = admit(
-            ticket=ticket_from_request(request.path, request.headers.get("Authorization")),
+            ticket=ticket_from_request(
+                request.path, request.headers.get("Authorization"), shape.ticket
+            ),
             origin=request.headers.get("Origin"),
             open_connections=self._open_count(),
             policy=self.config.policy,
@@ -171,14 +196,8 @@ class Relay:
             now=self.clock(),
         )
         if isinstance(verdict, Refusal):
-            self.log.warning(
-                "connection refused",
-                status=verdict.status,
-                reason=verdict.reason,
-                remote=_remote(ws),
-            )
-            return _text_response(verdict.status, verdict.reason + "\n", verdict.headers)
-        self.pending[ws] = Admission(str(uuid.uuid4()), verdict.claims)
+            return self._refuse(ws, verdict)
+        self.pending[ws] = Admission(str(uuid.uuid4()), verdict.claims, shape.select)
         return None
 
     def _process_response(
@@ -283,10 +302,11 @@ class Relay:
     def _select_subprotocol(
         self, ws: ServerConnection, offered: Sequence[Subprotocol]
     ) -> Subprotocol | None:
-        """The resume profile when the client offers it and resuming is on; else none."""
-        if PROFILE in offered and self.config.resume_grace > 0:
-            return Subprotocol(PROFILE)
-        return None
+        """The subprotocol admission chose (never a ticket); none when none was offered."""
+        admission = self.pending.get(ws)
+        if admission is None or admission.subprotocol is None:
+            return None
+        return Subprotocol(admission.subprotocol)
 
     def _register(self, connection: Connection) -> None:
         self.connections[connection.conn_id] = connection
@@ -338,26 +358,3 @@ def _is_upgrade(request: Request) -> bool:
 
 def _remote(ws: ServerConnection) -> str:
     return Attachment(ws).remote
-
-
-def _text_response(status: int, body: str, headers: Sequence[tuple[str, str]] = ()) -> Response:
-    return _response(status, body.encode(), "text/plain; charset=utf-8", headers)
-
-
-def _json_response(status: int, payload: object) -> Response:
-    return _response(status, json.dumps(payload).encode(), "application/json", ())
-
-
-def _response(
-    status: int, body: bytes, content_type: str, extra: Sequence[tuple[str, str]]
-) -> Response:
-    headers = Headers(
-        [
-            ("Content-Type", content_type),
-            ("Content-Length", str(len(body))),
-            ("Connection", "close"),
-            ("Cache-Control", "no-store"),
-            *extra,
-        ]
-    )
-    return Response(status, http.HTTPStatus(status).phrase, headers, body)

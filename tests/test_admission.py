@@ -99,7 +99,9 @@ def test_replay_is_refused_401() -> None:
     guard = ReplayGuard()
     token = ticket()
     assert isinstance(decide(token, guard), Admitted)
-    assert decide(token, guard, now=NOW + 1) == Refusal(401, ALREADY_USED)
+    refused = decide(token, guard, now=NOW + 1)
+    assert isinstance(refused, Refusal)
+    assert (refused.status, refused.reason) == (401, ALREADY_USED)
 
 
 @pytest.mark.parametrize(
@@ -123,8 +125,26 @@ def test_replay_is_refused_401() -> None:
 def test_bad_ticket_is_refused_401_with_reason(token: str | None, reason: str) -> None:
     """Every ticket failure is a 401 whose body is the verifier's reason; nothing is spent."""
     guard = ReplayGuard()
-    assert decide(token, guard) == Refusal(401, reason)
+    refused = decide(token, guard)
+    assert isinstance(refused, Refusal)
+    assert (refused.status, refused.reason) == (401, reason)
     assert len(guard) == 0
+
+
+@pytest.mark.parametrize(
+    ("token", "challenge"),
+    [
+        (None, 'Bearer realm="acp-relay"'),
+        ("", 'Bearer realm="acp-relay"'),
+        ("garbage", 'Bearer realm="acp-relay", error="invalid_token", '
+         f'error_description="{MALFORMED}"'),
+    ],
+)  # fmt: skip
+def test_401_carries_a_bearer_challenge(token: str | None, challenge: str) -> None:
+    """A 401 says Bearer (RFC 6750): without a ticket no error; with a bad one, why."""
+    refused = decide(token, ReplayGuard())
+    assert isinstance(refused, Refusal)
+    assert refused.headers == (("WWW-Authenticate", challenge),)
 
 
 @pytest.mark.parametrize(

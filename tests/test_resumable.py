@@ -123,12 +123,15 @@ async def test_a_client_without_the_profile_gets_the_plain_pipe() -> None:
 
 
 async def test_resume_grace_zero_turns_the_profile_off() -> None:
-    """With --resume-grace 0 the profile is not selected, so the client knows it cannot resume."""
+    """With --resume-grace 0 acp.v1 is selected over the profile: the client knows not to resume."""
     async with (
         live_relay(ECHO_AGENT, resume_grace=0) as live,
-        connect(resumable(live), subprotocols=[PROFILE]) as ws,  # type: ignore[list-item]
+        connect(resumable(live), subprotocols=[PROFILE, "acp.v1"]) as ws,  # type: ignore[list-item]
     ):
-        assert ws.subprotocol is None
+        assert ws.subprotocol == "acp.v1"
+        await ws.send('{"id":1}')
+        async with asyncio.timeout(5):
+            assert await ws.recv() == '{"id":1}'  # the plain pipe: no envelope
 
 
 # -- cuts -------------------------------------------------------------------------------

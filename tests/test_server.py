@@ -672,3 +672,109 @@ async def test_rewrite_keeps_every_other_field(box: Path, caplog: pytest.LogCapt
     assert logged[0]["cwd_from"] == "/Users/alice/proj"
     assert logged[0]["cwd_to"] == f"{box}/alice/proj"
     assert logged[0]["mcp_injected"] == ["files"]
+
+
+# -- what real upgrades are, and what spends a ticket (remote-transport conformance) --------
+
+
+async def test_acp_v1_is_selected_and_a_ticket_can_ride_as_a_subprotocol() -> None:
+    """acp.v1 is selected when offered; acp-ticket.<ticket> admits and is never echoed."""
+    async with live_relay(CAT) as live:
+        offered = ["acp.v1", f"acp-ticket.{make_ticket()}"]
+        async with connect(live.url(), subprotocols=offered) as ws:  # type: ignore[arg-type]
+            assert ws.subprotocol == "acp.v1"
+            assert ws.response is not None
+            assert ws.response.headers["Sec-WebSocket-Protocol"] == "acp.v1"
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+
+
+@pytest.mark.parametrize(
+    ("extra", "status"),
+    [
+        ({"subprotocols": ["graphql-ws"]}, 400),
+        ({"additional_headers": {"Sec-WebSocket-Version": "12"}}, 426),
+    ],
+)
+async def test_requests_that_cannot_become_sockets_do_not_spend_the_ticket(
+    extra: dict[str, Any], status: int
+) -> None:
+    """An unknown subprotocol or a wrong version is refused, and the ticket still works."""
+    async with live_relay(CAT) as live:
+        url = live.ticket_url()
+        raw = await http_get_upgrade_like(live.relay.port, url, extra)
+        assert raw == status
+        async with connect(url) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+
+
+async def http_get_upgrade_like(port: int, url: str, extra: dict[str, Any]) -> int:
+    """Send an upgrade request for ``url`` changed by ``extra``; the HTTP status answered."""
+    target = url.split(str(port), 1)[1]
+    headers = {
+        "Host": "127.0.0.1",
+        "Upgrade": "websocket",
+        "Connection": "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+    }
+    if "subprotocols" in extra:
+        headers["Sec-WebSocket-Protocol"] = ", ".join(extra["subprotocols"])
+    headers.update(extra.get("additional_headers", {}))
+    request = f"GET {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((request + "\r\n").encode())
+    async with asyncio.timeout(5):
+        status_line = await reader.readline()
+    writer.close()
+    return int(status_line.split()[1])
+
+
+async def test_a_get_without_upgrade_gets_426_and_keeps_the_ticket() -> None:
+    """GET /acp?ticket=T without Upgrade is 426; T then opens a socket as if new."""
+    async with live_relay(CAT) as live:
+        url = live.ticket_url()
+        target = url.split(str(live.relay.port), 1)[1]
+        status, body = await http_get(live.relay.port, target)
+        assert (status, "WebSocket only" in body) == (426, True)
+        async with connect(url) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+
+
+async def test_401_says_bearer() -> None:
+    """A refused ticket's 401 carries WWW-Authenticate: Bearer with why."""
+    async with live_relay(CAT) as live:
+        status, _, headers = await refused(live.url("garbage"))
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith('Bearer realm="acp-relay", error="invalid_token"')
+    assert "malformed" in headers["WWW-Authenticate"]
+
+
+async def test_a_header_given_twice_is_400_not_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two Host headers get 400 and one log line, on any path."""
+    async with live_relay(CAT) as live:
+        for path in ("/acp", "/busy"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".encode())
+            async with asyncio.timeout(5):
+                status_line = await reader.readline()
+            writer.close()
+            assert status_line.split()[1] == b"400"
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+async def test_an_upgrade_to_another_path_is_404_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A WebSocket upgrade to the wrong path is refused 404 and logged like other refusals."""
+    async with live_relay(CAT) as live:
+        status, body, _ = await refused(live.url(make_ticket(), path="/wrong"))
+    assert (status, "the ACP endpoint is /acp" in body) == (404, True)
+    assert any("connection refused" in str(r.msg) and "404" in str(r.msg) for r in caplog.records)
