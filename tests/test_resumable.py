@@ -402,12 +402,14 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
         got: list[bytes] = []
         state = ResumeState()
         for _ in range(cuts):
+            if len(got) > total - 2000:
+                break  # the stream is nearly over: no room left for a cut
             client = await ResumeClient.open(
                 net.url() + "?ticket=" + make_ticket(), state, ping_interval=0.2, ping_timeout=0.3
             )
             how = net.reset if rng.random() < 0.8 else net.blackhole
             async with asyncio.timeout(30):
-                stop_at = min(len(got) + rng.randint(50, 1500), total - 1)
+                stop_at = len(got) + rng.randint(50, 1500)
                 await read_until_cut(client, got, stop_at, how)
                 await until(lambda: live.relay.busy_report()["detached"] == 1)
             net.restore()
