@@ -401,9 +401,11 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
     async with relay as live, NetCut(live.relay.port) as net:
         got: list[bytes] = []
         state = ResumeState()
+        done = 0
         for _ in range(cuts):
             if len(got) > total - 2000:
                 break  # the stream is nearly over: no room left for a cut
+            done += 1
             client = await ResumeClient.open(
                 net.url() + "?ticket=" + make_ticket(), state, ping_interval=0.2, ping_timeout=0.3
             )
@@ -419,6 +421,7 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
         await last.close()
         await until(lambda: not live.relay.connections)
     assert [index(line) for line in got] == list(range(total))
+    assert done == cuts
     await until(lambda: not children_of(os.getpid()))
     after = fd_count(os.getpid()), len(asyncio.all_tasks())
     record(
