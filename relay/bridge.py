@@ -23,14 +23,12 @@ import time
 from collections.abc import Coroutine, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from relay import __version__, defaults, logs
-from relay.agent import signal_name
 from relay.editor import editor_stdio
 from relay.failure import Cause, Close, Failure, cannot_connect, connection_closed, http_refusal
 from relay.inflight import InFlight, request_id
@@ -38,23 +36,14 @@ from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
 from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
 from relay.redact import register_secret
+from relay.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
 from relay.urls import with_ticket
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
-TICKET_COMMAND_TIMEOUT = 30.0
 USER_AGENT = f"acp-relay-connect/{__version__}"
 
 TicketIn = Literal["header", "query"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TicketSource:
-    """Where the ticket comes from; exactly one field is set. Read at connect time."""
-
-    value: str | None = None
-    file: str | None = None
-    command: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,82 +59,6 @@ class BridgeConfig:
     ping_interval: float = defaults.PING_INTERVAL
     ping_timeout: float = defaults.PING_TIMEOUT
     open_timeout: float = defaults.OPEN_TIMEOUT
-
-
-# -- the ticket ---------------------------------------------------------------------
-
-
-class TicketUnavailable(Exception):
-    """No ticket could be had; the message says why, never what the ticket is."""
-
-
-async def fetch_ticket(source: TicketSource) -> str:
-    """The ticket, trimmed: given, read from its file, or printed by its command."""
-    if source.command is not None:
-        text, where = await run_ticket_command(source.command), "--ticket-command's output"
-    elif source.file is not None:
-        text, where = _read_ticket_file(source.file), f"--ticket-file {source.file}"
-    else:
-        text, where = source.value or "", "the ticket"
-    return _checked_ticket(text.strip(), where)
-
-
-def _read_ticket_file(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise TicketUnavailable(f"cannot read --ticket-file {path}: {why}") from None
-
-
-def _checked_ticket(ticket: str, where: str) -> str:
-    if not ticket:
-        raise TicketUnavailable(f"{where} is empty")
-    if not (ticket.isascii() and ticket.isprintable()) or " " in ticket:
-        raise TicketUnavailable(f"{where} is not one ticket: it has spaces or control characters")
-    return ticket
-
-
-async def run_ticket_command(argv: tuple[str, ...]) -> str:
-    """Run the ticket command (no shell) and return its stdout; its failure in words."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as exc:
-        raise TicketUnavailable(
-            f"--ticket-command cannot run {argv[0]}: {exc.strerror or exc}"
-        ) from None
-    try:
-        async with asyncio.timeout(TICKET_COMMAND_TIMEOUT):
-            out, err = await proc.communicate()
-    except TimeoutError:
-        raise TicketUnavailable(
-            f"--ticket-command gave no ticket within {TICKET_COMMAND_TIMEOUT:g} s"
-        ) from None
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    if proc.returncode != 0:
-        raise TicketUnavailable(_command_failed(proc.returncode, err))
-    try:
-        return out.decode()
-    except UnicodeDecodeError:
-        raise TicketUnavailable("--ticket-command printed something that is not text") from None
-
-
-def _command_failed(returncode: int | None, stderr: bytes) -> str:
-    if returncode is not None and returncode < 0:
-        how = f"was killed by {signal_name(-returncode)}"
-    else:
-        how = f"exited with status {returncode}"
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
-    last = next((line for line in reversed(lines) if line), "")
-    return f"--ticket-command {how}" + (f": {last[:200]}" if last else "")
 
 
 # -- the socket -----------------------------------------------------------------------

@@ -35,7 +35,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
 
 from relay.cli import main
-from tests.conftest import DEMO_AGENT, SECRET, live_relay, make_ticket, pid_alive
+from tests.conftest import DEMO_AGENT, live_relay, make_ticket, pid_alive
 from tests.test_demo_agent import RecordingClient
 
 CONNECT = (sys.executable, "-m", "relay", "connect")
@@ -410,54 +410,6 @@ def bytes_written(pid: int) -> int:
         if entry.startswith("wchar:"):
             return int(entry.split()[1])
     raise AssertionError("no wchar in /proc/PID/io")
-
-
-# -- tickets --------------------------------------------------------------------------------
-
-
-async def test_ticket_command_mints_a_fresh_ticket_at_each_connect(tmp_path: Path) -> None:
-    """--ticket-command runs at each connect (tickets are single-use); the query form works."""
-    secret_file = tmp_path / "secret"
-    secret_file.write_text(SECRET + "\n")
-    command = f"{sys.executable} -m relay ticket --secret-file {secret_file}"
-    async with live_relay(CAT) as live:
-        for where in ("header", "query"):
-            args = ("--ticket-command", command, "--ticket-in", where)
-            async with editor(live.url(), *args, env=connect_env()) as ed:
-                await ed.send(request(where))
-                assert await ed.receive() == request(where)
-                await ed.close_stdin()
-                assert await ed.exit_status() == 0
-
-
-async def test_ticket_file_is_read_at_connect(tmp_path: Path) -> None:
-    """--ticket-file supplies the ticket; it never shows in stderr."""
-    ticket = make_ticket()
-    ticket_file = tmp_path / "ticket"
-    ticket_file.write_text(f"{ticket}\n")
-    args = ("--ticket-file", str(ticket_file))
-    async with live_relay(CAT) as live, editor(live.url(), *args, env=connect_env()) as ed:
-        await ed.send(request(1))
-        assert await ed.receive() == request(1)
-        await ed.close_stdin()
-        assert await ed.exit_status() == 0
-    assert ticket not in ed.stderr.decode()
-
-
-async def test_failing_ticket_command_is_answered_with_its_reason(tmp_path: Path) -> None:
-    """A ticket command that fails gives each request an error quoting its status and stderr."""
-    command = f"{sys.executable} -c \"import sys; sys.exit('no session for alice')\""
-    url = "ws://127.0.0.1:9/acp"
-    refused = await sdk_refused(
-        url, "--ticket-command", command, env=connect_env(), stderr_file=tmp_path / "err"
-    )
-    detail = "--ticket-command exited with status 1: no session for alice"
-    check_refused(
-        refused,
-        f"cannot get a ticket for relay at {url}: {detail}",
-        {"url": url, "cause": "ticket", "detail": detail},
-        secret="never-a-ticket",
-    )
 
 
 # -- failures ------------------------------------------------------------------------------

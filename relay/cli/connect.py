@@ -16,10 +16,11 @@ from urllib.parse import urlsplit
 import uvloop
 
 from relay import convert, defaults, logs
-from relay.bridge import BridgeConfig, TicketSource, run_bridge
+from relay.bridge import BridgeConfig, run_bridge
 from relay.config import Option, add_options
 from relay.errors import UsageError
 from relay.redact import register_secret
+from relay.ticketsource import TicketSource
 from relay.urls import ticket_in, without_ticket
 
 TICKET_ENV = "ACP_RELAY_TICKET"
