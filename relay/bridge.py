@@ -1,13 +1,15 @@
-"""``acp-relay connect``: an editor's stdio bridged to the relay's WebSocket.
+"""``acp-relay connect``'s bridge: one editor's stdio and one relay WebSocket, both ways.
 
 An editor launches ``acp-relay connect URL`` as if it were the agent. Each stdin line
 goes to the relay as one text frame and each frame comes back as one stdout line,
 through the pumps ``serve`` uses (:mod:`relay.pump`), with the same limits and
 backpressure. Stdin is read only once the socket is open, so whatever the editor writes
 early waits in its pipe. When the connection cannot be made or ends, every request the
-editor has in flight, and every later one, is answered with the JSON-RPC error of
-:mod:`relay.failure`, until the editor closes stdin. Stdout carries protocol lines only;
-diagnostics go to stderr through :mod:`relay.logs`, and the ticket never appears in them.
+editor has in flight (:mod:`relay.inflight`), and every later one, is answered with the
+JSON-RPC error of :mod:`relay.failure`, until the editor closes stdin. Stdout carries
+protocol lines only; diagnostics go to stderr through :mod:`relay.logs`, and the ticket
+(:mod:`relay.ticketsource`) never appears in them. The stdio itself is
+:mod:`relay.editor`'s.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from relay import __version__, defaults, logs
 from relay.editor import editor_stdio
 from relay.failure import Cause, Close, Failure, cannot_connect, connection_closed, http_refusal
 from relay.inflight import InFlight, request_id
+from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
 from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
@@ -168,7 +171,7 @@ class Bridge:
         self.up = Counters()  # editor -> relay (including lines answered here)
         self.down = Counters()  # relay -> editor
         self.answered = 0  # editor requests answered here with the failure
-        self.log = logs.get_logger("relay.connect", url=config.url)
+        self.log: Logger = logs.get_logger("relay.connect", url=config.url)
         self.observer = _RelayObserver(self)
         self._sender: TextFrames | None = None
         self._untracked = False
