@@ -194,6 +194,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("resume-buffer", "agent output a resumable connection keeps until the client "
            "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
            defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
+    Option("state-dir", "directory where spent ticket ids are kept across restarts "
+           "(created if missing, mode 0700); without it a ticket used before a restart "
+           "works once more within its lifetime", None, "DIR", convert.non_empty,
+           default_text="none, spent tickets kept in memory only", is_path=True),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
@@ -245,6 +249,7 @@ class Settings:
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = defaults.RESUME_GRACE
     resume_buffer: int = defaults.RESUME_BUFFER
+    state_dir: str | None = None
 
 
 # --- argparse

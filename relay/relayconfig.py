@@ -35,3 +35,4 @@ class RelayConfig:
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = defaults.RESUME_GRACE  # seconds a detached connection waits; 0: off
     resume_buffer: int = defaults.RESUME_BUFFER  # agent output kept until acknowledged
+    state_dir: str | None = None  # spent ticket ids kept there across restarts

@@ -41,6 +41,7 @@ from relay.resumable import (
     ResumePolicy,
 )
 from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, parse_first_frame
+from relay.spent import SpentTickets
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
@@ -76,6 +77,9 @@ class Relay:
         self._server: Server | None = None
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
+        self.spent: SpentTickets | None = None
+        if config.state_dir is not None:
+            self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
 
     async def start(self) -> None:
         """Listen; the bound port is then in :attr:`port`."""
@@ -117,6 +121,9 @@ class Relay:
             await self._server.wait_closed()
         if self.lives:
             await asyncio.gather(*self.lives, return_exceptions=True)
+        if self.spent is not None:
+            self.spent.close()
+            self.spent = None
 
     # -- HTTP, before the upgrade -------------------------------------------------
 
@@ -185,6 +192,7 @@ class Relay:
         return response(200, body, content_type, devconsole.headers(host))
 
     def _admit(self, ws: ServerConnection, request: Request, shape: Shape) -> Response | None:
+        now = self.clock()
         verdict = admit(
             ticket=ticket_from_request(
                 request.path, request.headers.get("Authorization"), shape.ticket
@@ -193,10 +201,13 @@ class Relay:
             open_connections=self._open_count(),
             policy=self.config.policy,
             replay_guard=self.replay_guard,
-            now=self.clock(),
+            now=now,
         )
         if isinstance(verdict, Refusal):
             return self._refuse(ws, verdict)
+        if self.spent is not None:
+            claims = verdict.claims
+            self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
         self.pending[ws] = Admission(str(uuid.uuid4()), verdict.claims, shape.select)
         return None
 

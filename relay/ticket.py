@@ -224,6 +224,11 @@ class ReplayGuard:
             self._compact()
         return True
 
+    def entries(self, now: float) -> list[tuple[str, float]]:
+        """Every remembered jti with its expiry, the expired ones left out."""
+        self._prune(now)
+        return list(self._expiry.items())
+
     def _prune(self, now: float) -> None:
         heap = self._heap
         while heap and heap[0][0] < now:

@@ -448,6 +448,7 @@ def test_relative_paths_are_taken_against_cwd() -> None:
         "secret_file",
         "mcp_servers",
         "trace_dir",
+        "state_dir",
     }
     for o in OPTIONS:
         if o.is_path:

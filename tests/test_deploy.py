@@ -722,6 +722,9 @@ def test_systemd_unit_has_the_required_settings() -> None:
     assert float(timeout) > float(example.get("ACP_RELAY_KILL_GRACE", "3")) + 2
     assert unit["Install.WantedBy"] == ["multi-user.target"]
     assert "ACP_RELAY_SECRET=" not in UNIT.read_text() + ENV_EXAMPLE.read_text()
+    assert int(unit["Service.LimitNOFILE"][0]) >= 65536
+    state = next(e for e in unit["Service.Environment"] if e.startswith("ACP_RELAY_STATE_DIR="))
+    assert state.partition("=")[2].startswith("/var/lib/acp-relay/")  # in StateDirectory=
 
 
 def test_systemd_env_example_is_valid_relay_configuration() -> None:

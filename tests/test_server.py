@@ -778,3 +778,15 @@ async def test_an_upgrade_to_another_path_is_404_and_logged(
         status, body, _ = await refused(live.url(make_ticket(), path="/wrong"))
     assert (status, "the ACP endpoint is /acp" in body) == (404, True)
     assert any("connection refused" in str(r.msg) and "404" in str(r.msg) for r in caplog.records)
+
+
+async def test_with_a_state_dir_a_used_ticket_stays_used_after_a_restart(tmp_path: Path) -> None:
+    """A ticket spent before a restart is refused after it; without the directory it is not."""
+    ticket = make_ticket()
+    async with live_relay(CAT, state_dir=str(tmp_path)) as live, connect(live.url(ticket)):
+        pass
+    async with live_relay(CAT, state_dir=str(tmp_path)) as live:
+        status, body, _ = await refused(live.url(ticket))
+    assert (status, "already used" in body) == (401, True)
+    async with live_relay(CAT) as live, connect(live.url(ticket)) as ws:  # memory only
+        assert ws.subprotocol is None

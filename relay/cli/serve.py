@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import secrets as random_secrets
 import shlex
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -31,18 +34,21 @@ from relay.config import (
     resolve,
 )
 from relay.errors import UsageError
+from relay.httpedge import RateLimitedLog
 from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
 from relay.origins import bracketed
 from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig, fresh_ticket
+from relay.spent import prepare_state_dir
 from relay.tracefile import prepare_directory
 from relay.urls import with_ticket
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
+OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     for secret in secrets:
         register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
-    uvloop.run(run_relay(config, settings, secrets))
+    open_files = raise_open_files_limit()
+    uvloop.run(run_relay(config, settings, secrets, open_files))
     return 0
 
 
@@ -124,7 +131,47 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         trace_max_bytes=settings.trace_max_bytes,
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
+        state_dir=_state_dir(settings.state_dir),
     )
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft limit on open files to the hard one (each socket and agent pipe is one);
+    the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            return wanted
+    return soft
+
+
+def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """An event loop exception handler: each kind logged once per 10 s, with how many more.
+
+    Failed accepts (out of file descriptors, say) come this way, as many as connections try.
+    """
+    limited = RateLimitedLog(log)
+
+    def handle(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        limited.warning(
+            str(context.get("message", "event loop error")),
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
+
+    return handle
+
+
+def _state_dir(path: str | None) -> str | None:
+    """``--state-dir``, created (mode 0700) if missing; a UsageError if it cannot be used."""
+    if path is None:
+        return None
+    try:
+        return prepare_state_dir(path)
+    except OSError as exc:
+        raise UsageError(f"cannot use --state-dir {path}: {exc.strerror or exc}") from exc
 
 
 def _trace_dir(path: str | None) -> str | None:
@@ -161,13 +208,16 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
         raise UsageError(str(exc)) from exc
 
 
-async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[str]) -> None:
+async def run_relay(
+    config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
+) -> None:
     """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
     relay = Relay(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
         await relay.start()
     except OSError as exc:
@@ -176,7 +226,13 @@ async def run_relay(config: RelayConfig, settings: Settings, secrets: Sequence[s
         raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
     log = logs.get_logger("relay")
     url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
-    log.info("listening", url=url, agent=shlex.join(config.agent_argv), pid=os.getpid())
+    log.info(
+        "listening",
+        url=url,
+        agent=shlex.join(config.agent_argv),
+        pid=os.getpid(),
+        open_files=open_files,
+    )
     if config.rewrite is not None:
         log.info(
             "session rewrite",
