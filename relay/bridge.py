@@ -15,141 +15,43 @@ protocol lines only; diagnostics go to stderr through :mod:`relay.logs`, and the
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
-import re
 import signal
-import socket
-import ssl
 import time
 from collections.abc import Coroutine, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from relay import __version__, defaults, logs
+from relay import logs
 from relay.editor import editor_stdio
-from relay.failure import Cause, Close, Failure, cannot_connect, connection_closed, http_refusal
+from relay.failure import Failure, cannot_connect
 from relay.inflight import InFlight, request_id
 from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
 from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.reconnect import SUBPROTOCOLS, ResumingLink, start_profile
 from relay.redact import register_secret
-from relay.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
-from relay.urls import with_ticket
+from relay.relaysocket import (
+    CLOSE_TIMEOUT,
+    BridgeConfig,
+    close_failure,
+    connect_failure,
+    open_socket,
+)
+from relay.resume import ProfileError
+from relay.ticketsource import TicketUnavailable, fetch_ticket
 
-CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
-USER_AGENT = f"acp-relay-connect/{__version__}"
+__all__ = ["Bridge", "BridgeConfig", "run_bridge"]
 
-TicketIn = Literal["header", "query"]
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class BridgeConfig:
-    """What ``connect`` needs, resolved; ``url`` never carries the ticket."""
-
-    url: str
-    ticket: TicketSource
-    ticket_in: TicketIn = "header"
-    headers: tuple[tuple[str, str], ...] = ()
-    tls: ssl.SSLContext | None = None
-    max_message_bytes: int = defaults.MAX_MESSAGE_BYTES
-    ping_interval: float = defaults.PING_INTERVAL
-    ping_timeout: float = defaults.PING_TIMEOUT
-    open_timeout: float = defaults.OPEN_TIMEOUT
-
-
-# -- the socket -----------------------------------------------------------------------
-
-
-async def open_socket(config: BridgeConfig, ticket: str) -> ClientConnection:
-    """Open the WebSocket to the relay, the ticket in the header or the query string."""
-    url, headers = config.url, list(config.headers)
-    if config.ticket_in == "query":
-        url = with_ticket(url, ticket)
-    else:
-        headers.append(("Authorization", f"Bearer {ticket}"))
-    tls: dict[str, Any] = {} if config.tls is None else {"ssl": config.tls}
-    return await connect(
-        url,
-        additional_headers=headers,
-        user_agent_header=USER_AGENT,
-        compression=None,
-        open_timeout=config.open_timeout,
-        ping_interval=config.ping_interval,
-        ping_timeout=config.ping_timeout,
-        close_timeout=CLOSE_TIMEOUT,
-        max_size=config.max_message_bytes,
-        **tls,
-    )
-
-
-def connect_failure(exc: InvalidHandshake | OSError, config: BridgeConfig) -> Failure:
-    """Why the socket could not be opened, in the words the editor will show."""
-    url = config.url
-    if isinstance(exc, InvalidStatus):
-        response = exc.response
-        return http_refusal(
-            url,
-            response.status_code,
-            bytes(response.body or b""),
-            response.headers.get("Retry-After"),
-        )
-    if isinstance(exc, InvalidHandshake):
-        return cannot_connect(url, "handshake", str(exc))
-    cause, detail = _os_error_cause(exc, config)
-    return cannot_connect(url, cause, detail)
-
-
-def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
-    if isinstance(exc, socket.gaierror):
-        return "dns", exc.strerror or str(exc)
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return "tls", f"certificate verify failed: {exc.verify_message}"
-    if isinstance(exc, ssl.SSLError):
-        return "tls", _tls_detail(exc)
-    if isinstance(exc, TimeoutError):
-        return "timeout", f"no answer within {config.open_timeout:g} s (--open-timeout)"
-    code = _errno(exc)
-    if code == errno.ECONNREFUSED:
-        return "refused", os.strerror(code)
-    if isinstance(exc, ConnectionResetError | ConnectionAbortedError):
-        hint = " (for a relay without TLS use ws://)" if config.url.startswith("wss:") else ""
-        return "reset", f"the connection was reset during the handshake{hint}"
-    return "network", os.strerror(code) if code else str(exc)
-
-
-def _tls_detail(exc: ssl.SSLError) -> str:
-    reason = (exc.reason or str(exc)).replace("_", " ").lower()
-    if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"):
-        return f"{reason}: the server does not speak TLS (for a relay without TLS use ws://)"
-    return reason
-
-
-def _errno(exc: OSError) -> int | None:
-    """The errno, also for asyncio's "Multiple exceptions" error when all agree."""
-    if exc.errno:
-        return exc.errno
-    found = {int(n) for n in re.findall(r"\[Errno (\d+)\]", str(exc))}
-    return found.pop() if len(found) == 1 else None
-
-
-def close_failure(ws: ClientConnection, config: BridgeConfig) -> Failure:
-    """Why the open socket ended, from the close frames received and sent."""
-    protocol = ws.protocol
-    received, sent = protocol.close_rcvd, protocol.close_sent
-    return connection_closed(
-        config.url,
-        received=None if received is None else Close(int(received.code), received.reason),
-        sent=None if sent is None else Close(int(sent.code), sent.reason),
-        relay_first=bool(protocol.close_rcvd_then_sent),
-        ping_timeout=config.ping_timeout,
-    )
+ONE_OFF_TICKET = (
+    "the connection was lost and cannot be resumed: the ticket is a one-off value "
+    "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
+    "one; give --ticket-command or --ticket-file to resume"
+)
 
 
 # -- the bridge -----------------------------------------------------------------------
@@ -174,6 +76,7 @@ class Bridge:
         self.log: Logger = logs.get_logger("relay.connect", url=config.url)
         self.observer = _RelayObserver(self)
         self._sender: TextFrames | None = None
+        self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
         self._untracked = False
 
     async def run(self, stop: asyncio.Event) -> int:
@@ -199,29 +102,48 @@ class Bridge:
         try:
             self.ticket = await fetch_ticket(self.config.ticket)
         except TicketUnavailable as exc:
-            await self._fail(cannot_connect(self.config.url, "ticket", str(exc)))
+            await self.fail(cannot_connect(self.config.url, "ticket", str(exc)))
             return
-        register_secret(self.ticket)
+        self.ticket_fetched(self.ticket)
         self.log.info("connecting", ticket_in=self.config.ticket_in)
         try:
-            self.ws = await open_socket(self.config, self.ticket)
+            if self.config.resume and self.config.ticket.value is None:
+                await self._open_resumable(self.ticket)
+            else:
+                self.ws = await open_socket(self.config, self.ticket)
         except (InvalidHandshake, OSError) as exc:
-            await self._fail(connect_failure(exc, self.config))
+            await self.fail(connect_failure(exc, self.config))
             return
+        except (ConnectionClosed, ProfileError, TimeoutError) as exc:
+            await self.fail(cannot_connect(self.config.url, "handshake", _why(exc)))
+            return
+        assert self.ws is not None
         response = self.ws.response
         connection_id = response.headers.get("Acp-Connection-Id") if response else None
         self.log.info("connected", connection_id=connection_id)
+
+    async def _open_resumable(self, ticket: str) -> None:
+        """Open offering the resume profile; carry on plain if the relay selects acp.v1."""
+        ws = self.ws = await open_socket(self.config, ticket, SUBPROTOCOLS)
+        if ws.subprotocol != SUBPROTOCOLS[0]:
+            self.log.info("the relay does not offer resuming", subprotocol=ws.subprotocol)
+            return
+        async with asyncio.timeout(self.config.open_timeout):
+            welcome = await start_profile(ws, {"type": "open"})
+        self.link = ResumingLink(self, ws, welcome)
+        self.log.info("resumable", grace=welcome.grace, window=welcome.window)
 
     async def _serve_editor(self, stop: asyncio.Event) -> int:
         """Read stdin to its end: lines go to the relay, or get the failure as an answer."""
         upstream = asyncio.create_task(self._read_editor())
         try:
-            if (
-                self.ws is not None
-                and self.failure is None
-                and await self._carry(self.ws, upstream, stop)
-            ):
-                return 0
+            if self.ws is not None and self.failure is None:
+                if self.link is not None:
+                    done = await self.link.run(upstream, stop)
+                else:
+                    done = await self._carry(self.ws, upstream, stop)
+                if done:
+                    return 0
             await _unless_stopped(asyncio.shield(upstream), stop)
             return self.failure.exit_status if self.failure is not None else 0
         finally:
@@ -248,16 +170,19 @@ class Bridge:
         try:
             await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
             if downstream.done() and downstream.result() is Ended.SOCKET_CLOSED:
-                await self._fail(close_failure(ws, self.config))
+                one_off = self.config.ticket.value is not None
+                if self.config.resume and one_off and ws.protocol.close_rcvd is None:
+                    self.log.warning(ONE_OFF_TICKET)
+                await self.fail(close_failure(ws, self.config))
                 return False
-            await self._close(ws, downstream)
+            await self.close_socket(ws, downstream)
             return True
         finally:
             stopping.cancel()
             downstream.cancel()
             await asyncio.gather(stopping, downstream, return_exceptions=True)
 
-    async def _close(self, ws: ClientConnection, downstream: asyncio.Task[Ended]) -> None:
+    async def close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
         """The editor is done: close with 1000 and give the relay a moment to answer."""
         self.log.info("closing")
         await ws.close(1000)
@@ -274,8 +199,11 @@ class Bridge:
             for line in frames:
                 await self._answer(line)
             return
+        if self.link is not None:
+            await self.link.send_lines(frames)
+            return
         for line in frames:
-            self._note_request(line)
+            self.note_request(line)
         with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
             await self._frames(self.ws).send_frames(frames)
 
@@ -286,7 +214,13 @@ class Bridge:
             self._sender = TextFrames(ws, stall_timeout=stall)
         return self._sender
 
-    def _note_request(self, line: bytes) -> None:
+    def ticket_fetched(self, ticket: str) -> None:
+        """A ticket was read: it must never reach a log line or an error message."""
+        self.ticket = ticket
+        register_secret(ticket)
+
+    def note_request(self, line: bytes) -> None:
+        """An editor line goes to the relay: a request among them now awaits its answer."""
         if not self.in_flight.request_sent(line) and not self._untracked:
             self._untracked = True
             self.log.warning(
@@ -294,7 +228,7 @@ class Bridge:
                 limit=self.in_flight.limit,
             )
 
-    async def _fail(self, failure: Failure) -> None:
+    async def fail(self, failure: Failure) -> None:
         """From now on every request gets ``failure``; answer those in flight at once."""
         self.failure = failure = failure.redacted(self.ticket)
         log = self.log.error if failure.exit_status else self.log.warning
@@ -333,6 +267,15 @@ class _RelayObserver(PumpObserver):
         if isinstance(outcome, Forward):
             self.in_flight.response_received(outcome.line)
         super().frame(outcome)
+
+
+def _why(exc: BaseException) -> str:
+    """The words for a failed opening of the resume profile."""
+    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
+        return f"the relay closed the socket: {exc.rcvd.reason or exc.rcvd.code}"
+    if isinstance(exc, TimeoutError):
+        return "no welcome from the relay within --open-timeout"
+    return str(exc)
 
 
 async def _unless_stopped(

@@ -158,6 +158,24 @@ def connection_closed(
     return Failure(f"lost the connection to the relay at {url} (no close frame)", data)
 
 
+def could_not_resume(url: str, lost_at: str, grace: float, why: Failure) -> Failure:
+    """The socket was lost and no resume succeeded: when, for how long it was tried, why."""
+    message = f"lost the relay at {url} at {lost_at} and could not resume within {grace:g} s: "
+    data = {**why.data, "url": url, "cause": "resume", "lostAt": lost_at, "grace": grace}
+    data["lastError"] = why.message
+    return Failure(message + why.message, data)
+
+
+def resumable(received: Close | None) -> bool:
+    """Whether a lost socket may be resumed: the relay sent no close frame (it did not end it).
+
+    A close from the relay always says why the connection is over (the agent's exit, a
+    refusal, a fencing socket, shutdown); a reset, an EOF or a heartbeat that went
+    unanswered come without one.
+    """
+    return received is None
+
+
 def _closed_by_relay(url: str, close: Close) -> Failure:
     if close.reason.startswith("agent "):
         message = close.reason  # the relay's words: "agent exited with status 3", ...

@@ -366,3 +366,40 @@ class Sent:
         """The messages after ``received``, in order: what to re-send after a resume."""
         self.acknowledge(received)
         return list(self._messages.items())
+
+
+def backoff(attempt: int, rand: float, *, first: float = 0.1, most: float = 2.0) -> float:
+    """Seconds to wait before reconnect ``attempt`` (0 first): exponential, full jitter.
+
+    ``rand`` is a random number in [0, 1), passed in so this stays pure.
+    """
+    return rand * min(most, first * 2.0**attempt)
+
+
+class Received:
+    """The client's record of what the relay sent: the last record, and what to acknowledge."""
+
+    def __init__(self, ack_every: int = 64) -> None:
+        self.ack_every = ack_every
+        self.last = 0  # the last record received (every one before it too)
+        self.acked = 0  # the last record the relay was told of
+
+    def take(self, record_: Record) -> bytes | None:
+        """The record's line if it is new, None for one the client already has."""
+        if record_.seq <= self.last:
+            return None
+        if record_.seq != self.last + 1:
+            raise ProfileError(f"record {self.last + 1} is missing (got {record_.seq})")
+        self.last = record_.seq
+        return record_.line
+
+    def due(self) -> bool:
+        """Whether an acknowledgement should go now rather than ride on a later message."""
+        return self.last - self.acked >= self.ack_every
+
+    def ack(self) -> int | None:
+        """The acknowledgement to send, if there is anything new to acknowledge."""
+        if self.last == self.acked:
+            return None
+        self.acked = self.last
+        return self.last

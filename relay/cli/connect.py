@@ -53,6 +53,10 @@ CONNECTION: tuple[Option, ...] = (
            defaults.PING_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
     Option("open-timeout", "seconds to reach the relay and finish the handshake",
            defaults.OPEN_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
+    Option("resume", "offer the resume profile: a lost connection is resumed within the "
+           "relay's grace, the editor seeing a pause only (needs --ticket-command or "
+           "--ticket-file: each socket needs a fresh ticket)", True, None, convert.boolean,
+           is_flag=True, negatable=True, default_text="on", layered=False),
     Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
            convert.log_format, default_text="auto: console on a terminal, else json",
            layered=False),
@@ -108,6 +112,7 @@ def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeCo
         ping_interval=args.ping_interval,
         ping_timeout=args.ping_timeout,
         open_timeout=args.open_timeout,
+        resume=args.resume,
     )
 
 
