@@ -407,7 +407,11 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
                 break  # the stream is nearly over: no room left for a cut
             done += 1
             client = await ResumeClient.open(
-                net.url() + "?ticket=" + make_ticket(), state, ping_interval=0.2, ping_timeout=0.3
+                net.url() + "?ticket=" + make_ticket(),
+                state,
+                ping_interval=0.2,
+                ping_timeout=0.3,
+                close_timeout=0.5,  # a silent drop is noticed at ping timeout + this
             )
             how = net.reset if rng.random() < 0.8 else net.blackhole
             async with asyncio.timeout(30):
@@ -423,6 +427,7 @@ async def test_soak_200_random_cuts_lose_and_double_nothing() -> None:
     assert [index(line) for line in got] == list(range(total))
     assert done == cuts
     await until(lambda: not children_of(os.getpid()))
+    await until(lambda: fd_count(os.getpid()) <= before[0])  # closed sockets are let go
     after = fd_count(os.getpid()), len(asyncio.all_tasks())
     record(
         "resume soak, 200 random cuts",
