@@ -54,6 +54,11 @@ def load_servers(text: str, env: Mapping[str, str], *, source: str) -> tuple[Mcp
     return servers
 
 
+def expanded_values(text: str, env: Mapping[str, str]) -> set[str]:
+    """Every value ``${VAR}`` stands for in the file: to be kept out of logs and traces."""
+    return {env[name] for name in _VAR.findall(text) if env.get(name)}
+
+
 def _expand(value: Any, env: Mapping[str, str], where: str) -> Any:
     if isinstance(value, str):
         return _VAR.sub(lambda m: _lookup(m.group(1), env, where), value)

@@ -118,8 +118,10 @@ def redact_injected(
     """Hide the values of the relay's own MCP servers in a rewritten session request.
 
     The servers named in ``servers`` (the rewrite's ``injected``) came from the relay's
-    ``--mcp-servers`` file, where ``${VAR}`` put tokens into header and env values. Those
-    values become ``[redacted]`` and their ``url`` goes through ``redact_text``. The line
+    ``--mcp-servers`` file, where ``${VAR}`` may have put tokens into any string. Header
+    and env values become ``[redacted]``, URL userinfo too, and ``url``, ``command`` and
+    every ``args`` entry go through ``redact_text`` (which removes every expanded value,
+    each registered as a secret when the file was read). The line
     is re-serialized exactly as the rewrite serialized it, so nothing else changes.
     Returns the line and the names of the servers whose values were hidden.
     """
@@ -147,10 +149,29 @@ def _hide(server: dict[str, Any], redact_text: Callable[[str], str]) -> bool:
                 changed = changed or pair["value"] != REDACTED
                 pair["value"] = REDACTED
     url = server.get("url")
-    if isinstance(url, str) and redact_text(url) != url:
-        server["url"] = redact_text(url)
+    if isinstance(url, str):
+        hidden = redact_text(_without_userinfo(url))
+        changed = changed or hidden != url
+        server["url"] = hidden
+    command = server.get("command")
+    if isinstance(command, str) and redact_text(command) != command:
+        server["command"] = redact_text(command)
         changed = True
+    args = server.get("args")
+    if isinstance(args, list):
+        hidden_args = [redact_text(a) if isinstance(a, str) else a for a in args]
+        changed = changed or hidden_args != args
+        server["args"] = hidden_args
     return changed
+
+
+def _without_userinfo(url: str) -> str:
+    """``https://user:token@host/...`` as ``https://[redacted]@host/...``."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not sep or "@" not in authority:
+        return url
+    return f"{scheme}://{REDACTED}@{authority.rpartition('@')[2]}{slash}{path}"
 
 
 class BoundedTrace:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from relay.mcp import Capabilities, McpConfigError, McpPolicy, load_servers, merge
+from relay.mcp import Capabilities, McpConfigError, McpPolicy, expanded_values, load_servers, merge
 
 ENV = {"TOKEN": "s3cr3t", "HOME": "/home/relay"}
 STDIO = {"name": "files", "command": "/usr/bin/mcp-files", "args": ["--root", "/w"], "env": []}
@@ -144,3 +144,10 @@ def test_merge_does_not_alias_the_policy() -> None:
 def test_capabilities_from_initialize(result: dict[str, Any], caps: Capabilities) -> None:
     """Only an explicit true in mcpCapabilities opens http or sse."""
     assert Capabilities.from_initialize(result) == caps
+
+
+def test_expanded_values_are_what_the_file_named() -> None:
+    """The values ${VAR} stood for are known, to be kept out of logs and traces."""
+    text = '[{"name":"a","command":"x","args":["${TOKEN}","${EMPTY}","$NOT"]}]'
+    env = {"TOKEN": "t-123", "EMPTY": "", "OTHER": "o"}
+    assert expanded_values(text, env) == {"t-123"}

@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed
 
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy, parse_rule
-from relay.redact import redact_text
+from relay.redact import redact_text, register_secret
 from relay.rewrite import RewritePolicy
 from relay.trace import (
     MIN_MAX_BYTES,
@@ -271,6 +271,32 @@ def test_injected_server_values_are_hidden(
                 if "url" in server:
                     server["url"] = redact_text(server["url"])
         assert out == json.dumps(restored, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
+    """A ${VAR} token in args, command or URL userinfo is as hidden as one in a header."""
+    register_secret("tok-from-env-123")
+    server = {
+        "type": "http",
+        "name": "api",
+        "url": "https://bot:pa55word@mcp.example/x?key=tok-from-env-123",
+        "headers": [],
+    }
+    stdio = {
+        "name": "cli",
+        "command": "/opt/tok-from-env-123/bin/mcp",
+        "args": ["--token", "tok-from-env-123", "--verbose"],
+        "env": [],
+    }
+    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redact_text)
+    text = out.decode()
+    assert names == ["api", "cli"]
+    assert "tok-from-env-123" not in text
+    assert "pa55word" not in text
+    assert "bot:" not in text
+    parsed = json.loads(out)["params"]["mcpServers"]
+    assert parsed[0]["url"].startswith("https://[redacted]@mcp.example/x")
+    assert parsed[1]["args"] == ["--token", "[redacted]", "--verbose"]
 
 
 # -- a live relay writing traces ------------------------------------------------------------

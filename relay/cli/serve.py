@@ -35,7 +35,7 @@ from relay.config import (
 )
 from relay.errors import UsageError
 from relay.httpedge import RateLimitedLog
-from relay.mcp import McpConfigError, McpPolicy, McpServer, load_servers
+from relay.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
 from relay.origins import bracketed
 from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
@@ -203,9 +203,12 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
     """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env``."""
     text = read_named(path, "--mcp-servers")
     try:
-        return load_servers(text, env, source=f"--mcp-servers {path}")
+        servers = load_servers(text, env, source=f"--mcp-servers {path}")
     except McpConfigError as exc:
         raise UsageError(str(exc)) from exc
+    for value in expanded_values(text, env):
+        register_secret(value)  # tokens the file names by ${VAR}: never logged nor traced
+    return servers
 
 
 async def run_relay(
