@@ -20,7 +20,6 @@ from relay.ticket import ReplayGuard
 
 FILE_NAME = "spent-tickets"
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 _LINE = re.compile(r"(\d+(?:\.\d+)?) ([A-Za-z0-9_.~-]{1,128})")
 _COMPACT_SLACK = 1024  # lines allowed past twice the live ids before a rewrite
 
@@ -73,13 +72,3 @@ class SpentTickets:
 
 def _line(jti: str, expires_at: float) -> str:
     return f"{math.ceil(expires_at)} {jti}\n"  # rounded up: never expires early
-
-
-def prepare_state_dir(path: str) -> str:
-    """Create the state directory (mode 0700) if missing; OSError if it cannot be written."""
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-    if not os.path.isdir(path):
-        raise NotADirectoryError(f"{path} is not a directory")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PermissionError(f"{path} is not writable")
-    return path

@@ -38,17 +38,6 @@ from relay.trace import (
 FLUSH_BYTES = 1 << 16
 FLUSH_SECONDS = 0.5
 FILE_MODE = 0o600
-DIR_MODE = 0o700
-
-
-def prepare_directory(path: str) -> str:
-    """Create the trace directory (mode 0700) if missing; OSError if it cannot be written."""
-    os.makedirs(path, mode=DIR_MODE, exist_ok=True)
-    if not os.path.isdir(path):
-        raise NotADirectoryError(f"{path} is not a directory")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PermissionError(f"{path} is not writable")
-    return path
 
 
 def file_name(conn_id: str, now: float) -> str:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-import pytest
-
-from relay.spent import FILE_NAME, SpentTickets, prepare_state_dir
+from relay.spent import FILE_NAME, SpentTickets
 from relay.ticket import ReplayGuard
 
 NOW = 1_000_000.0
@@ -30,11 +28,9 @@ def test_a_spent_ticket_stays_spent_across_a_restart(tmp_path: Path) -> None:
 def test_a_first_boot_has_nothing_spent(tmp_path: Path) -> None:
     """With no file yet (a box booted for a ticket minted before it), every ticket is new."""
     guard = ReplayGuard()
-    prepare_state_dir(str(tmp_path / "fresh"))
-    store = SpentTickets(str(tmp_path / "fresh"), guard, NOW)
+    store = SpentTickets(str(tmp_path), guard, NOW)
     assert len(guard) == 0
-    assert stat.S_IMODE((tmp_path / "fresh" / FILE_NAME).stat().st_mode) == 0o600
-    assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / FILE_NAME).stat().st_mode) == 0o600
     store.close()
 
 
@@ -57,10 +53,3 @@ def test_lines_that_are_not_ids_are_skipped(tmp_path: Path) -> None:
     guard = ReplayGuard()
     SpentTickets(str(tmp_path), guard, NOW).close()
     assert [jti for jti, _ in guard.entries(NOW)] == ["ok-1"]
-
-
-def test_a_state_dir_that_cannot_be_used_is_an_error(tmp_path: Path) -> None:
-    """A path that is a file cannot be the state directory."""
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(FileExistsError):
-        prepare_state_dir(str(tmp_path / "file"))

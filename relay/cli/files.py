@@ -1,7 +1,12 @@
-"""The files the commands' flags name: read once at start-up, a UsageError if unreadable."""
+"""The files and folders the commands' flags name: read or made ready once at start-up.
+
+Each problem is a UsageError naming the flag, so the relay stops with exit status 2 and
+the fix instead of failing at the first connection.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from relay.config import SECRET_ENV, parse_secrets
@@ -14,6 +19,24 @@ def read_named(path: str, flag: str) -> str:
         return Path(path).read_text()
     except OSError as exc:
         raise UsageError(f"cannot read {flag} {path}: {exc.strerror}") from exc
+
+
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_directory(path: str | None, flag: str) -> str | None:
+    """The folder ``flag`` names, created (mode 0700) if missing; a UsageError if unusable."""
+    if path is None:
+        return None
+    try:
+        os.makedirs(path, mode=PRIVATE_DIR_MODE, exist_ok=True)
+        if not os.path.isdir(path):
+            raise NotADirectoryError(f"{path} is not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"{path} is not writable")
+    except OSError as exc:
+        raise UsageError(f"cannot use {flag} {path}: {exc.strerror or exc}") from exc
+    return path
 
 
 def load_secrets(secret_file: str | None, secret_env: str | None) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ import uvloop
 
 from relay import logs
 from relay.admission import Policy
-from relay.cli.files import load_secrets, read_named
+from relay.cli.files import load_secrets, private_directory, read_named
 from relay.config import (
     Settings,
     add_serve_arguments,
@@ -41,8 +41,6 @@ from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig, fresh_ticket
-from relay.spent import prepare_state_dir
-from relay.tracefile import prepare_directory
 from relay.urls import with_ticket
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
@@ -127,11 +125,11 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         open_timeout=settings.open_timeout,
         rewrite=rewrite_policy(settings, env),
         console=settings.dev,
-        trace_dir=_trace_dir(settings.trace_dir),
+        trace_dir=private_directory(settings.trace_dir, "--trace-dir"),
         trace_max_bytes=settings.trace_max_bytes,
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
-        state_dir=_state_dir(settings.state_dir),
+        state_dir=private_directory(settings.state_dir, "--state-dir"),
     )
 
 
@@ -162,26 +160,6 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
         )
 
     return handle
-
-
-def _state_dir(path: str | None) -> str | None:
-    """``--state-dir``, created (mode 0700) if missing; a UsageError if it cannot be used."""
-    if path is None:
-        return None
-    try:
-        return prepare_state_dir(path)
-    except OSError as exc:
-        raise UsageError(f"cannot use --state-dir {path}: {exc.strerror or exc}") from exc
-
-
-def _trace_dir(path: str | None) -> str | None:
-    """``--trace-dir``, created (mode 0700) if missing; a UsageError if it cannot be used."""
-    if path is None:
-        return None
-    try:
-        return prepare_directory(path)
-    except OSError as exc:
-        raise UsageError(f"cannot use --trace-dir {path}: {exc.strerror or exc}") from exc
 
 
 def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
