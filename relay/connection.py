@@ -123,20 +123,27 @@ class Connection:
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
         self.stall_timeout = config.ping_interval + config.ping_timeout
 
-    async def run(self, attachment: Attachment) -> None:
-        """Start the agent, pump until something ends the connection, end it; log."""
+    async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
+        """Start the agent (logged, traced, registered); why not, if it could not start."""
         peer = Peer(attachment.remote, self.claims.sub, attachment.path)
         try:
-            try:
-                agent = await AgentProcess.start(
-                    self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
-                )
-            except AgentStartError as exc:
-                self.observer.start_failed(str(exc), peer, self.config.agent_argv)
-                await self._carry_out(Happened.START_FAILED, None, attachment, str(exc))
+            agent = await AgentProcess.start(
+                self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
+            )
+        except AgentStartError as exc:
+            self.observer.start_failed(str(exc), peer, self.config.agent_argv)
+            return str(exc)
+        self.observer.opened(peer, self.config.agent_argv, agent.pid)
+        self.agents.add(agent)
+        return agent
+
+    async def run(self, attachment: Attachment) -> None:
+        """Start the agent, pump until something ends the connection, end it; log."""
+        try:
+            agent = await self.start_agent(attachment)
+            if isinstance(agent, str):
+                await self._carry_out(Happened.START_FAILED, None, attachment, agent)
                 return
-            self.observer.opened(peer, self.config.agent_argv, agent.pid)
-            self.agents.add(agent)
             try:
                 await self._pump(agent, attachment)
             finally:

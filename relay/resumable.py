@@ -27,10 +27,9 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
-from relay.agent import AgentProcess, AgentStartError, drain_stderr
+from relay.agent import AgentProcess, drain_stderr
 from relay.connection import Attachment, Connection, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
-from relay.observer import Peer
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
 from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
 from relay.relayconfig import RelayConfig
@@ -135,21 +134,15 @@ class ResumableConnection(Connection):
 
     async def live(self, first: Attachment) -> None:
         """Start the agent, then act on each event until the connection ends."""
-        peer = Peer(first.remote, self.claims.sub, first.path)
         try:
             try:
-                agent = await AgentProcess.start(
-                    self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
-                )
-            except AgentStartError as exc:
-                self.start_error = str(exc)
-                self.observer.start_failed(self.start_error, peer, self.config.agent_argv)
-                return  # attach() says so on the socket, and closes the observer
+                agent = await self.start_agent(first)
             finally:
                 self.started.set()
+            if isinstance(agent, str):
+                self.start_error = agent
+                return  # attach() says so on the socket, and closes the observer
             self.agent = agent
-            self.observer.opened(peer, self.config.agent_argv, agent.pid)
-            self.agents.add(agent)
             try:
                 await self._run(agent)
             finally:
