@@ -211,7 +211,7 @@ class Bridge:
         """The sender of ``ws`` (one per socket, so its stall check spans its sends)."""
         if self._sender is None or self._sender.ws is not ws:
             stall = self.config.ping_interval + self.config.ping_timeout
-            self._sender = TextFrames(ws, stall_timeout=stall)
+            self._sender = TextFrames(ws, stall, self.observer.send_stalled)
         return self._sender
 
     def ticket_fetched(self, ticket: str) -> None:

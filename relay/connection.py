@@ -179,7 +179,7 @@ class Connection:
         try:
             await lines_to_frames(
                 self.agent_stdout.watch(agent.stdout),
-                TextFrames(attachment.ws, stall_timeout=self.stall_timeout),
+                TextFrames(attachment.ws, self.stall_timeout, self.observer.send_stalled),
                 max_bytes=self.config.max_message_bytes,
                 observer=self.observer,
                 inspect=inspect,

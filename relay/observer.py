@@ -82,6 +82,10 @@ class PumpObserver:
         """The peer went while a full pipe held up the socket's reading."""
         self.log.warning("socket peer gone while the pipe was full")
 
+    def send_stalled(self, seconds: float) -> None:
+        """Nothing sent drained for ``seconds``: the peer is taken for gone."""
+        self.log.warning("socket peer stopped reading: closing", seconds=round(seconds, 3))
+
 
 class ConnectionObserver(PumpObserver):
     """Logs, counts and traces one connection; both pumps and the connection report here."""

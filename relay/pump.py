@@ -88,9 +88,15 @@ class TextFrames:
     buffer only while a send waits, so the cost per send is two attribute writes.
     """
 
-    def __init__(self, ws: Connection, stall_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        ws: Connection,
+        stall_timeout: float | None = None,
+        on_stall: Callable[[float], None] | None = None,
+    ) -> None:
         self.ws = ws
         self.stall_timeout = stall_timeout
+        self.on_stall = on_stall  # told the seconds nothing drained, before the abort
         self._sending = False
         self._sends = 0  # sends completed so far: progress the stall check looks for
         self._timer: asyncio.TimerHandle | None = None
@@ -128,6 +134,8 @@ class TextFrames:
         self._seen = seen
         assert self.stall_timeout is not None
         if now - self._stalled_since >= self.stall_timeout:
+            if self.on_stall is not None:
+                self.on_stall(now - self._stalled_since)
             self.ws.transport.abort()
             return
         self._arm()

@@ -111,7 +111,8 @@ class ResumingLink:
 
     def _frames(self, ws: ClientConnection) -> TextFrames:
         config = self.bridge.config
-        return TextFrames(ws, stall_timeout=config.ping_interval + config.ping_timeout)
+        stall = config.ping_interval + config.ping_timeout
+        return TextFrames(ws, stall, self.bridge.observer.send_stalled)
 
     # -- the relay's records -------------------------------------------------------------
 

@@ -382,7 +382,7 @@ class ResumableConnection(Connection):
     async def _send_records(self, attachment: Attachment, start: int) -> None:
         """Records from ``start`` on to the socket, as they come; acks when nothing comes."""
         ws, cursor = attachment.ws, start
-        frames = TextFrames(ws, stall_timeout=self.stall_timeout)
+        frames = TextFrames(ws, self.stall_timeout, self.observer.send_stalled)
         while True:
             self._wake.clear()
             lines = self.outbox.since(cursor, MAX_BATCH_FRAMES)
