@@ -157,3 +157,46 @@ async def test_with_a_one_off_ticket_connect_carries_plain_acp_and_says_so_once(
     warnings = [r["event"] for r in log_records(bytes(ed.stderr)) if r["level"] == "warning"]
     assert error["error"]["data"]["cause"] == "lost"
     assert sum("cannot be resumed" in w for w in warnings) == 1
+
+
+ASKS = (sys.executable, str(AGENTS / "asks.py"))
+STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
+
+
+async def test_a_permission_request_in_flight_at_the_cut_is_answered_after_the_resume() -> None:
+    """The agent asked just before the cut; the editor's answer reaches it after the resume."""
+    async with (
+        live_relay(ASKS, resume_grace=30) as live,
+        NetCut(live.relay.port) as net,
+        editor(net.url(), *REFRESHABLE, env=connect_env()) as ed,
+    ):
+        asked = await ed.receive()
+        assert asked["method"] == "session/request_permission"
+        net.reset()  # the answer is written while the relay is away
+        answer = {"outcome": {"outcome": "selected", "optionId": "allow"}}
+        await ed.send({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
+        told = await ed.receive()
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    assert told == {"jsonrpc": "2.0", "method": "answered", "params": answer}
+
+
+async def test_past_the_grace_a_stubborn_agent_and_its_child_are_gone() -> None:
+    """An agent ignoring EOF and SIGTERM, and its child, are killed once the grace expires."""
+    relay = live_relay(
+        STUBBORN, resume_grace=0.5, kill_grace=0.3, ping_interval=0.2, ping_timeout=0.3
+    )
+    async with relay as live:
+        net = NetCut(live.relay.port)
+        await net.__aenter__()
+        async with editor(net.url(), *REFRESHABLE, env=connect_env()) as ed:
+            _, pid, child = (await ed.receive_line()).decode().split()
+            await net.__aexit__()  # the network is gone for good
+            await ed.send(request(3))
+            error = await ed.receive()
+            await ed.close_stdin()
+            await ed.exit_status()
+        async with asyncio.timeout(5):
+            while pid_alive(int(pid)) or pid_alive(int(child)):  # noqa: ASYNC110 (process state)
+                await asyncio.sleep(0.02)
+    assert "could not resume within 0.5 s" in error["error"]["message"]
