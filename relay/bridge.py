@@ -31,7 +31,7 @@ from relay.inflight import InFlight, request_id
 from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, judge_frame
-from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
 from relay.reconnect import SUBPROTOCOLS, ResumingLink, start_profile
 from relay.redact import register_secret
 from relay.relaysocket import (
@@ -210,7 +210,7 @@ class Bridge:
     def _frames(self, ws: ClientConnection) -> TextFrames:
         """The sender of ``ws`` (one per socket, so its stall check spans its sends)."""
         if self._sender is None or self._sender.ws is not ws:
-            stall = self.config.ping_interval + self.config.ping_timeout
+            stall = stall_timeout(self.config.ping_interval, self.config.ping_timeout)
             self._sender = TextFrames(ws, stall, self.observer.send_stalled)
         return self._sender
 

@@ -41,7 +41,7 @@ from relay.ending import (
 from relay.logs import get_logger
 from relay.observer import ConnectionObserver, Peer
 from relay.outcome import judge_client_frame
-from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
 from relay.relayconfig import RelayConfig
 from relay.rewrite import SessionRewriter
 from relay.ticket import Claims
@@ -121,7 +121,7 @@ class Connection:
         self.exit: Exit | None = None  # the agent's, once it is gone
         self.resumable = False  # a lost socket ends the connection (see relay.resumable)
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
-        self.stall_timeout = config.ping_interval + config.ping_timeout
+        self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
 
     async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
         """Start the agent (logged, traced, registered); why not, if it could not start."""

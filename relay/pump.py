@@ -36,6 +36,7 @@ PEER_CHECK_SECONDS = 0.5  # while a full pipe stalls the socket's reading, look 
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
+MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[str | bytes], Outcome]
@@ -69,6 +70,14 @@ class LineObserver(Protocol):
     """Told the verdict on each line read from the pipe, once the sent ones were sent."""
 
     def lines(self, verdicts: Sequence[Line]) -> None: ...
+
+
+def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
+    """How long a send may see nothing drain before the peer is taken for gone.
+
+    As long as a heartbeat may go unanswered, and never under MIN_STALL_SECONDS.
+    """
+    return max(ping_interval + ping_timeout, MIN_STALL_SECONDS)
 
 
 class TextFrames:

@@ -28,7 +28,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay.failure import Close, Failure, cannot_connect, could_not_resume, resumable
 from relay.outcome import Forward, judge_frame
-from relay.pump import LineWriter, TextFrames
+from relay.pump import LineWriter, TextFrames, stall_timeout
 from relay.relaysocket import close_failure, connect_failure, open_socket
 from relay.resume import (
     PROFILE,
@@ -111,7 +111,7 @@ class ResumingLink:
 
     def _frames(self, ws: ClientConnection) -> TextFrames:
         config = self.bridge.config
-        stall = config.ping_interval + config.ping_timeout
+        stall = stall_timeout(config.ping_interval, config.ping_timeout)
         return TextFrames(ws, stall, self.bridge.observer.send_stalled)
 
     # -- the relay's records -------------------------------------------------------------
