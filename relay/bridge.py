@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay import logs
 from relay.editor import editor_stdio
-from relay.failure import Failure, cannot_connect
+from relay.failure import Failure, cannot_connect, closing_unanswered
 from relay.inflight import InFlight, request_id
 from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
@@ -47,6 +47,7 @@ from relay.ticketsource import TicketUnavailable, fetch_ticket
 __all__ = ["Bridge", "BridgeConfig", "run_bridge"]
 
 T = TypeVar("T")
+ANSWER_WAIT_SECONDS = 10.0  # after stdin ends, how long connect waits for answers owed
 ONE_OFF_TICKET = (
     "the connection was lost and cannot be resumed: the ticket is a one-off value "
     "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
@@ -74,6 +75,7 @@ class Bridge:
         self.down = Counters()  # relay -> editor
         self.answered = 0  # editor requests answered here with the failure
         self.log: Logger = logs.get_logger("relay.connect", url=config.url)
+        self.answers_settled = asyncio.Event()  # set when no editor request awaits an answer
         self.observer = _RelayObserver(self)
         self._sender: TextFrames | None = None
         self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
@@ -169,6 +171,8 @@ class Bridge:
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            if upstream.done() and not stopping.done():
+                await self.await_answers(downstream, stop)
             if downstream.done() and downstream.result() is Ended.SOCKET_CLOSED:
                 one_off = self.config.ticket.value is not None
                 if self.config.resume and one_off and ws.protocol.close_rcvd is None:
@@ -181,6 +185,34 @@ class Bridge:
             stopping.cancel()
             downstream.cancel()
             await asyncio.gather(stopping, downstream, return_exceptions=True)
+
+    async def await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
+        """Stdin ended: wait for the answers still owed (bounded, never past ``stop``).
+
+        A request sent before the end is answered by the agent, or here with an error
+        saying why, never dropped.
+        """
+        if not self.in_flight:
+            return
+        self.log.info("stdin ended: waiting for answers", requests=len(self.in_flight))
+        self.answers_settled.clear()
+        settled = asyncio.create_task(self.answers_settled.wait())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait(
+                {settled, stopping, downstream},
+                timeout=ANSWER_WAIT_SECONDS,
+                return_when="FIRST_COMPLETED",
+            )
+        finally:
+            settled.cancel()
+            stopping.cancel()
+        if self.in_flight and not downstream.done():
+            why = "stopped" if stop.is_set() else f"no answer within {ANSWER_WAIT_SECONDS:g} s"
+            failure = closing_unanswered(self.config.url, why)
+            for request in self.in_flight.settle_all():
+                self._write(failure.error_response(request))
+            await self._drain()
 
     async def close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
         """The editor is done: close with 1000 and give the relay a moment to answer."""
@@ -261,11 +293,14 @@ class _RelayObserver(PumpObserver):
     def __init__(self, bridge: Bridge) -> None:
         super().__init__(bridge.log, from_socket=bridge.down, to_socket=bridge.up)
         self.in_flight = bridge.in_flight
+        self.settled = bridge.answers_settled
 
     def frame(self, outcome: Outcome) -> None:
         """A relay frame went to the editor unchanged (or was skipped)."""
         if isinstance(outcome, Forward):
             self.in_flight.response_received(outcome.line)
+            if not self.in_flight:
+                self.settled.set()
         super().frame(outcome)
 
 

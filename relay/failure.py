@@ -158,6 +158,12 @@ def connection_closed(
     return Failure(f"lost the connection to the relay at {url} (no close frame)", data)
 
 
+def closing_unanswered(url: str, why: str) -> Failure:
+    """The editor closed stdin and connect is closing before the agent answered this request."""
+    message = f"connect is closing (stdin ended) and the agent behind {url} did not answer: {why}"
+    return Failure(message, {"url": url, "cause": "closing", "detail": why}, exit_status=0)
+
+
 def could_not_resume(url: str, lost_at: str, grace: float, why: Failure) -> Failure:
     """The socket was lost and no resume succeeded: when, for how long it was tried, why."""
     message = f"lost the relay at {url} at {lost_at} and could not resume within {grace:g} s: "

@@ -132,6 +132,8 @@ class ResumingLink:
         stopping = asyncio.create_task(stop.wait())
         try:
             await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            if upstream.done() and not stopping.done():
+                await self.bridge.await_answers(downstream, stop)
             if not downstream.done() or downstream.result() is Carried.EDITOR_DONE:
                 await self.bridge.close_socket(ws, downstream)
                 return Carried.EDITOR_DONE
