@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 from relay.origins import origin_allowed
-from relay.ticket import Claims, ReplayGuard, TicketError, verify
+from relay.ticket import WRONG_AUDIENCE, Claims, ReplayGuard, TicketError, verify
 
 RETRY_AFTER_SECONDS = 5
 
@@ -39,11 +39,15 @@ class Admitted:
 
 @dataclass(frozen=True)
 class Refusal:
-    """The upgrade is refused with this HTTP status and plain-text reason."""
+    """The upgrade is refused with this HTTP status and plain-text reason.
+
+    ``kind`` is one of :data:`relay.stats.REFUSAL_REASONS`, for the metrics.
+    """
 
     status: int
     reason: str
     headers: tuple[tuple[str, str], ...] = field(default=())
+    kind: str = "bad_request"
 
 
 def ticket_from_request(
@@ -70,7 +74,7 @@ def origin_refusal(origin: str | None, allow_origins: Sequence[str]) -> Refusal 
         hint = "add it with --allow-origin"
     else:
         hint = "only pages from this machine may connect unless --allow-origin is given"
-    return Refusal(403, f"origin {origin} is not allowed: {hint}")
+    return Refusal(403, f"origin {origin} is not allowed: {hint}", kind="origin")
 
 
 def admit(
@@ -95,9 +99,12 @@ def admit(
             audience=policy.audience,
         )
     except TicketError as exc:
-        return unauthorized(str(exc), missing=not ticket)
+        return unauthorized(str(exc), missing=not ticket, kind=_ticket_kind(str(exc), ticket))
     if replay_guard.is_replay(claims.jti, now):
-        return unauthorized("ticket was already used: tickets are single-use, get a new one")
+        return unauthorized(
+            "ticket was already used: tickets are single-use, get a new one",
+            kind="ticket_replayed",
+        )
     if open_connections >= policy.max_connections:
         return _full(f"relay is at its limit of {policy.max_connections} connections")
     if not replay_guard.remember(claims.jti, claims.expires_at(policy.ticket_ttl), now):
@@ -105,13 +112,23 @@ def admit(
     return Admitted(claims)
 
 
-def unauthorized(reason: str, *, missing: bool = False) -> Refusal:
+def unauthorized(reason: str, *, missing: bool = False, kind: str = "ticket_invalid") -> Refusal:
     """401 with ``WWW-Authenticate: Bearer`` (RFC 6750): no ticket, or one that is refused."""
     challenge = 'Bearer realm="acp-relay"'
     if not missing:
         description = reason.replace("\\", "").replace('"', "'")
         challenge += f', error="invalid_token", error_description="{description}"'
-    return Refusal(401, reason, (("WWW-Authenticate", challenge),))
+    return Refusal(401, reason, (("WWW-Authenticate", challenge),), kind=kind)
+
+
+def _ticket_kind(reason: str, ticket: str | None) -> str:
+    if not ticket:
+        return "ticket_missing"
+    if reason.startswith("ticket expired"):
+        return "ticket_expired"
+    if reason == WRONG_AUDIENCE:
+        return "ticket_audience"
+    return "ticket_invalid"
 
 
 def _full(why: str) -> Refusal:
@@ -119,4 +136,5 @@ def _full(why: str) -> Refusal:
         503,
         f"{why}; retry in {RETRY_AFTER_SECONDS} s",
         (("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        kind="capacity",
     )

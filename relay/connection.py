@@ -44,6 +44,7 @@ from relay.outcome import judge_client_frame
 from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
 from relay.relayconfig import RelayConfig
 from relay.rewrite import SessionRewriter
+from relay.stats import RelayStats
 from relay.ticket import Claims
 from relay.tracefile import ConnectionTrace
 
@@ -101,6 +102,7 @@ class Connection:
         *,
         agents: set[AgentProcess],
         shutting_down: Callable[[], bool],
+        stats: RelayStats | None = None,
     ) -> None:
         self.conn_id = conn_id
         self.claims = claims
@@ -111,7 +113,8 @@ class Connection:
         trace = None
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)
-        self.observer = ConnectionObserver(conn_id, log, trace)
+        self.stats = stats
+        self.observer = ConnectionObserver(conn_id, log, trace, stats)
         self.rewriter = SessionRewriter(config.rewrite, exists=os.path.isdir)
         rewrite = self.rewriter.client_line if config.rewrite is not None else None
         self.judge = partial(judge_client_frame, rewrite=rewrite)
@@ -126,6 +129,7 @@ class Connection:
     async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
         """Start the agent (logged, traced, registered); why not, if it could not start."""
         peer = Peer(attachment.remote, self.claims.sub, attachment.path)
+        started = time.monotonic()
         try:
             agent = await AgentProcess.start(
                 self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
@@ -133,6 +137,8 @@ class Connection:
         except AgentStartError as exc:
             self.observer.start_failed(str(exc), peer, self.config.agent_argv)
             return str(exc)
+        if self.stats is not None:
+            self.stats.agent_start.observe(time.monotonic() - started)
         self.observer.opened(peer, self.config.agent_argv, agent.pid)
         self.agents.add(agent)
         return agent
@@ -279,9 +285,7 @@ class Connection:
             if children is not None:
                 await children
 
-    async def _flush(
-        self, children: asyncio.Task[None], closed: asyncio.Task[None] | None
-    ) -> None:
+    async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None] | None) -> None:
         """Wait until what the agent wrote has been sent, or the socket is gone.
 
         The flush ends with the end of stdout, which comes once the agent's process group

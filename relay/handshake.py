@@ -66,15 +66,19 @@ def _upgrade_refusal(headers: Sequence[tuple[str, str]]) -> Refusal | None:
     tokens = {token.strip().lower() for token in connection.split(",")}
     if not upgrade or upgrade[0].strip().lower() != "websocket" or "upgrade" not in tokens:
         return Refusal(
-            426,
-            "this ACP endpoint speaks WebSocket only: send GET with Upgrade: websocket "
+            kind="not_upgrade",
+            status=426,
+            reason="this ACP endpoint speaks WebSocket only: send GET with Upgrade: websocket "
             "and Connection: Upgrade",
-            (("Upgrade", "websocket"),),
+            headers=(("Upgrade", "websocket"),),
         )
     version = header_values(headers, "Sec-WebSocket-Version")
     if [v.strip() for v in version] != ["13"]:
         return Refusal(
-            426, "unsupported WebSocket version: use 13", (("Sec-WebSocket-Version", "13"),)
+            426,
+            "unsupported WebSocket version: use 13",
+            (("Sec-WebSocket-Version", "13"),),
+            kind="not_upgrade",
         )
     key = header_values(headers, "Sec-WebSocket-Key")
     if not key or not _valid_key(key[0]):
@@ -107,8 +111,9 @@ def _subprotocols(headers: Sequence[tuple[str, str]], speaks: Sequence[str]) -> 
         spoken = " or ".join(speaks)
         shown = ", ".join(others) if others else "only acp-ticket.<ticket>"
         return Refusal(
-            400,
-            f"none of the offered subprotocols ({shown}) is one the relay speaks: offer "
+            kind="subprotocol",
+            status=400,
+            reason=f"none of the offered subprotocols ({shown}) is one the relay speaks: offer "
             f"{spoken}, with acp-ticket.<ticket> beside it to carry the ticket",
         )
     return Shape(offered=tuple(others), ticket=tickets[0] if tickets else None, select=select)

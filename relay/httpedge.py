@@ -23,6 +23,7 @@ from websockets.http11 import Response
 
 from relay.handshake import HandshakeGate
 from relay.logs import Logger
+from relay.stats import RelayStats
 
 MAX_REQUEST_LINE = 8192  # as websockets: a longer request line is its to refuse (414)
 REFUSAL_LOG_SECONDS = 10.0  # at most one log line per this many seconds per kind of refusal
@@ -124,6 +125,7 @@ class GuardedConnection(ServerConnection):
     gate: HandshakeGate
     refusals: RateLimitedLog
     acp_path: str
+    stats: RelayStats
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -137,6 +139,7 @@ class GuardedConnection(ServerConnection):
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
         why = self.gate.enter(address)
         if why is not None:
+            self.stats.refusal("handshakes")
             self.refusals.warning("handshake refused", reason=why, remote=address)
             self._refuse(raw_response(503, f"relay busy: {why}; retry later\n"))
             return
@@ -152,6 +155,7 @@ class GuardedConnection(ServerConnection):
             return  # the request line is not complete yet
         if method:
             target = self._head.split(b" ", 2)[1].split(b"?", 1)[0].decode("latin-1")
+            self.stats.refusal("method")
             self.refusals.warning("method not allowed", method=method)
             self._refuse(method_not_allowed(target, self.acp_path))
             return
@@ -181,7 +185,14 @@ class GuardedConnection(ServerConnection):
         super().connection_lost(exc)
 
 
-def guarded(gate: HandshakeGate, log: Logger, acp_path: str) -> type[GuardedConnection]:
+def guarded(
+    gate: HandshakeGate, log: Logger, acp_path: str, stats: RelayStats
+) -> type[GuardedConnection]:
     """A :class:`GuardedConnection` class for one relay."""
-    attributes = {"gate": gate, "refusals": RateLimitedLog(log), "acp_path": acp_path}
+    attributes = {
+        "gate": gate,
+        "refusals": RateLimitedLog(log),
+        "acp_path": acp_path,
+        "stats": stats,
+    }
     return type("RelayConnection", (GuardedConnection,), attributes)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from relay.agent import Exit
 from relay.framing import Dropped, Line
 from relay.logs import Logger
-from relay.outcome import Forward, Outcome, Refuse
+from relay.outcome import Forward, Outcome, Refuse, Skip
+from relay.stats import RelayStats
 from relay.tracefile import ConnectionTrace
 
 
@@ -90,12 +91,19 @@ class PumpObserver:
 class ConnectionObserver(PumpObserver):
     """Logs, counts and traces one connection; both pumps and the connection report here."""
 
-    def __init__(self, conn_id: str, log: Logger, trace: ConnectionTrace | None = None) -> None:
+    def __init__(
+        self,
+        conn_id: str,
+        log: Logger,
+        trace: ConnectionTrace | None = None,
+        stats: RelayStats | None = None,
+    ) -> None:
         self.up = Counters()  # client -> agent
         self.down = Counters()  # agent -> client
         super().__init__(log, from_socket=self.up, to_socket=self.down)
         self.conn_id = conn_id
         self.trace = trace
+        self.stats = stats
         self.started = time.monotonic()
         self._told_stdin_closed = False
 
@@ -104,14 +112,40 @@ class ConnectionObserver(PumpObserver):
     def frame(self, outcome: Outcome) -> None:
         """A client frame was carried out; traced as well as counted and logged."""
         super().frame(outcome)
+        if self.stats is not None and not isinstance(outcome, Skip):
+            self._count(outcome, self.stats)
         if self.trace is not None:
             self.trace.client(outcome)
 
+    def _count(self, outcome: Forward | Refuse, stats: RelayStats) -> None:
+        if isinstance(outcome, Refuse):
+            if outcome.session:
+                stats.session_refused += 1
+            else:
+                stats.frames_refused += 1
+        elif outcome.rewrite is not None:
+            stats.rewritten += 1
+
     def lines(self, verdicts: Sequence[Line]) -> None:
         """Agent lines were handled; traced as well as counted and logged."""
+        sent_before, dropped_before = self.down.messages, self.down.dropped
         super().lines(verdicts)
+        if self.stats is not None:
+            if not sent_before and self.down.messages:
+                self.stats.first_byte.observe(time.monotonic() - self.started)
+            if self.down.dropped != dropped_before:
+                self._count_drops(verdicts, self.stats)
         if self.trace is not None:
             self.trace.agent_lines(verdicts)
+
+    def _count_drops(self, verdicts: Sequence[Line], stats: RelayStats) -> None:
+        for line in verdicts:
+            if isinstance(line, Dropped):
+                stats.drop("not_utf8" if line.reason.startswith("invalid UTF-8") else "too_large")
+
+    def carried(self) -> tuple[int, int, int, int]:
+        """Messages and bytes to the agent, then to the client, so far."""
+        return self.up.messages, self.up.bytes, self.down.messages, self.down.bytes
 
     def client_dropped(self) -> None:
         """A client frame came after the agent's stdin closed: it goes nowhere."""
@@ -127,6 +161,8 @@ class ConnectionObserver(PumpObserver):
         if pid is not None:
             self.log = self.log.bind(pid=pid, remote=peer.remote, subject=peer.subject)
             self.log.info("connection opened")
+            if self.stats is not None:
+                self.stats.opened_connection(self)
         if self.trace is not None:
             self.trace.opened(
                 conn=self.conn_id,
@@ -159,6 +195,8 @@ class ConnectionObserver(PumpObserver):
     def detached(self, why: str, grace: float) -> None:
         """The socket went; the agent runs on, waiting ``grace`` seconds for a resume."""
         self.log.info("connection detached", why=why, grace=grace)
+        if self.stats is not None:
+            self.stats.detached += 1
         if self.trace is not None:
             self.trace.noted("detach", why=why, grace=grace)
 
@@ -171,17 +209,25 @@ class ConnectionObserver(PumpObserver):
             "fenced_older_socket": fenced,
         }
         self.log.info("connection resumed", **fields)
+        if self.stats is not None:
+            self.stats.resumed += 1
         if self.trace is not None:
             self.trace.noted("resume", **fields)
 
     def expired(self, grace: float) -> None:
         """No resume came within the grace: the connection ends."""
         self.log.info("connection expired", grace=grace)
+        if self.stats is not None:
+            self.stats.expired += 1
         if self.trace is not None:
             self.trace.noted("expire", grace=grace)
 
     def closed(self, exit_: Exit | None, close_code: int | None, close_reason: str | None) -> None:
         """The connection is over: its last log line and trace record."""
+        if self.stats is not None:
+            returncode = None if exit_ is None else exit_.returncode
+            seconds = time.monotonic() - self.started
+            self.stats.ended_connection(self, close_code, returncode, seconds)
         if exit_ is not None:
             self.log.info(
                 "connection closed",

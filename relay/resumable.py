@@ -46,6 +46,7 @@ from relay.resume import (
     parse_frame,
     record,
 )
+from relay.stats import RelayStats
 from relay.ticket import Claims
 
 ACK_DELAY = 0.05  # seconds a delivery's acknowledgement waits for a record to ride on
@@ -86,8 +87,11 @@ class ResumableConnection(Connection):
         agents: set[AgentProcess],
         shutting_down: Callable[[], bool],
         policy: ResumePolicy,
+        stats: RelayStats | None = None,
     ) -> None:
-        super().__init__(conn_id, claims, config, agents=agents, shutting_down=shutting_down)
+        super().__init__(
+            conn_id, claims, config, agents=agents, shutting_down=shutting_down, stats=stats
+        )
         self.resumable = True
         self.policy = policy
         self.outbox = Outbox(policy.window)

@@ -33,6 +33,7 @@ from relay.connection import Attachment, Connection
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, text_response
 from relay.logs import get_logger
+from relay.metrics import Exposition
 from relay.relayconfig import RelayConfig
 from relay.resumable import (
     CANNOT_RESUME,
@@ -42,12 +43,14 @@ from relay.resumable import (
 )
 from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, parse_first_frame
 from relay.spent import SpentTickets
+from relay.stats import RelayStats
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
+METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side, like /busy
 
 
 @dataclass
@@ -77,6 +80,8 @@ class Relay:
         self._server: Server | None = None
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
+        self.stats = RelayStats()
+        self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
             self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
@@ -101,7 +106,7 @@ class Relay:
             max_queue=RECEIVE_QUEUE_FRAMES,
             server_header=None,
             select_subprotocol=self._select_subprotocol,
-            create_connection=guarded(self.gate, self.log, c.path),
+            create_connection=guarded(self.gate, self.log, c.path, self.stats),
         )
 
     @property
@@ -144,10 +149,13 @@ class Relay:
             return text_response(200, "ok\n")
         if path == "/busy":
             return json_response(200, self.busy_report())
+        if path == METRICS_PATH and not _is_upgrade(request):
+            body, content_type = self.exposition.render()
+            return response(200, body, content_type, ())
         if path != self.config.path:
             reason = f"not found: the ACP endpoint is {self.config.path}"
             if _is_upgrade(request):
-                return self._refuse(ws, Refusal(404, reason))
+                return self._refuse(ws, Refusal(404, reason, kind="path"))
             return text_response(404, reason + "\n")
         shape = check_upgrade(headers, speaks=self._speaks())
         if isinstance(shape, Refusal):
@@ -159,6 +167,7 @@ class Relay:
         return (PROFILE, ACP_V1) if self.config.resume_grace > 0 else (ACP_V1,)
 
     def _refuse(self, ws: ServerConnection, refusal: Refusal) -> Response:
+        self.stats.refusal(refusal.kind)
         self.log.warning(
             "connection refused", status=refusal.status, reason=refusal.reason, remote=_remote(ws)
         )
@@ -228,6 +237,11 @@ class Relay:
             del self.pending[ws]
         return len(self.connections) + len(self.pending)
 
+    def _gauges(self) -> dict[str, float]:
+        report = self.busy_report()
+        detached = report["detached"]
+        return {"attached": len(self.connections) - detached, "detached": detached, "warm": 0}
+
     def busy_report(self) -> dict[str, Any]:
         """The supervisor's view: busy while any connection lives, attached or detached."""
         count = self._open_count()  # sockets in their upgrade count too: they will be open
@@ -257,6 +271,7 @@ class Relay:
             self.config,
             agents=self.agents,
             shutting_down=lambda: self.shutting_down,
+            stats=self.stats,
         )
         self._register(connection)
         try:
@@ -274,6 +289,7 @@ class Relay:
             if not isinstance(found, ResumableConnection) or not found.claim(
                 first, admission.claims
             ):
+                self.stats.refusal("resume")
                 self.log.warning("resume refused", reason=NO_CONNECTION, remote=attachment.remote)
                 await attachment.close(CANNOT_RESUME, NO_CONNECTION)
                 return
@@ -286,6 +302,7 @@ class Relay:
             agents=self.agents,
             shutting_down=lambda: self.shutting_down,
             policy=ResumePolicy(self.config.resume_grace, self.config.resume_buffer),
+            stats=self.stats,
         )
         self._register(connection)
         live = asyncio.create_task(connection.live(attachment))
