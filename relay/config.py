@@ -194,6 +194,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("resume-buffer", "agent output a resumable connection keeps until the client "
            "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
            defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
+    Option("metrics-listen", "also serve GET /metrics (Prometheus text format) on this "
+           "address, e.g. for a scraper on another network than the proxy's; /metrics stays "
+           "on the main address too", None, "HOST:PORT", convert.from_text(parse_listen),
+           default_text="none, /metrics on the main address only"),
     Option("state-dir", "directory where spent ticket ids are kept across restarts "
            "(created if missing, mode 0700); without it a ticket used before a restart "
            "works once more within its lifetime", None, "DIR", convert.non_empty,
@@ -250,6 +254,7 @@ class Settings:
     resume_grace: float = defaults.RESUME_GRACE
     resume_buffer: int = defaults.RESUME_BUFFER
     state_dir: str | None = None
+    metrics_listen: tuple[str, int] | None = None
 
 
 # --- argparse

@@ -14,7 +14,8 @@ import asyncio
 import http
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -196,3 +197,42 @@ def guarded(
         "stats": stats,
     }
     return type("RelayConnection", (GuardedConnection,), attributes)
+
+
+MAX_REQUEST_HEAD = 8192  # a metrics request's line and headers
+
+
+async def serve_metrics(
+    host: str, port: int, render: Callable[[], tuple[bytes, str]]
+) -> asyncio.Server:
+    """A plain HTTP server answering ``GET /metrics`` (and 404 elsewhere) on its own port."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(10):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            writer.close()
+            return
+        parts = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(parts) == 3 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
+            body, content_type = render()
+            writer.write(_raw(200, body, content_type))
+        elif len(parts) == 3 and parts[0] != b"GET":
+            writer.write(raw_response(405, "only GET is answered here\n", (("Allow", "GET"),)))
+        else:
+            writer.write(raw_response(404, "not found: this port serves /metrics\n"))
+        with suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(answer, host, port, limit=MAX_REQUEST_HEAD)
+
+
+def _raw(status: int, body: bytes, content_type: str) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n"
+        f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\nCache-Control: no-store\r\n\r\n"
+    )
+    return head.encode() + body

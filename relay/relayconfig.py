@@ -36,3 +36,4 @@ class RelayConfig:
     resume_grace: float = defaults.RESUME_GRACE  # seconds a detached connection waits; 0: off
     resume_buffer: int = defaults.RESUME_BUFFER  # agent output kept until acknowledged
     state_dir: str | None = None  # spent ticket ids kept there across restarts
+    metrics_listen: tuple[str, int] | None = None  # /metrics on a port of its own, too

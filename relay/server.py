@@ -31,7 +31,7 @@ from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
 from relay.connection import Attachment, Connection
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
-from relay.httpedge import guarded, json_response, response, text_response
+from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
 from relay.logs import get_logger
 from relay.metrics import Exposition
 from relay.relayconfig import RelayConfig
@@ -78,6 +78,7 @@ class Relay:
         self.idle_since: float | None = time.monotonic()
         self.shutting_down = False
         self._server: Server | None = None
+        self._metrics_server: asyncio.Server | None = None
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
@@ -87,8 +88,12 @@ class Relay:
             self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
 
     async def start(self) -> None:
-        """Listen; the bound port is then in :attr:`port`."""
+        """Listen; the bound port is then in :attr:`port` (and /metrics', if apart, in
+        :attr:`metrics_port`)."""
         c = self.config
+        if c.metrics_listen is not None:
+            host, port = c.metrics_listen
+            self._metrics_server = await serve_metrics(host, port, self.exposition.render)
         self._server = await serve(
             self._handle,
             c.host,
@@ -110,6 +115,13 @@ class Relay:
         )
 
     @property
+    def metrics_port(self) -> int | None:
+        if self._metrics_server is None:
+            return None
+        port: int = self._metrics_server.sockets[0].getsockname()[1]
+        return port
+
+    @property
     def port(self) -> int:
         assert self._server is not None
         port: int = self._server.sockets[0].getsockname()[1]
@@ -129,6 +141,9 @@ class Relay:
         if self.spent is not None:
             self.spent.close()
             self.spent = None
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            await self._metrics_server.wait_closed()
 
     # -- HTTP, before the upgrade -------------------------------------------------
 

@@ -105,3 +105,16 @@ async def test_no_label_comes_from_a_client() -> None:
         text = (await http_get(live.relay.port, "/metrics")).body
     assert "alice" not in text
     assert "/acp" not in text
+
+
+async def test_metrics_can_have_a_port_of_their_own() -> None:
+    """With --metrics-listen, /metrics is served there too, and nothing else is."""
+    async with live_relay(ECHO_AGENT, metrics_listen=("127.0.0.1", 0)) as live:
+        port = live.relay.metrics_port
+        assert port is not None
+        assert port != live.relay.port
+        metrics = await http_get(port, "/metrics")
+        elsewhere = await http_get(port, "/busy")
+    assert metrics.status == 200
+    assert "acp_relay_connections_opened_total" in metrics.body
+    assert elsewhere.status == 404

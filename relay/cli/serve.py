@@ -130,6 +130,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
         state_dir=private_directory(settings.state_dir, "--state-dir"),
+        metrics_listen=settings.metrics_listen,
     )
 
 
