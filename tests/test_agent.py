@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr, signal_name
-from tests.conftest import AGENTS, pid_alive
+from tests.support.agents import AGENTS
+from tests.support.processes import pid_alive
 
 ENV = dict(os.environ)
 

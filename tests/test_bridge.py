@@ -2,28 +2,22 @@
 
 The editor is the ACP Python SDK's client (``spawn_agent_process``) or raw pipes when a
 test needs exact bytes. Connect runs as ``python -m relay connect`` against a relay in
-this event loop (:func:`tests.conftest.live_relay`) or a purpose-built loopback server.
+this event loop (:func:`tests.support.live.live_relay`) or a purpose-built loopback server.
 Everything stays on 127.0.0.1; the one DNS lookup is for a name under ``.invalid``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
-import ssl
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,248 +25,34 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from structlog.testing import capture_logs
 from websockets.asyncio.client import connect as ws_connect
-from websockets.asyncio.server import ServerConnection
-from websockets.asyncio.server import serve as ws_serve
 
 from relay.cli import main
-from tests.conftest import DEMO_AGENT, live_relay, make_ticket, pid_alive
-from tests.test_demo_agent import RecordingClient
+from tests.support.agents import DEMO_AGENT
+from tests.support.clients import RecordingClient
+from tests.support.connect import (
+    CONNECT,
+    TIMEOUT,
+    Editor,
+    MiB,
+    check_refused,
+    editor,
+    log_records,
+    request,
+    sdk_refused,
+)
+from tests.support.env import connect_env
+from tests.support.live import live_relay, make_ticket
+from tests.support.processes import bytes_written
+from tests.support.servers import (
+    answer_plain_http,
+    loopback_server,
+    self_signed_certificate,
+    tls_echo_server,
+    upgrade_then_fall_silent,
+)
+from tests.support.waiting import until, until_gone
 
-CONNECT = (sys.executable, "-m", "relay", "connect")
 CAT = ("cat",)
-TIMEOUT = 15.0
-MiB = 1024 * 1024
-WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def connect_env(ticket: str | None = None) -> dict[str, str]:
-    """This environment without ACP_RELAY_* variables, plus ACP_RELAY_TICKET when given."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ACP_RELAY_")}
-    if ticket is not None:
-        env["ACP_RELAY_TICKET"] = ticket
-    return env
-
-
-def request(request_id: int | str, method: str = "x", **params: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-
-
-# -- the editor's side, raw ----------------------------------------------------------------
-
-
-@dataclass
-class Editor:
-    """A running ``acp-relay connect`` as its editor sees it: stdin, stdout, stderr."""
-
-    proc: asyncio.subprocess.Process
-    stderr: bytearray
-
-    async def send(self, message: dict[str, Any] | bytes) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message).encode()
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data + b"\n")
-        await self.proc.stdin.drain()
-
-    async def receive_line(self) -> bytes:
-        assert self.proc.stdout is not None
-        async with asyncio.timeout(TIMEOUT):
-            line = await self.proc.stdout.readline()
-        assert line.endswith(b"\n"), f"stdout ended: {self.stderr.decode()}"
-        return line[:-1]
-
-    async def receive(self) -> dict[str, Any]:
-        message = json.loads(await self.receive_line())
-        assert isinstance(message, dict)
-        return message
-
-    async def close_stdin(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        await self.proc.stdin.wait_closed()
-
-    async def exit_status(self, seconds: float = 10) -> int:
-        async with asyncio.timeout(seconds):
-            return await self.proc.wait()
-
-    async def rest_of_stdout(self) -> bytes:
-        assert self.proc.stdout is not None
-        async with asyncio.timeout(TIMEOUT):
-            return await self.proc.stdout.read()
-
-
-@asynccontextmanager
-async def editor(url: str, *args: str, env: dict[str, str]) -> AsyncIterator[Editor]:
-    """Run ``acp-relay connect URL ARGS`` with its stdio on pipes for the block."""
-    proc = await asyncio.create_subprocess_exec(
-        *CONNECT,
-        url,
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        limit=64 * MiB,
-    )
-    stderr = bytearray()
-
-    async def collect() -> None:
-        assert proc.stderr is not None
-        while chunk := await proc.stderr.read(65536):
-            stderr.extend(chunk)
-
-    collecting = asyncio.create_task(collect())
-    try:
-        yield Editor(proc, stderr)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        async with asyncio.timeout(5):
-            await collecting
-
-
-def log_records(stderr: bytes | str) -> list[dict[str, Any]]:
-    """Connect's stderr, which must be JSON log lines only."""
-    text = stderr.decode() if isinstance(stderr, bytes) else stderr
-    records = [json.loads(line) for line in text.splitlines()]
-    assert all(isinstance(r, dict) and "event" in r for r in records), text
-    return records
-
-
-# -- the editor's side, the ACP SDK ---------------------------------------------------------
-
-
-@dataclass
-class Refused:
-    """What an SDK editor saw when connect could not reach the agent."""
-
-    error: RequestError
-    later: RequestError
-    exit_status: int | None
-    stderr: str
-
-
-async def sdk_refused(url: str, *args: str, env: dict[str, str], stderr_file: Path) -> Refused:
-    """Launch connect from the SDK, send initialize and then session/new; both must fail."""
-    with stderr_file.open("wb") as err:
-        async with spawn_agent_process(
-            RecordingClient(),
-            *CONNECT,
-            url,
-            *args,
-            env=env,
-            transport_kwargs={"stderr": err.fileno()},
-        ) as (conn, proc):
-            async with asyncio.timeout(TIMEOUT):
-                with pytest.raises(RequestError) as first:
-                    await conn.initialize(protocol_version=PROTOCOL_VERSION)
-                with pytest.raises(RequestError) as later:
-                    await conn.new_session(cwd="/tmp", mcp_servers=[])
-    stderr = await asyncio.to_thread(stderr_file.read_text)
-    return Refused(first.value, later.value, proc.returncode, stderr)
-
-
-def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: str) -> None:
-    """The exact error on both requests, stderr saying it too, exit 1, no ticket anywhere."""
-    for error in (refused.error, refused.later):
-        assert (error.code, str(error), error.data) == (-32603, message, data)
-    assert refused.exit_status == 1
-    failed = [r for r in log_records(refused.stderr) if r["event"] == "relay connection failed"]
-    assert [r["error"] for r in failed] == [message]
-    assert secret not in refused.stderr
-    assert secret not in message + json.dumps(data)
-
-
-# -- loopback servers that are not relays ---------------------------------------------------
-
-Responder = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@asynccontextmanager
-async def loopback_server(respond: Responder) -> AsyncIterator[int]:
-    """A TCP server on 127.0.0.1 answering each connection with ``respond``; its port."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-        await respond(reader, writer)
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    try:
-        yield server.sockets[0].getsockname()[1]
-    finally:
-        for writer in held:
-            writer.transport.abort()
-        server.close()
-
-
-async def upgrade_then_fall_silent(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    """Complete the WebSocket handshake, then never read or answer a ping again."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    key = next(
-        line.split(b":", 1)[1].strip()
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"sec-websocket-key:")
-    )
-    accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
-    writer.write(
-        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
-    )
-    await writer.drain()
-
-
-async def answer_plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answer whatever arrives (a TLS hello) with plain HTTP, as a server without TLS would."""
-    await reader.read(1)
-    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-    await writer.drain()
-
-
-def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
-    """A throwaway certificate for 127.0.0.1 and its key, made with the openssl CLI."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("needs the openssl command")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=20,
-    )  # fmt: skip
-    return cert, key
-
-
-@asynccontextmanager
-async def tls_echo_server(cert: Path, key: Path) -> AsyncIterator[int]:
-    """A wss:// WebSocket server on 127.0.0.1 that echoes every message; its port."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-
-    async def echo(ws: ServerConnection) -> None:
-        async for message in ws:
-            await ws.send(message)
-
-    async with ws_serve(echo, "127.0.0.1", 0, ssl=context) as server:
-        yield next(iter(server.sockets)).getsockname()[1]
-
-
-async def until(condition: Callable[[], bool], seconds: float = 5) -> bool:
-    """Poll ``condition`` until it holds, for at most ``seconds``; whether it did."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
-async def until_gone(pids: list[int], seconds: float = 5) -> bool:
-    """Poll until none of ``pids`` is alive, for at most ``seconds``."""
-    return await until(lambda: not any(map(pid_alive, pids)), seconds)
 
 
 # -- carrying ACP ---------------------------------------------------------------------------
@@ -402,14 +182,6 @@ async def test_backpressure_both_ways() -> None:
             await proc.wait()
             os.close(unread)
     assert 0 < written[-1] < 16 * MiB
-
-
-def bytes_written(pid: int) -> int:
-    """Bytes the process has written so far (from /proc/PID/io)."""
-    for entry in Path(f"/proc/{pid}/io").read_text().splitlines():
-        if entry.startswith("wchar:"):
-            return int(entry.split()[1])
-    raise AssertionError("no wchar in /proc/PID/io")
 
 
 # -- failures ------------------------------------------------------------------------------
@@ -649,3 +421,4 @@ def test_usage_errors_exit_2_without_echoing_the_ticket(
     assert err.count("\n") == 1, err
     assert says in err
     assert "SeCrEt-TiCkEt" not in err
+

@@ -17,46 +17,30 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config import OPTIONS, options_table
 from relay.ticket import TicketError, verify
-from tests.conftest import AGENTS, SECRET, ChunkClient, children_of, make_ticket, pid_alive
+from tests.support.agents import CHOOSER, STUBBORN
+from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
+from tests.support.clients import ChunkClient
+from tests.support.env import VENV_BIN, clean_env, secret_env
+from tests.support.live import SECRET, make_ticket
+from tests.support.processes import children_of
+from tests.support.sockets import closed_with, refused, round_trip
+from tests.support.waiting import until, until_gone
 
-T = TypeVar("T")
-
-ACP_RELAY = (sys.executable, "-m", "relay")
-VENV_BIN = Path(sys.executable).parent
-STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
 CAT = "cat"
 KILL_GRACE = 0.5
 OTHER_SECRET = "other-secret-fedcba9876543210"
-
-# An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
-# lets one relay run different agents on different sockets.
-CHOOSER = (
-    sys.executable,
-    "-c",
-    "import json, os\n"
-    "line = b''\n"
-    "while not line.endswith(b'\\n'):\n"
-    "    byte = os.read(0, 1)\n"
-    "    if not byte:\n"
-    "        raise SystemExit(0)\n"
-    "    line += byte\n"
-    "argv = json.loads(line)['exec']\n"
-    "os.execvp(argv[0], argv)\n",
-)
 
 # An agent that reports its whole environment as one JSON line, then waits for EOF.
 ENV_REPORTER = (
@@ -66,51 +50,6 @@ ENV_REPORTER = (
 )
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without any ACP_RELAY_* variable, the venv first on PATH, plus extra."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ACP_RELAY_")}
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update(extra)
-    return env
-
-
-def secret_env(**extra: str) -> dict[str, str]:
-    return clean_env(ACP_RELAY_SECRET=SECRET, **extra)
-
-
-def run_cli(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m relay ARGS`` to completion (at most 20 s)."""
-    return subprocess.run(
-        [*ACP_RELAY, *args],
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=20,
-        check=False,
-    )
-
-
-async def run_async(argv: Sequence[str], *, env: Mapping[str, str]) -> tuple[int, str, str]:
-    """Run a command from async code: exit status, stdout, stderr (at most 20 s)."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        async with asyncio.timeout(20):
-            out, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def mint_with_cli(*args: str, env: Mapping[str, str]) -> str:
     """What ``acp-relay ticket ARGS`` prints, checked to be one line."""
     status, out, err = await run_async([*ACP_RELAY, "ticket", *args], env=env)
@@ -118,162 +57,6 @@ async def mint_with_cli(*args: str, env: Mapping[str, str]) -> str:
     assert out.endswith("\n")
     assert "\n" not in out[:-1]
     return out[:-1]
-
-
-async def until(check: Callable[[], T | None], what: Callable[[], str], seconds: float = 10) -> T:
-    """Poll ``check`` until it returns something other than None or False."""
-    try:
-        async with asyncio.timeout(seconds):
-            while True:
-                value = check()
-                if value is not None and value is not False:
-                    return value
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"waited {seconds} s for {what()}") from None
-
-
-def parse_json_lines(lines: Sequence[str]) -> list[dict[str, Any]]:
-    records = []
-    for line in lines:
-        with suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict):
-                records.append(record)
-    return records
-
-
-class RelayRun:
-    """A running ``acp-relay serve`` and everything it wrote so far."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        self.url = ""
-        self.port = 0
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        self._readers = [
-            asyncio.create_task(_collect(proc.stdout, self.stdout)),
-            asyncio.create_task(_collect(proc.stderr, self.stderr)),
-        ]
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def ticket_url(self, ticket: str | None = None) -> str:
-        """The endpoint URL with ``?ticket=`` (a fresh ticket signed with SECRET by default)."""
-        return f"{self.url}?ticket={ticket or make_ticket()}"
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [r for r in parse_json_lines(self.stderr) if r.get("event") == name]
-
-    async def wait_event(
-        self, name: str, count: int = 1, seconds: float = 10
-    ) -> list[dict[str, Any]]:
-        """The first ``count`` log records named ``name``, once there are that many."""
-
-        def found() -> list[dict[str, Any]] | None:
-            records = self.events(name)
-            if len(records) >= count:
-                return records
-            if self.proc.returncode is not None and all(r.done() for r in self._readers):
-                raise AssertionError(f"relay exited before {count} x {name!r}: {self.stderr}")
-            return None
-
-        return await until(found, lambda: f"{count} x {name!r} in {self.stderr}", seconds)
-
-    async def started(self) -> None:
-        listening = (await self.wait_event("listening"))[0]
-        self.url = listening["url"]
-        match = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)/acp", self.url)
-        assert match, self.url
-        self.port = int(match[1])
-
-    async def finished(self, seconds: float = 10) -> int:
-        """Wait for the relay to exit and for its output to be read; its exit status."""
-        async with asyncio.timeout(seconds):
-            status = await self.proc.wait()
-            await asyncio.gather(*self._readers)
-        return status
-
-    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
-        self.proc.send_signal(sig)
-        return await self.finished()
-
-    async def cleanup(self) -> None:
-        """Kill whatever is left: the relay, then its agents' process groups."""
-        agents = {r["pid"] for r in self.events("connection opened")}
-        if self.proc.returncode is None:
-            agents.update(children_of(self.pid))
-            self.proc.kill()
-        try:
-            async with asyncio.timeout(5):
-                await self.proc.wait()
-                await asyncio.gather(*self._readers)
-        except TimeoutError:
-            for reader in self._readers:
-                reader.cancel()
-        for pid in agents:  # each agent leads its own process group
-            if pid_alive(pid):
-                with suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
-
-
-async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
-    async for raw in stream:
-        into.append(raw.decode("utf-8", "replace").rstrip("\n"))
-
-
-@asynccontextmanager
-async def serve(*args: str, env: Mapping[str, str], listen: bool = True) -> AsyncIterator[RelayRun]:
-    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block."""
-    where = ("--listen", "127.0.0.1:0") if listen else ()
-    proc = await asyncio.create_subprocess_exec(
-        *ACP_RELAY,
-        "serve",
-        *where,
-        *args,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        limit=1 << 20,
-    )
-    run = RelayRun(proc)
-    try:
-        await run.started()
-        yield run
-    finally:
-        await run.cleanup()
-
-
-async def refused(url: str, **kwargs: Any) -> tuple[int, str]:
-    """Try to connect; return the HTTP status and body of the refusal."""
-    with pytest.raises(InvalidStatus) as caught:
-        async with asyncio.timeout(10), connect(url, **kwargs):
-            pass
-    response = caught.value.response
-    return response.status_code, response.body.decode()
-
-
-async def round_trip(ws: ClientConnection, message: str = '{"jsonrpc":"2.0","method":"x"}') -> None:
-    """Send a message through a ``cat`` agent and check it comes back."""
-    await ws.send(message)
-    async with asyncio.timeout(10):
-        assert await ws.recv() == message
-
-
-async def closed_with(ws: ClientConnection, seconds: float = 10) -> int | None:
-    """Read until the relay closes the socket; its close code."""
-    async with asyncio.timeout(seconds):
-        try:
-            while True:
-                await ws.recv()
-        except ConnectionClosed:
-            return ws.close_code
 
 
 # -- serve --dev ----------------------------------------------------------------------
@@ -288,7 +71,7 @@ async def dev_banner(relay: RelayRun) -> tuple[str, str]:
         more = re.search(r"More tickets:\n +(.+)\n", text)
         return (url[1], more[1]) if url and more else None
 
-    return await until(parse, lambda: f"a banner on stdout: {relay.stdout}")
+    return await until(parse, what=lambda: f"a banner on stdout: {relay.stdout}")
 
 
 async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
@@ -313,7 +96,7 @@ async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
                 )
         finally:
             await conn.close()
-        status, body = await refused(url)
+        status, body, _ = await refused(url)
     assert init.agent_info is not None
     assert init.agent_info.name == "acp-relay-demo"
     assert reply.stop_reason == "end_turn"
@@ -391,14 +174,14 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
             signalled = time.monotonic()
             status = await relay.stop(sig)
             took = time.monotonic() - signalled
-            codes = await asyncio.gather(*closing)
+            codes = [code for code, _ in await asyncio.gather(*closing)]
         finally:
             for ws in sockets:
                 ws.transport.abort()
     assert status == 0
     assert took < KILL_GRACE + 2
     assert codes == [1001, 1001, 1001]
-    assert await until(lambda: not any(map(pid_alive, pids)), lambda: f"{pids} gone", 1)
+    assert await until_gone(pids, seconds=1)
     assert [r["connections"] for r in relay.events("shutting down")] == [3]
     assert len(relay.events("connection closed")) == 3
     assert relay.events("stopped")
@@ -465,7 +248,7 @@ async def test_secret_from_env_is_used() -> None:
     async with serve("--agent", CAT, env=secret_env()) as relay:
         async with connect(relay.ticket_url()) as ws:
             await round_trip(ws)
-        status, body = await refused(relay.ticket_url(make_ticket(OTHER_SECRET)))
+        status, body, _ = await refused(relay.ticket_url(make_ticket(OTHER_SECRET)))
     assert status == 401
     assert "signature is invalid" in body
 
@@ -481,7 +264,7 @@ async def test_secret_file_rotation(tmp_path: Path) -> None:
         minted = await mint_with_cli("--secret-file", secrets, env=clean_env())
         async with connect(relay.ticket_url(minted)) as ws:
             await round_trip(ws)
-        status, _ = await refused(relay.ticket_url(make_ticket(SECRET)))
+        status, _, _ = await refused(relay.ticket_url(make_ticket(SECRET)))
     assert status == 401
     verify(minted, [new], now=time.time(), max_age=60)
     with pytest.raises(TicketError):
@@ -540,7 +323,7 @@ async def test_ticket_audience_must_match_the_relay() -> None:
     """A ticket minted with --audience A is refused by a relay for B and accepted by one for A."""
     ticket = await mint_with_cli("--audience", "box-a", "--subject", "erin", env=secret_env())
     async with serve("--agent", CAT, "--audience", "box-b", env=secret_env()) as relay_b:
-        status, body = await refused(relay_b.ticket_url(ticket))
+        status, body, _ = await refused(relay_b.ticket_url(ticket))
     async with serve("--agent", CAT, "--audience", "box-a", env=secret_env()) as relay_a:
         async with connect(relay_a.ticket_url(ticket)) as ws:
             await round_trip(ws)
@@ -576,7 +359,7 @@ async def test_config_precedence_flag_over_env_over_file(
             for _ in range(limit):
                 sockets.append(await connect(relay.ticket_url()))
                 await round_trip(sockets[-1])
-            status, body = await refused(relay.ticket_url())
+            status, body, _ = await refused(relay.ticket_url())
         finally:
             for ws in sockets:
                 await ws.close()
@@ -780,3 +563,18 @@ async def test_agent_environment_drops_acp_relay_variables_and_adds_agent_env() 
     assert report["RELAY_TEST_OVERRIDDEN"] == "new"
     assert report["RELAY_TEST_EXTRA"] == "a b=c"
     assert report["PATH"] == env["PATH"]
+
+
+def test_clean_env_leaves_out_the_shells_pythonpath_and_relay_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Subprocesses of the tests get no PYTHONPATH (it may hold another relay) or ACP_RELAY_*."""
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    monkeypatch.setenv("ACP_RELAY_AGENT", "not-this-one")
+    env = clean_env(RELAY_TEST_EXTRA="kept")
+    assert "PYTHONPATH" not in env
+    assert [k for k in env if k.upper().startswith("ACP_RELAY_")] == []
+    assert env["RELAY_TEST_EXTRA"] == "kept"
+    assert env["PATH"].startswith(f"{VENV_BIN}{os.pathsep}")
+    assert "PYTHONPATH" not in secret_env()
+    assert secret_env()["ACP_RELAY_SECRET"] == SECRET

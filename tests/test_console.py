@@ -32,9 +32,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from relay.ticket import verify
-from tests.conftest import SECRET, live_relay, make_ticket
+from tests.support.cli import RelayRun, serve
+from tests.support.env import clean_env, secret_env
+from tests.support.http import http_get
+from tests.support.live import SECRET, live_relay, make_ticket
+from tests.support.waiting import until
 from tests.system import require_packages
-from tests.test_cli import RelayRun, clean_env, secret_env, serve, until
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -55,21 +58,6 @@ VIEWPORT = ViewportSize(width=1100, height=640)
 
 
 # -- plain HTTP ------------------------------------------------------------------------
-
-
-async def http_get(
-    port: int, path: str, host: str | None = None
-) -> tuple[int, dict[str, str], str]:
-    """A plain HTTP/1.1 GET on loopback: status, headers (lower-case names), body."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n".encode())
-    async with asyncio.timeout(5):
-        raw = await reader.read()
-    writer.close()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body.decode()
 
 
 def page_ticket(body: str) -> str:

@@ -17,8 +17,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tests.conftest import make_ticket
-from tests.test_bridge import CONNECT, TIMEOUT, connect_env, request
+from tests.support.connect import CONNECT, TIMEOUT, request
+from tests.support.env import connect_env
+from tests.support.live import make_ticket
+from tests.support.servers import loopback_server, never_answer
 
 REFUSED = "ws://127.0.0.1:9/acp"
 REQUESTS = [request(1, "initialize"), {"jsonrpc": "2.0", "method": "n"}, request("two")]
@@ -98,18 +100,8 @@ def read_to_end(fd: int) -> bytes:
 @asynccontextmanager
 async def silent_server() -> AsyncIterator[str]:
     """A TCP server on 127.0.0.1 that accepts and never answers; a ws:// URL to it."""
-    held: list[asyncio.StreamWriter] = []
-
-    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        held.append(writer)
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    try:
-        yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
-    finally:
-        for writer in held:
-            writer.transport.abort()
-        server.close()
+    async with loopback_server(never_answer) as port:
+        yield f"ws://127.0.0.1:{port}/acp"
 
 
 async def test_a_terminal_is_never_made_non_blocking() -> None:

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from relay.httpedge import other_method
-from tests.conftest import live_relay
-from tests.reliability import exchange, status_of
+from tests.support.http import exchange, status_of
+from tests.support.live import live_relay
+from tests.support.waiting import until
 
 CAT = ("cat",)
 
@@ -54,9 +55,7 @@ async def test_handshakes_past_the_cap_get_503_and_the_relay_still_answers() -> 
         assert b"handshakes in progress" in answer
         for _, writer in held:
             writer.close()
-        async with asyncio.timeout(5):
-            while live.relay.gate.total:  # noqa: ASYNC110 (a count, not an event)
-                await asyncio.sleep(0.01)
+        await until(lambda: not live.relay.gate.total, seconds=5, what="no handshake held")
         answer = await exchange(
             live.relay.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds=5
         )

@@ -8,7 +8,7 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 
@@ -25,6 +25,7 @@ from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, Refuse, judge_frame
 from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
 from tests.support.netcut import NetCut
+from tests.support.waiting import until
 
 LIMIT = 4 * 1024 * 1024
 LOG = logs.get_logger("test.pump")
@@ -96,14 +97,6 @@ async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
     writer.write(data)
     await writer.drain()
     writer.close()
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll ``condition`` until it holds (callers bound the wait with asyncio.timeout)."""
-    while True:
-        if condition():
-            return
-        await asyncio.sleep(0.005)
 
 
 async def frames(client: ClientConnection, count: int) -> list[bytes]:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import sys
 
-from tests.conftest import AGENTS, ECHO_AGENT, SECRET, LiveRelay, live_relay, make_ticket, pid_alive
+from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
+from tests.support.connect import Editor, editor, log_records, request
+from tests.support.env import connect_env
+from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
-from tests.test_bridge import Editor, connect_env, editor, log_records, request
+from tests.support.waiting import until_gone
 
-STREAM = (sys.executable, str(AGENTS / "stream.py"))
 FAST = ("--ping-interval", "0.2", "--ping-timeout", "0.3", "--open-timeout", "2")
 TICKETS = shlex.join(
     [
@@ -29,12 +30,6 @@ async def lines(ed: Editor, count: int) -> list[bytes]:
 
 def index(line: bytes) -> int:
     return int(json.loads(line)["params"]["i"])
-
-
-async def until_detached(live: LiveRelay, seconds: float = 10) -> None:
-    async with asyncio.timeout(seconds):
-        while live.relay.busy_report()["detached"] != 1:  # noqa: ASYNC110 (a count)
-            await asyncio.sleep(0.01)
 
 
 async def test_a_reset_mid_stream_is_a_pause_for_the_editor() -> None:
@@ -114,9 +109,7 @@ async def test_an_outage_past_the_grace_answers_the_editor_and_ends_the_agent() 
             error = await ed.receive()
             await ed.close_stdin()
             assert await ed.exit_status() == 1
-        async with asyncio.timeout(5):
-            while pid_alive(pid):  # noqa: ASYNC110 (a process state)
-                await asyncio.sleep(0.02)
+        await until_gone([pid], seconds=5)
     assert error["id"] == 7
     message = error["error"]["message"]
     assert message.startswith(f"lost the relay at {url} at ")
@@ -133,9 +126,7 @@ async def test_stdin_eof_ends_the_connection_at_once() -> None:
             assert live.relay.busy_report()["connections"] == 1
             await ed.close_stdin()
             assert await ed.exit_status() == 0
-        async with asyncio.timeout(5):
-            while live.relay.connections:  # noqa: ASYNC110 (a count, not an event)
-                await asyncio.sleep(0.01)
+        await until_idle(live.relay)
 
 
 async def test_with_a_one_off_ticket_connect_carries_plain_acp_and_says_so_once() -> None:
@@ -160,7 +151,6 @@ async def test_with_a_one_off_ticket_connect_carries_plain_acp_and_says_so_once(
 
 
 ASKS = (sys.executable, str(AGENTS / "asks.py"))
-STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
 
 
 async def test_a_permission_request_in_flight_at_the_cut_is_answered_after_the_resume() -> None:
@@ -196,7 +186,5 @@ async def test_past_the_grace_a_stubborn_agent_and_its_child_are_gone() -> None:
             error = await ed.receive()
             await ed.close_stdin()
             await ed.exit_status()
-        async with asyncio.timeout(5):
-            while pid_alive(int(pid)) or pid_alive(int(child)):  # noqa: ASYNC110 (process state)
-                await asyncio.sleep(0.02)
+        await until_gone([int(pid), int(child)], seconds=5)
     assert "could not resume within 0.5 s" in error["error"]["message"]

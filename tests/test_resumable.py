@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import random
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -16,28 +15,16 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.resume import NO_CONNECTION, PROFILE
-from tests.conftest import (
-    AGENTS,
-    ECHO_AGENT,
-    LiveRelay,
-    children_of,
-    live_relay,
-    make_ticket,
-    pid_alive,
-)
-from tests.reliability import fd_count, record
+from tests.support.agents import ECHO_AGENT, STREAM
+from tests.support.figures import record
+from tests.support.live import LiveRelay, live_relay, make_ticket
 from tests.support.netcut import NetCut
-from tests.support.resume import Record, ResumeClient, ResumeState
+from tests.support.processes import children_of, fd_count, pid_alive
+from tests.support.resume import Record, ResumeClient, ResumeState, first_frame
+from tests.support.sockets import closed_with
+from tests.support.waiting import until
 
-STREAM = (sys.executable, str(AGENTS / "stream.py"))
 KiB = 1024
-
-
-async def until(condition: Callable[[], bool], seconds: float = 10) -> None:
-    """Poll ``condition`` until it holds, for at most ``seconds``."""
-    async with asyncio.timeout(seconds):
-        while not condition():  # noqa: ASYNC110 (a condition on state, not an event)
-            await asyncio.sleep(0.01)
 
 
 def stream(count: int, delay: float = 0.0) -> tuple[str, ...]:
@@ -239,20 +226,8 @@ async def refusal(
     """Try to resume ``state`` with a fresh ticket; the close code and reason it got."""
     url = live.url(make_ticket(subject=subject))
     ws = await connect(url, subprotocols=[PROFILE])  # type: ignore[list-item]
-    await ws.send(
-        json.dumps(
-            {
-                "type": "resume",
-                "connection": state.connection,
-                "secret": state.secret,
-                "ack": state.ack,
-                "sent": state.sent,
-            }
-        )
-    )
-    async with asyncio.timeout(5):
-        await closed(ws.recv)
-    return ws.close_code, ws.close_reason
+    await ws.send(first_frame(state))
+    return await closed_with(ws, seconds=5)
 
 
 async def detached_connection(live: LiveRelay) -> ResumeState:
@@ -362,7 +337,7 @@ async def test_full_window_pauses_the_agent_instead_of_losing_output() -> None:
         got = [line for _, line in await records(client, 100)]
         await until(lambda: not connection.outbox.has_room())  # type: ignore[attr-defined]
         kept = connection.outbox.size  # type: ignore[attr-defined]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the behaviour under test: the agent waits, adding nothing
         assert connection.outbox.size == kept  # type: ignore[attr-defined]
         assert window <= kept < window + 100  # the limit, plus one line at most
         async with asyncio.timeout(30):

@@ -18,59 +18,20 @@ import acp.schema
 import pytest
 from acp.ws.client import create_websocket_stream
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy, Fallback, parse_rule
 from relay.rewrite import RewritePolicy
-from relay.server import Relay
-from tests.conftest import (
-    AGENTS,
-    DEMO_AGENT,
-    SECRET,
-    ChunkClient,
-    children_of,
-    live_relay,
-    make_ticket,
-    pid_alive,
-)
+from tests.support.agents import AGENTS, DEMO_AGENT, STUBBORN
+from tests.support.clients import ChunkClient
+from tests.support.http import http_get, status_line, upgrade_request
+from tests.support.live import SECRET, live_relay, make_ticket, until_idle
+from tests.support.processes import agents_running, bytes_written
+from tests.support.sockets import closed_with, one_echo, refused
+from tests.support.waiting import until, until_gone, until_steady
 
 CAT = ("cat",)
 MiB = 1024 * 1024
-
-
-async def refused(url: str, **kwargs: object) -> tuple[int, str, dict[str, str]]:
-    """Try to connect; return the HTTP status, body and headers of the refusal."""
-    with pytest.raises(InvalidStatus) as caught:
-        async with connect(url, **kwargs):  # type: ignore[arg-type]
-            pass
-    response = caught.value.response
-    return response.status_code, response.body.decode(), dict(response.headers.raw_items())
-
-
-async def closed_with(ws: ClientConnection, seconds: float = 10) -> tuple[int | None, str | None]:
-    """Read until the relay closes the socket; return its close code and reason."""
-    async with asyncio.timeout(seconds):
-        try:
-            while True:
-                await ws.recv()
-        except ConnectionClosed:
-            return ws.close_code, ws.close_reason
-
-
-async def wait_until_gone(pids: Sequence[int], seconds: float) -> bool:
-    """Poll until none of ``pids`` is alive, for at most ``seconds``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while any(pid_alive(pid) for pid in pids):
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
-
-
-def agents_running() -> list[int]:
-    return children_of(os.getpid())
 
 
 # -- the pipe ---------------------------------------------------------------------
@@ -171,7 +132,7 @@ async def test_client_invalid_utf8_closes_1007() -> None:
     async with live_relay(CAT) as live, connect(live.ticket_url()) as ws:
         await ws.send(b'{"a":"\xff"}', text=True)
         code, reason = await closed_with(ws)
-        assert await wait_for_idle(live.relay)
+        assert await until_idle(live.relay)
     assert code == 1007
     assert reason is not None
     assert "invalid start byte" in reason
@@ -291,24 +252,14 @@ async def test_other_paths_404_healthz_and_busy() -> None:
     async with live_relay(CAT) as live:
         status, body, _ = await refused(live.url(make_ticket(), path="/elsewhere"))
         assert (status, "the ACP endpoint is /acp" in body) == (404, True)
-        assert await http_get(live.relay.port, "/healthz") == (200, "ok\n")
-        idle = json.loads((await http_get(live.relay.port, "/busy"))[1])
+        healthz = await http_get(live.relay.port, "/healthz")
+        assert (healthz.status, healthz.body) == (200, "ok\n")
+        idle = json.loads((await http_get(live.relay.port, "/busy")).body)
         async with connect(live.ticket_url()):
-            busy = json.loads((await http_get(live.relay.port, "/busy"))[1])
+            busy = json.loads((await http_get(live.relay.port, "/busy")).body)
     assert (idle["busy"], idle["connections"]) == (False, 0)
     assert isinstance(idle["idle_seconds"], float)
     assert busy == {"busy": True, "connections": 1, "detached": 0, "idle_seconds": None}
-
-
-async def http_get(port: int, path: str) -> tuple[int, str]:
-    """A plain HTTP/1.1 GET on loopback; returns status and body."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-    async with asyncio.timeout(5):
-        raw = await reader.read()
-    writer.close()
-    head, _, body = raw.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body.decode()
 
 
 # -- lifecycle ---------------------------------------------------------------------
@@ -356,51 +307,33 @@ async def stubborn_session(live_url: str) -> tuple[ClientConnection, list[int]]:
 
 async def test_stubborn_agent_and_child_gone_after_client_closes() -> None:
     """An agent ignoring EOF and SIGTERM, and its child, are gone within 2 x kill-grace."""
-    agent = (sys.executable, str(AGENTS / "stubborn.py"))
-    async with live_relay(agent, kill_grace=0.3) as live:
+    async with live_relay(STUBBORN, kill_grace=0.3) as live:
         ws, pids = await stubborn_session(live.ticket_url())
         await ws.close()
-        assert await wait_until_gone(pids, 2 * 0.3 + 1.0)
+        assert await until_gone(pids, seconds=2 * 0.3 + 1.0)
 
 
 async def test_client_tcp_reset_stops_agent() -> None:
     """A client that vanishes with a TCP reset takes its agent with it."""
-    agent = (sys.executable, str(AGENTS / "stubborn.py"))
-    async with live_relay(agent, kill_grace=0.3) as live:
+    async with live_relay(STUBBORN, kill_grace=0.3) as live:
         ws, pids = await stubborn_session(live.ticket_url())
         ws.transport.abort()
-        assert await wait_until_gone(pids, 2 * 0.3 + 1.0)
-        assert await wait_for_idle(live.relay)
-
-
-async def wait_for_idle(relay: Relay, seconds: float = 5) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while relay.connections:
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.02)
-    return True
+        assert await until_gone(pids, seconds=2 * 0.3 + 1.0)
+        assert await until_idle(live.relay)
 
 
 async def test_silent_client_times_out_on_heartbeat() -> None:
     """A client that stops answering pings is dropped and its agent stopped."""
     async with live_relay(CAT, ping_interval=0.2, ping_timeout=0.2) as live:
         reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
-        writer.write(
-            (
-                f"GET /acp?ticket={make_ticket()} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                "Sec-WebSocket-Version: 13\r\n\r\n"
-            ).encode()
-        )
+        writer.write(upgrade_request(f"/acp?ticket={make_ticket()}"))
         async with asyncio.timeout(5):
             assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101")
             assert agents_running() != []
             # Never read again, never answer a ping.
-            assert await wait_for_idle(live.relay)
+            assert await until_idle(live.relay)
         writer.close()
-        assert await wait_until_gone(agents_running(), 3)
+        assert await until_gone(agents_running(), seconds=3)
 
 
 async def test_agent_not_reading_stdin_slows_the_client() -> None:
@@ -436,24 +369,14 @@ async def test_slow_client_slows_the_agent() -> None:
     agent = (sys.executable, "-c", script)
     async with live_relay(agent) as live:
         ws = await connect(live.ticket_url(), max_queue=1)
-        await asyncio.sleep(1.5)
+        pid = (await until(agents_running, what="the agent"))[0]
+        await until(lambda: bytes_written(pid) > 65536, what="lines past the pipe")
         ws.transport.pause_reading()
-        await asyncio.sleep(1.0)
-        pid = agents_running()[0]
-        first = proc_write_bytes(pid)
-        await asyncio.sleep(1.0)
-        assert proc_write_bytes(pid) == first  # the agent is blocked on a full pipe
+        first = await until_steady(lambda: bytes_written(pid), interval=0.5)
+        await asyncio.sleep(1.0)  # the behaviour under test: the agent stays blocked
+        assert bytes_written(pid) == first  # the agent is blocked on a full pipe
         assert first < 64 * MiB
         ws.transport.abort()
-
-
-def proc_write_bytes(pid: int) -> int:
-    """Bytes the process has written so far (from /proc/PID/io)."""
-    with open(f"/proc/{pid}/io") as io:
-        for line in io:
-            if line.startswith("wchar:"):
-                return int(line.split()[1])
-    raise AssertionError("no wchar in /proc/PID/io")
 
 
 async def test_sessions_leave_no_fds_tasks_or_processes() -> None:
@@ -461,26 +384,23 @@ async def test_sessions_leave_no_fds_tasks_or_processes() -> None:
     exit3 = (sys.executable, str(AGENTS / "exit_with.py"), "3", "{}")
     async with live_relay(CAT) as live, live_relay(exit3) as failing:
         await one_echo(live.ticket_url())  # warm up lazily created resources
-        assert await wait_for_idle(live.relay)
-        await asyncio.sleep(0.1)
-        fds, tasks = len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())
+        assert await until_idle(live.relay)
+
+        def held() -> tuple[int, int]:
+            return len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())
+
+        fds, tasks = await until_steady(held, interval=0.1)
         for _ in range(10):
             await one_echo(live.ticket_url())
             ws = await connect(live.ticket_url())
             ws.transport.abort()
             async with connect(failing.ticket_url()) as ws:
                 assert (await closed_with(ws))[0] == 1011
-        assert await wait_for_idle(live.relay)
-        assert await wait_until_gone(agents_running(), 5)
-        await asyncio.sleep(0.1)  # let closed transports release their fds
-        assert (len(os.listdir("/proc/self/fd")), len(asyncio.all_tasks())) == (fds, tasks)
-
-
-async def one_echo(url: str) -> None:
-    async with connect(url) as ws:
-        await ws.send("{}")
-        async with asyncio.timeout(5):
-            assert await ws.recv() == "{}"
+        assert await until_idle(live.relay)
+        assert await until_gone(agents_running(), seconds=5)
+        # closed transports release their fds a moment later
+        await until(lambda: held() == (fds, tasks), seconds=5, what=lambda: f"{held()} back")
+        assert held() == (fds, tasks)
 
 
 # -- the session-opening rewrite ----------------------------------------------------
@@ -714,23 +634,10 @@ async def test_requests_that_cannot_become_sockets_do_not_spend_the_ticket(
 async def http_get_upgrade_like(port: int, url: str, extra: dict[str, Any]) -> int:
     """Send an upgrade request for ``url`` changed by ``extra``; the HTTP status answered."""
     target = url.split(str(port), 1)[1]
-    headers = {
-        "Host": "127.0.0.1",
-        "Upgrade": "websocket",
-        "Connection": "Upgrade",
-        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-        "Sec-WebSocket-Version": "13",
-    }
+    headers = [f"{k}: {v}" for k, v in extra.get("additional_headers", {}).items()]
     if "subprotocols" in extra:
-        headers["Sec-WebSocket-Protocol"] = ", ".join(extra["subprotocols"])
-    headers.update(extra.get("additional_headers", {}))
-    request = f"GET {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write((request + "\r\n").encode())
-    async with asyncio.timeout(5):
-        status_line = await reader.readline()
-    writer.close()
-    return int(status_line.split()[1])
+        headers.append("Sec-WebSocket-Protocol: " + ", ".join(extra["subprotocols"]))
+    return await status_line(port, upgrade_request(target, *headers))
 
 
 async def test_a_get_without_upgrade_gets_426_and_keeps_the_ticket() -> None:
@@ -738,7 +645,7 @@ async def test_a_get_without_upgrade_gets_426_and_keeps_the_ticket() -> None:
     async with live_relay(CAT) as live:
         url = live.ticket_url()
         target = url.split(str(live.relay.port), 1)[1]
-        status, body = await http_get(live.relay.port, target)
+        status, _, body = await http_get(live.relay.port, target)
         assert (status, "WebSocket only" in body) == (426, True)
         async with connect(url) as ws:
             await ws.send("{}")
@@ -761,12 +668,8 @@ async def test_a_header_given_twice_is_400_not_a_traceback(
     """Two Host headers get 400 and one log line, on any path."""
     async with live_relay(CAT) as live:
         for path in ("/acp", "/busy"):
-            reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".encode())
-            async with asyncio.timeout(5):
-                status_line = await reader.readline()
-            writer.close()
-            assert status_line.split()[1] == b"400"
+            request = f"GET {path} HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".encode()
+            assert await status_line(live.relay.port, request) == 400
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 

@@ -13,41 +13,28 @@ import random
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import child_states
-from tests.reliability import (
-    LogAudit,
-    captured_relay_logs,
-    exchange,
-    fd_count,
-    record,
-    rss_kib,
-    status_of,
-    upgrade_request,
-    wait_idle,
-    zombies,
-)
-from tests.test_cli import CHOOSER, secret_env, serve
-from tests.test_faults import CRASH_MID_LINE, assert_no_leak, connect_disconnect_cycles, ticket
+from tests.support.agents import CHOOSER, CRASH_MID_LINE
+from tests.support.audit import LogAudit
+from tests.support.cli import serve
+from tests.support.env import secret_env
+from tests.support.figures import record
+from tests.support.http import exchange, status_of, upgrade_request
+from tests.support.processes import child_states, fd_count, rss_kib, zombies
+from tests.support.reliability import assert_no_leak, connect_disconnect_cycles
+from tests.support.waiting import until
 
-pytestmark = [pytest.mark.soak, pytest.mark.timeout(600)]
-
-
-@pytest.fixture
-def audit(request: pytest.FixtureRequest) -> Iterator[LogAudit]:
-    """Every log line the soak produced: no ticket, no secret (as in tests/test_faults.py)."""
-    found = LogAudit()
-    with captured_relay_logs(found.in_process):
-        yield found
-    searched, leaked = found.leaks()
-    assert leaked == []
-    record(f"log audit (soak, {request.node.name})", log_lines_searched=searched, leaked=0)
+# Every log line the soak produces is searched for tickets and secrets (the audit).
+pytestmark = [
+    pytest.mark.soak,
+    pytest.mark.timeout(600),
+    pytest.mark.usefixtures("audit", "audit_figures"),
+]
 
 
 async def test_1000_connect_disconnect_cycles_leak_nothing(audit: LogAudit) -> None:
@@ -83,7 +70,7 @@ async def test_concurrent_churn_with_faulty_agents_leaks_nothing(audit: LogAudit
         outcomes: dict[str, int] = {}
 
         async def session(kind: str) -> None:
-            async with connect(relay.ticket_url(ticket(audit))) as ws:
+            async with connect(relay.ticket_url(audit.ticket())) as ws:
                 await ws.send(json.dumps({"exec": AGENTS[kind]}))
                 if kind == "echo":
                     for n in range(20):
@@ -116,19 +103,17 @@ async def test_concurrent_churn_with_faulty_agents_leaks_nothing(audit: LogAudit
                     await session(kind)
 
         await session("echo")
-        await wait_idle(relay.port, relay.pid)
+        await relay.until_idle()
         fds = fd_count(relay.pid)
         rss: list[int] = [rss_kib(relay.pid)]
         started = time.monotonic()
         for round_ in range(rounds):  # the first round grows the allocator's pools
             async with asyncio.timeout(300):
                 await asyncio.gather(*(worker(round_ * workers + n) for n in range(workers)))
-            await wait_idle(relay.port, relay.pid, 20)
+            await relay.until_idle(20)
             rss.append(rss_kib(relay.pid))
         took = time.monotonic() - started
-        async with asyncio.timeout(5):
-            while fd_count(relay.pid) > fds:  # noqa: ASYNC110 (no event for it)
-                await asyncio.sleep(0.02)
+        await until(lambda: fd_count(relay.pid) <= fds, seconds=5, what="fds back")
         figures: dict[str, Any] = {
             "sessions": rounds * workers * per_worker,
             "seconds": round(took, 1),

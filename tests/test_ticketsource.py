@@ -1,6 +1,6 @@
 """Tests for relay.ticketsource: where connect gets its ticket, and why it has none.
 
-Through a real ``python -m relay connect`` (helpers from :mod:`tests.test_bridge`) and
+Through a real ``python -m relay connect`` (helpers from :mod:`tests.support.connect`) and
 by calling :func:`relay.ticketsource.fetch_ticket` with real files and commands.
 """
 
@@ -12,8 +12,11 @@ from pathlib import Path
 import pytest
 
 from relay.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
-from tests.conftest import SECRET, live_relay, make_ticket
-from tests.test_bridge import CAT, check_refused, connect_env, editor, request, sdk_refused
+from tests.support.connect import check_refused, editor, request, sdk_refused
+from tests.support.env import connect_env
+from tests.support.live import SECRET, live_relay, make_ticket
+
+CAT = ("cat",)
 
 # -- through connect ------------------------------------------------------------------------
 

@@ -37,8 +37,10 @@ from relay.trace import (
     timestamp,
 )
 from relay.tracefile import file_name
-from tests.conftest import DEMO_AGENT, SECRET, live_relay, make_ticket
-from tests.test_cli import clean_env, run_cli, secret_env, serve
+from tests.support.agents import DEMO_AGENT
+from tests.support.cli import run_cli, serve
+from tests.support.env import clean_env, secret_env
+from tests.support.live import SECRET, live_relay, make_ticket
 
 CAT = ("cat",)
 NOW = 1_700_000_000.25

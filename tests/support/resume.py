@@ -30,6 +30,21 @@ class ResumeState:
     welcome: dict[str, Any] = field(default_factory=dict)
 
 
+def first_frame(state: ResumeState) -> str:
+    """A socket's first frame: resume the connection ``state`` names, or open a new one."""
+    if not state.connection:
+        return json.dumps({"type": "open"})
+    return json.dumps(
+        {
+            "type": "resume",
+            "connection": state.connection,
+            "secret": state.secret,
+            "ack": state.ack,
+            "sent": state.sent,
+        }
+    )
+
+
 class ResumeClient:
     """One socket of a resumable connection."""
 
@@ -43,17 +58,7 @@ class ResumeClient:
         state = state if state is not None else ResumeState()
         ws = await connect(url, subprotocols=[PROFILE], max_size=None, **kwargs)  # type: ignore[list-item]
         client = cls(ws, state)
-        if state.connection:
-            first = {
-                "type": "resume",
-                "connection": state.connection,
-                "secret": state.secret,
-                "ack": state.ack,
-                "sent": state.sent,
-            }
-        else:
-            first = {"type": "open"}
-        await ws.send(json.dumps(first))
+        await ws.send(first_frame(state))
         welcome = json.loads(await ws.recv())
         assert welcome["type"] == "welcome", welcome
         state.connection, state.secret, state.welcome = (

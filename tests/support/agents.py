@@ -1,0 +1,49 @@
+"""The agent commands tests run: the demo agent, the programs of tests/agents/, and scripts.
+
+Each is an argv tuple for ``--agent`` (``shlex.join`` it for the command line) or for
+:func:`tests.support.live.live_relay`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+AGENTS = Path(__file__).resolve().parent.parent / "agents"
+DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
+ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
+STREAM = (sys.executable, str(AGENTS / "stream.py"))  # + COUNT [DELAY]
+STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
+
+# An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
+# lets one relay run different agents on different sockets.
+CHOOSER = (
+    sys.executable,
+    "-c",
+    "import json, os\n"
+    "line = b''\n"
+    "while not line.endswith(b'\\n'):\n"
+    "    byte = os.read(0, 1)\n"
+    "    if not byte:\n"
+    "        raise SystemExit(0)\n"
+    "    line += byte\n"
+    "argv = json.loads(line)['exec']\n"
+    "os.execvp(argv[0], argv)\n",
+)
+
+# docs/behaviour.md, "How a connection goes": an unterminated last line is forwarded as it
+# is, then the close carries the exit status. The relay never judges JSON; a client gets the
+# bytes it would have read from the agent's stdout. Its argument: an exit status, or "kill".
+CRASH_MID_LINE = """
+import os, signal, sys
+sys.stdout.write('{"jsonrpc":"2.0","method":"a"}\\n{"jsonrpc":"2.0","id":1,"result":{"stopRe')
+sys.stdout.flush()
+if sys.argv[1] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+os._exit(int(sys.argv[1]))
+"""
+
+
+def python_agent(script: str) -> tuple[str, ...]:
+    """An agent that is ``script``, run by this Python."""
+    return (sys.executable, "-c", script)

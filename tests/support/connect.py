@@ -1,0 +1,156 @@
+"""``acp-relay connect`` as its editor runs it: a subprocess on pipes, or the ACP SDK's client.
+
+The editor's side of connect's stdio (:class:`Editor`, raw lines), and what an SDK
+editor sees when connect cannot reach the agent (:func:`sdk_refused`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
+
+from tests.support.clients import RecordingClient
+
+CONNECT = (sys.executable, "-m", "relay", "connect")
+TIMEOUT = 15.0  # seconds an editor waits for connect's answer
+MiB = 1024 * 1024
+
+
+def request(request_id: int | str, method: str = "x", **params: Any) -> dict[str, Any]:
+    """A JSON-RPC request."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+# -- the editor's side, raw ----------------------------------------------------------------
+
+
+@dataclass
+class Editor:
+    """A running ``acp-relay connect`` as its editor sees it: stdin, stdout, stderr."""
+
+    proc: asyncio.subprocess.Process
+    stderr: bytearray
+
+    async def send(self, message: dict[str, Any] | bytes) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+        await self.proc.stdin.drain()
+
+    async def receive_line(self) -> bytes:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(TIMEOUT):
+            line = await self.proc.stdout.readline()
+        assert line.endswith(b"\n"), f"stdout ended: {self.stderr.decode()}"
+        return line[:-1]
+
+    async def receive(self) -> dict[str, Any]:
+        message = json.loads(await self.receive_line())
+        assert isinstance(message, dict)
+        return message
+
+    async def close_stdin(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        await self.proc.stdin.wait_closed()
+
+    async def exit_status(self, seconds: float = 10) -> int:
+        async with asyncio.timeout(seconds):
+            return await self.proc.wait()
+
+    async def rest_of_stdout(self) -> bytes:
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(TIMEOUT):
+            return await self.proc.stdout.read()
+
+
+@asynccontextmanager
+async def editor(url: str, *args: str, env: dict[str, str]) -> AsyncIterator[Editor]:
+    """Run ``acp-relay connect URL ARGS`` with its stdio on pipes for the block."""
+    proc = await asyncio.create_subprocess_exec(
+        *CONNECT,
+        url,
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=64 * MiB,
+    )
+    stderr = bytearray()
+
+    async def collect() -> None:
+        assert proc.stderr is not None
+        while chunk := await proc.stderr.read(65536):
+            stderr.extend(chunk)
+
+    collecting = asyncio.create_task(collect())
+    try:
+        yield Editor(proc, stderr)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        async with asyncio.timeout(5):
+            await collecting
+
+
+def log_records(stderr: bytes | str) -> list[dict[str, Any]]:
+    """Connect's stderr, which must be JSON log lines only."""
+    text = stderr.decode() if isinstance(stderr, bytes) else stderr
+    records = [json.loads(line) for line in text.splitlines()]
+    assert all(isinstance(r, dict) and "event" in r for r in records), text
+    return records
+
+
+# -- the editor's side, the ACP SDK ---------------------------------------------------------
+
+
+@dataclass
+class Refused:
+    """What an SDK editor saw when connect could not reach the agent."""
+
+    error: RequestError
+    later: RequestError
+    exit_status: int | None
+    stderr: str
+
+
+async def sdk_refused(url: str, *args: str, env: dict[str, str], stderr_file: Path) -> Refused:
+    """Launch connect from the SDK, send initialize and then session/new; both must fail."""
+    with stderr_file.open("wb") as err:
+        async with spawn_agent_process(
+            RecordingClient(),
+            *CONNECT,
+            url,
+            *args,
+            env=env,
+            transport_kwargs={"stderr": err.fileno()},
+        ) as (conn, proc):
+            async with asyncio.timeout(TIMEOUT):
+                with pytest.raises(RequestError) as first:
+                    await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                with pytest.raises(RequestError) as later:
+                    await conn.new_session(cwd="/tmp", mcp_servers=[])
+    stderr = await asyncio.to_thread(stderr_file.read_text)
+    return Refused(first.value, later.value, proc.returncode, stderr)
+
+
+def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: str) -> None:
+    """The exact error on both requests, stderr saying it too, exit 1, no ticket anywhere."""
+    for error in (refused.error, refused.later):
+        assert (error.code, str(error), error.data) == (-32603, message, data)
+    assert refused.exit_status == 1
+    failed = [r for r in log_records(refused.stderr) if r["event"] == "relay connection failed"]
+    assert [r["error"] for r in failed] == [message]
+    assert secret not in refused.stderr
+    assert secret not in message + json.dumps(data)

@@ -1,0 +1,61 @@
+"""WebSocket clients' outcomes: a refused upgrade, a round trip, how a socket was closed."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from typing import Any, NamedTuple
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+
+class Refusal(NamedTuple):
+    """The HTTP answer to an upgrade the relay refused."""
+
+    status: int
+    body: str
+    headers: dict[str, str]
+
+
+async def refused(url: str, seconds: float = 10, **kwargs: Any) -> Refusal:
+    """Try to connect to ``url`` (``kwargs`` go to ``connect``); the refusal, which must come."""
+    with pytest.raises(InvalidStatus) as caught:
+        async with asyncio.timeout(seconds), connect(url, **kwargs):
+            pass
+    response = caught.value.response
+    return Refusal(response.status_code, response.body.decode(), dict(response.headers.raw_items()))
+
+
+async def round_trip(ws: ClientConnection, message: str = '{"jsonrpc":"2.0","method":"x"}') -> None:
+    """Send a message through an echoing agent (``cat``) and check it comes back."""
+    await ws.send(message)
+    async with asyncio.timeout(10):
+        assert await ws.recv() == message
+
+
+async def one_echo(url: str) -> None:
+    """Open a socket to an echoing agent, carry ``{}`` both ways, close it."""
+    async with connect(url) as ws:
+        await ws.send("{}")
+        async with asyncio.timeout(5):
+            assert await ws.recv() == "{}"
+
+
+async def frames_until_closed(
+    ws: ClientConnection, seconds: float = 10
+) -> tuple[list[str], int | None, str | None]:
+    """Every frame until the relay closes the socket, then its close code and reason."""
+    received: list[str] = []
+    async with asyncio.timeout(seconds):
+        with suppress(ConnectionClosed):
+            while True:
+                received.append(str(await ws.recv()))
+    return received, ws.close_code, ws.close_reason
+
+
+async def closed_with(ws: ClientConnection, seconds: float = 10) -> tuple[int | None, str | None]:
+    """Read until the relay closes the socket; its close code and reason."""
+    _, code, reason = await frames_until_closed(ws, seconds)
+    return code, reason
