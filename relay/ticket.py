@@ -25,7 +25,11 @@ MAX_TICKET_CHARS = 4096
 """Longer tickets are refused as malformed before any HMAC is computed."""
 MIN_NONCE_BYTES = 16
 
-NO_TICKET = "no ticket: pass ?ticket=... or Authorization: Bearer ..."
+# Worded so that log redaction (query values, bearer tokens) leaves it whole.
+NO_TICKET = (
+    "no ticket: give it in the ticket query parameter, the acp-ticket.<ticket> "
+    "subprotocol or an Authorization: Bearer <ticket> header"
+)
 MALFORMED = "malformed ticket"
 BAD_SIGNATURE = "ticket signature is invalid (signed with another secret?)"
 WRONG_AUDIENCE = "ticket is for another audience"

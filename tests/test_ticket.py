@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from itsdangerous import URLSafeTimedSerializer
 
+from relay.redact import redact_text
 from relay.ticket import (
     BAD_SIGNATURE,
     CLOCK_SKEW,
@@ -121,6 +122,13 @@ def test_new_nonce(raw: bytes, length: int) -> None:
 def test_missing_ticket(ticket: str | None) -> None:
     """An empty or absent ticket says how to pass one."""
     assert _reason(ticket) == NO_TICKET
+
+
+def test_missing_ticket_hint_survives_redaction() -> None:
+    """The 401 hint names the three places a ticket goes, and log redaction leaves it whole."""
+    assert redact_text(NO_TICKET) == NO_TICKET
+    for place in ("ticket query parameter", "acp-ticket.<ticket> subprotocol", "Authorization"):
+        assert place in NO_TICKET
 
 
 @pytest.mark.parametrize(
