@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -34,11 +33,11 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from relay.config import resolve, unknown_env_names
 from tests.support.agents import ECHO_AGENT
-from tests.support.cli import RelayRun, serve
+from tests.support.cli import RelayRun, parse_json_lines, serve
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.processes import children_of, parent_of
-from tests.support.sockets import closed_with, round_trip
+from tests.support.sockets import closed_with, free_port, round_trip
 from tests.support.waiting import until
 from tests.system import require_packages
 
@@ -66,14 +65,6 @@ def run(argv: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 def tool(name: str) -> str | None:
     """A command from this virtualenv's bin directory or from PATH."""
     return shutil.which(name, path=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def env_file(text: str) -> dict[str, str]:
@@ -492,13 +483,7 @@ class CaddyRun:
 
     def entries(self) -> list[dict[str, Any]]:
         """Parsed JSON log lines of both logs."""
-        found = []
-        for line in self.logs().splitlines():
-            with suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    found.append(record)
-        return found
+        return parse_json_lines(self.logs().splitlines())
 
 
 def https_get(url: str, context: ssl.SSLContext | None, **headers: str) -> tuple[int, str]:

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from relay.server import fresh_ticket
+from tests.support.processes import rss_kib
+from tests.support.sockets import free_port
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -96,13 +98,6 @@ class Results:
 
 
 # -- processes -------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_port(port: int, seconds: float = 15) -> None:
@@ -182,13 +177,6 @@ def loadgen(command: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
 
 
 # -- /proc readings --------------------------------------------------------------
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -1,14 +1,23 @@
-"""WebSocket clients' outcomes: a refused upgrade, a round trip, how a socket was closed."""
+"""Sockets on 127.0.0.1: a free port, and what a WebSocket client saw (refused, echoed, closed)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from contextlib import suppress
 from typing import Any, NamedTuple
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class Refusal(NamedTuple):
