@@ -73,7 +73,8 @@ def parse_rule(text: str) -> CwdRule:
     """Parse ``CLIENT_PREFIX=AGENT_PATH``; ValueError says what is wrong."""
     client_text, sep, agent_path = text.rpartition("=/")
     if not sep or not client_text:
-        raise ValueError(f"bad --cwd-map {text!r}: expected CLIENT_PREFIX=/AGENT/PATH")
+        why = _relative_agent_side(text)
+        raise ValueError(f"bad --cwd-map {text!r}: {why}expected CLIENT_PREFIX=/AGENT/PATH")
     client = parse_client_path(client_text)
     if client is None:
         raise ValueError(f"bad --cwd-map {text!r}: {client_text!r} is not an absolute path")
@@ -83,6 +84,14 @@ def parse_rule(text: str) -> CwdRule:
     if ".." in agent_parts:
         raise ValueError(f"bad --cwd-map {text!r}: the agent path may not contain '..'")
     return CwdRule(client, "/" + "/".join(agent_parts), text)
+
+
+def _relative_agent_side(text: str) -> str:
+    """``"the agent path 'x' is not absolute; "`` for ``/client=x``, else nothing."""
+    client_text, sep, agent_path = text.rpartition("=")
+    if sep and agent_path and parse_client_path(client_text) is not None:
+        return f"the agent path {agent_path!r} is not absolute; "
+    return ""
 
 
 @dataclass(frozen=True)

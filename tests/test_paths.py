@@ -148,6 +148,18 @@ def test_bad_rules(text: str, message: str) -> None:
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [("/Users/alice=relative", "relative"), ("C:\\Users\\alice=work/x", "work/x")],
+)
+def test_a_relative_agent_path_is_named(text: str, agent: str) -> None:
+    """A rule whose agent side is not absolute says so, naming that side."""
+    with pytest.raises(ValueError, match="bad --cwd-map") as caught:
+        parse_rule(text)
+    assert f"the agent path {agent!r} is not absolute" in str(caught.value)
+    assert "expected CLIENT_PREFIX=/AGENT/PATH" in str(caught.value)
+
+
 def test_rule_with_equals_in_client_path() -> None:
     """The split is at the last '=/' so a client prefix may contain '='."""
     rule = parse_rule("/Users/a=b=/workspace/x/")
