@@ -460,6 +460,7 @@ async def test_a_slow_reader_is_not_taken_for_a_dead_one() -> None:
         await conn.wait_closed()
 
     async def trickle(net: NetCut) -> None:
+        """The behaviour under test: the peer's reads come in short bursts."""
         while True:
             net.blackhole()
             await asyncio.sleep(0.15)
