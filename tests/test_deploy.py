@@ -828,6 +828,29 @@ def test_build_rootfs_with_systemd_installs_the_unit(tmp_path: Path, context_whe
         assert (result.returncode, about_ours) == (0, []), result.stderr
 
 
+def test_build_rootfs_ignores_the_host_pythons_own_packages(
+    tmp_path: Path, context_wheel: Path
+) -> None:
+    """A host Python holding a package that conflicts with the relay's dependencies gets
+    no resolver error: the guest's venv is installed on its own."""
+    host = tmp_path / "host-site"
+    dist = host / "hostonly-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: hostonly\nVersion: 1.0\nRequires-Dist: websockets<1\n"
+    )
+    (dist / "RECORD").write_text("")
+    version = guest_python_version() or "3.11"
+    tree = tmp_path / "rootfs"
+    argv = ["bash", str(BUILD_ROOTFS), "--wheel", str(context_wheel), "--python-version", version]
+    result = run([*argv, str(tree)], env=clean_env(PYTHON=sys.executable, PYTHONPATH=str(host)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "hostonly" not in result.stderr
+    assert "dependency" not in result.stderr.lower()
+    site = tree / "opt" / "acp-relay" / "lib" / f"python{version}" / "site-packages"
+    assert (site / "websockets").is_dir()
+
+
 async def test_relay_in_the_rootfs_venv_serves_the_demo_agent(rootfs: Path) -> None:
     """The tree's venv runs: its relay, with the tree's settings, drives the tree's demo agent."""
     if guest_python_version() is None:

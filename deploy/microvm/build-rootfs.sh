@@ -136,7 +136,9 @@ if [ "$("$host_python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" 
 fi
 requirement="$wheel${extras:+[$extras]}"
 echo "installing $(basename "$wheel")${extras:+[$extras]} for CPython $python_version on $arch" >&2
-"$host_python" -m pip install --quiet --upgrade --target "$site" \
+# --target resolves from scratch, but pip still checks the result against the host
+# Python's own packages and reports their conflicts: nothing to do with the guest.
+"$host_python" -m pip install --quiet --upgrade --no-warn-conflicts --target "$site" \
   --python-version "$python_version" --implementation cp --abi "$abi" --abi abi3 --abi none \
   "${platforms[@]}" --only-binary=:all: "${compile[@]}" "${pip_options[@]}" "$requirement"
 rm -rf "${site:?}/bin"  # scripts pip wrote for the host's Python; the guest gets its own below
