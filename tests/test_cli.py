@@ -74,6 +74,7 @@ async def dev_banner(relay: RelayRun) -> tuple[str, str]:
     return await until(parse, what=lambda: f"a banner on stdout: {relay.stdout}")
 
 
+@pytest.mark.slow
 async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
     """--dev prints a ws:// URL with a ticket that drives the demo agent once, then gets 401."""
     import acp
@@ -107,6 +108,7 @@ async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
     assert "already used" in body
 
 
+@pytest.mark.slow
 async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
     """The banner's "More tickets" command, run as printed, prints a URL that connects."""
     async with serve("--dev", env=clean_env()) as relay:
@@ -147,6 +149,7 @@ def read_secret(path: Path) -> str:
 # -- signals ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Signals) -> None:
     """On SIGTERM/SIGINT every socket gets 1001, the relay exits 0 in time, no agent is left."""
@@ -243,6 +246,134 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
     )
 
 
+# -- start-up checks --------------------------------------------------------------------------
+
+
+def refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one stderr line of a command that refused to start (exit status 2, no stdout)."""
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.startswith("acp-relay: ")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+# `python -m relay` as in an install without the [demo] extra: `import acp` fails.
+WITHOUT_ACP = (
+    sys.executable,
+    "-c",
+    "import sys\nsys.modules['acp'] = None\nfrom relay.cli import main\nsys.exit(main())\n",
+)
+
+
+def test_dev_without_the_demo_extra_exits_2_with_the_fix() -> None:
+    """--dev without the ACP SDK exits 2 at start-up, saying to install [demo] or give --agent."""
+    result = subprocess.run(
+        [*WITHOUT_ACP, "serve", "--dev", "--listen", "127.0.0.1:0"],
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    message = refusal(result)
+    assert "pip install 'acp-relay[demo]'" in message
+    assert "--agent" in message
+
+
+async def test_dev_without_the_demo_extra_runs_a_given_agent() -> None:
+    """Without the ACP SDK, --dev with --agent starts: only the demo agent needs the SDK."""
+    proc = await asyncio.create_subprocess_exec(
+        *WITHOUT_ACP,
+        "serve",
+        "--dev",
+        "--agent",
+        CAT,
+        "--listen",
+        "127.0.0.1:0",
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    relay = RelayRun(proc)
+    try:
+        await relay.started()
+        url, _ = await dev_banner(relay)
+        async with connect(url) as ws:
+            await round_trip(ws)
+        assert await relay.stop() == 0
+    finally:
+        await relay.cleanup()
+
+
+def agent_that_cannot_run(how: str, tmp_path: Path) -> tuple[list[str], str]:
+    """Arguments giving an --agent that cannot run (``how``), and what the refusal names."""
+    if how == "not on PATH":
+        return ["--agent", "no-such-agent-xyz --acp"], "'no-such-agent-xyz' not found on PATH"
+    if how == "missing path":
+        return ["--agent", str(tmp_path / "gone")], f"{tmp_path / 'gone'} does not exist"
+    if how == "not executable":
+        write(tmp_path / "agent", "print('hi')\n")
+        return ["--agent", str(tmp_path / "agent")], f"{tmp_path / 'agent'} is not executable"
+    if how == "a directory":
+        return ["--agent", str(tmp_path)], f"{tmp_path} is a directory"
+    (tmp_path / "ws").mkdir()  # relative to the workspace, where the agent runs
+    args = ["--agent", "./bin/agent", "--workspace", str(tmp_path / "ws")]
+    return args, f"{tmp_path / 'ws' / 'bin' / 'agent'} does not exist"
+
+
+@pytest.mark.parametrize(
+    "how", ["not on PATH", "missing path", "not executable", "a directory", "relative"]
+)
+def test_an_agent_that_cannot_run_exits_2_at_start_up(tmp_path: Path, how: str) -> None:
+    """An --agent program that is not on PATH, missing or not executable stops start-up."""
+    args, named = agent_that_cannot_run(how, tmp_path)
+    result = run_cli("serve", "--listen", "127.0.0.1:0", *args, env=secret_env())
+    message = refusal(result)
+    assert message.startswith("acp-relay: --agent: ")
+    assert named in message
+
+
+def test_an_agent_on_the_agents_own_path_is_found(tmp_path: Path) -> None:
+    """The program is looked up on the PATH the agent will get (--agent-env PATH=...)."""
+    args = ["--agent", "cat", "--agent-env", f"PATH={tmp_path}", "--listen", "127.0.0.1:0"]
+    message = refusal(run_cli("serve", *args, env=secret_env()))
+    assert "'cat' not found on PATH" in message
+
+
+@pytest.mark.parametrize("how", ["missing", "a file"])
+def test_a_workspace_that_is_no_directory_exits_2_at_start_up(tmp_path: Path, how: str) -> None:
+    """A --workspace that does not exist or is a file stops start-up, naming it."""
+    workspace = tmp_path / "workspace"
+    if how == "a file":
+        write(workspace, "")
+    args = ["--agent", CAT, "--workspace", str(workspace), "--listen", "127.0.0.1:0"]
+    message = refusal(run_cli("serve", *args, env=secret_env()))
+    assert message.startswith(f"acp-relay: --workspace {workspace} ")
+    assert ("does not exist" if how == "missing" else "is not a directory") in message
+
+
+def readme_settings() -> dict[str, str]:
+    """The ACP_RELAY_* settings of the README's worked example."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = re.search(r"```sh\n(ACP_RELAY_AGENT=.*?)```", text, re.S)
+    assert block, "no ACP_RELAY_AGENT example in README.md"
+    pairs = (shlex.split(line)[0].partition("=") for line in block[1].splitlines() if line)
+    return {name: value for name, _, value in pairs}
+
+
+def test_the_readme_example_without_its_agent_fails_at_start_up() -> None:
+    """The README's settings, copied on a machine without `my-agent`, exit 2 naming it."""
+    settings = readme_settings()
+    assert settings["ACP_RELAY_AGENT"] == "my-agent --acp"
+    env = secret_env(**settings)
+    env["ACP_RELAY_LISTEN"] = "127.0.0.1:0"
+    message = refusal(run_cli("serve", env=env))
+    assert "'my-agent' not found on PATH" in message
+
+
 async def test_secret_from_env_is_used() -> None:
     """A relay given ACP_RELAY_SECRET accepts tickets signed with it and no others."""
     async with serve("--agent", CAT, env=secret_env()) as relay:
@@ -253,6 +384,7 @@ async def test_secret_from_env_is_used() -> None:
     assert "signature is invalid" in body
 
 
+@pytest.mark.slow
 async def test_secret_file_rotation(tmp_path: Path) -> None:
     """Both secrets of a two-line --secret-file verify; `acp-relay ticket` signs with the first."""
     new, old = "new-secret-0123456789abcdef", "old-secret-0123456789abcdef"
@@ -274,6 +406,7 @@ async def test_secret_file_rotation(tmp_path: Path) -> None:
 # -- acp-relay ticket ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("url", "prefix"),
     [
@@ -319,6 +452,7 @@ def test_ticket_command_refuses_a_bad_ttl(ttl: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 async def test_ticket_audience_must_match_the_relay() -> None:
     """A ticket minted with --audience A is refused by a relay for B and accepted by one for A."""
     ticket = await mint_with_cli("--audience", "box-a", "--subject", "erin", env=secret_env())
@@ -424,6 +558,7 @@ def test_rewrite_settings_are_checked_at_start_up(
 # -- logs -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) -> None:
     """Stderr is JSON lines with one opened/closed pair per session and no ticket or secret."""
     secrets = write(tmp_path / "secrets", f"{SECRET}\n{OTHER_SECRET}\n")
@@ -525,6 +660,7 @@ def test_connect_refuses_bad_values_like_serve(args: list[str], says: str) -> No
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_version() -> None:
     """`python -m relay --version` and the acp-relay script print the version."""
     module = run_cli("--version", env=clean_env())

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
-from relay.cli.files import load_secrets, private_directory, read_named
+from relay.cli.files import (
+    Kind,
+    check_agent_program,
+    check_workspace,
+    demo_sdk_installed,
+    load_secrets,
+    private_directory,
+    program_problem,
+    read_named,
+)
 from relay.errors import UsageError
 
 
@@ -52,3 +62,77 @@ def test_secrets_come_from_the_file_before_the_environment(tmp_path: Path) -> No
     assert load_secrets(None, "env-secret") == ("env-secret",)
     with pytest.raises(UsageError, match="no secret"):
         load_secrets(None, None)
+
+
+# A made-up filesystem for program_problem: path -> what it is; anything else is missing.
+FILES: dict[str, Kind] = {
+    "/usr/bin/agent": "executable",
+    "/opt/bin/plain": "not executable",
+    "/usr/bin/plain": "executable",
+    "/opt/bin/only-plain": "not executable",
+    "/srv/ws/bin/run": "executable",
+    "/usr/bin/folder": "directory",
+}
+
+
+def kind(path: str) -> Kind:
+    return FILES.get(path, "missing")
+
+
+@pytest.mark.parametrize(
+    ("program", "search_path", "problem"),
+    [
+        ("agent", "/opt/bin:/usr/bin", None),
+        ("plain", "/opt/bin:/usr/bin", None),  # exec skips what it cannot run
+        ("bin/run", "/nowhere", None),  # relative to the workspace, not PATH
+        ("./bin/run", "", None),
+        ("run", "bin", None),  # a relative PATH entry is taken against the workspace too
+        ("/usr/bin/agent", "", None),
+        ("nothing", "/opt/bin:/usr/bin", "program 'nothing' not found on PATH; install it"),
+        ("only-plain", "/opt/bin:/usr/bin",
+         "program 'only-plain' found on PATH as /opt/bin/only-plain, which is not executable"),
+        ("folder", "/usr/bin", "program 'folder' not found on PATH"),
+        ("/usr/bin/gone", "", "/usr/bin/gone does not exist"),
+        ("../ws/bin/gone", "", "/srv/ws/bin/gone does not exist"),
+        ("/opt/bin/plain", "", "/opt/bin/plain is not executable (chmod +x /opt/bin/plain?)"),
+        ("/usr/bin/folder", "", "/usr/bin/folder is a directory, not a program"),
+    ],
+)  # fmt: skip
+def test_program_problem_finds_programs_as_exec_does(
+    program: str, search_path: str, problem: str | None
+) -> None:
+    """A name is looked up on PATH, a path with / against the workspace; else why not."""
+    found = program_problem(program, search_path, "/srv/ws", kind)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(problem)
+
+
+def test_check_agent_program_uses_the_agents_path(tmp_path: Path) -> None:
+    """The agent's own PATH decides; without one, the system's default path."""
+    program = tmp_path / "my-agent"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    check_agent_program(["my-agent"], {"PATH": str(tmp_path)}, str(tmp_path))
+    check_agent_program(["sh", "-c", "true"], {}, str(tmp_path))  # os.defpath has /bin
+    with pytest.raises(UsageError, match=r"^--agent: program 'my-agent' not found on PATH"):
+        check_agent_program(["my-agent"], {"PATH": "/nowhere"}, str(tmp_path))
+
+
+def test_check_workspace(tmp_path: Path) -> None:
+    """A workspace must be an existing directory; the error names --workspace and the path."""
+    check_workspace(str(tmp_path))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(
+        UsageError, match=re.escape(f"--workspace {tmp_path}/file is not a directory")
+    ):
+        check_workspace(str(tmp_path / "file"))
+    with pytest.raises(UsageError, match=re.escape(f"--workspace {tmp_path}/gone does not exist")):
+        check_workspace(str(tmp_path / "gone"))
+
+
+def test_demo_sdk_installed() -> None:
+    """The test environment has the demo extra (the ACP SDK)."""
+    assert demo_sdk_installed()

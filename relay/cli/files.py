@@ -1,16 +1,24 @@
-"""The files and folders the commands' flags name: read or made ready once at start-up.
+"""The files and folders the commands' flags name: read, made ready or checked once at start-up.
 
-Each problem is a UsageError naming the flag, so the relay stops with exit status 2 and
-the fix instead of failing at the first connection.
+The config, secret and MCP files; the trace and state folders; the workspace and the
+agent's program (found as exec would find it, by the pure :func:`program_problem`), and
+the ACP SDK the demo agent needs. Each problem is a UsageError naming the flag, so the
+relay stops with exit status 2 and the fix instead of failing at the first connection.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from relay.config import SECRET_ENV, parse_secrets
 from relay.errors import UsageError
+
+Kind = Literal["missing", "directory", "not executable", "executable"]
 
 
 def read_named(path: str, flag: str) -> str:
@@ -50,3 +58,79 @@ def load_secrets(secret_file: str | None, secret_env: str | None) -> tuple[str, 
         "no secret: give --secret-file FILE (one secret a line, the first signs) "
         f"or set {SECRET_ENV}; for a throwaway local setup use `acp-relay serve --dev`"
     )
+
+
+# --- the agent and its workspace
+
+
+def check_workspace(path: str) -> None:
+    """A UsageError unless ``path`` is a directory the agent can be started in."""
+    if not os.path.exists(path):
+        raise UsageError(f"--workspace {path} does not exist; create it or give another one")
+    if not os.path.isdir(path):
+        raise UsageError(f"--workspace {path} is not a directory")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"--workspace {path} cannot be entered by this user (no x permission)")
+
+
+def check_agent_program(argv: Sequence[str], env: Mapping[str, str], workspace: str) -> None:
+    """A UsageError unless the agent's program can be run: found on the agent's ``PATH``
+    (``env``'s), or, for a path, there; a relative path is taken against ``workspace``,
+    where the agent starts."""
+    search_path = env.get("PATH", os.defpath)
+    problem = program_problem(argv[0], search_path, workspace, kind_of)
+    if problem is not None:
+        raise UsageError(f"--agent: {problem}")
+
+
+def program_problem(
+    program: str, search_path: str, cwd: str, kind: Callable[[str], Kind]
+) -> str | None:
+    """Why ``program`` cannot be run from ``cwd`` with ``PATH=search_path``, or None.
+
+    Pure but for ``kind`` (what each candidate file is). A name is looked up in each
+    ``search_path`` entry, as exec does; anything with a ``/`` is one path.
+    """
+    candidates = program_candidates(program, search_path, cwd)
+    kinds = [kind(path) for path in candidates]
+    if "executable" in kinds:
+        return None
+    if "/" in program:
+        (path,), (found,) = candidates, kinds
+        if found == "missing":
+            return f"{path} does not exist"
+        if found == "directory":
+            return f"{path} is a directory, not a program"
+        return f"{path} is not executable (chmod +x {path}?)"
+    plain_files = [
+        path for path, found in zip(candidates, kinds, strict=True) if found == "not executable"
+    ]
+    if plain_files:
+        return f"program {program!r} found on PATH as {plain_files[0]}, which is not executable"
+    return (
+        f"program {program!r} not found on PATH; install it, give its full path, "
+        "or give the agent a PATH with --agent-env PATH=..."
+    )
+
+
+def program_candidates(program: str, search_path: str, cwd: str) -> list[str]:
+    """The files exec would try for ``program``, in order (relative entries against cwd)."""
+    if "/" in program:
+        return [os.path.normpath(os.path.join(cwd, program))]
+    return [os.path.normpath(os.path.join(cwd, entry, program)) for entry in search_path.split(":")]
+
+
+def kind_of(path: str) -> Kind:
+    """What ``path`` is, for running it: missing, a directory, or a file runnable or not."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "missing"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "executable" if os.access(path, os.X_OK) else "not executable"
+
+
+def demo_sdk_installed() -> bool:
+    """Whether the ACP Python SDK, which the demo agent is written with, can be imported."""
+    return importlib.util.find_spec("acp") is not None

@@ -25,7 +25,14 @@ import uvloop
 
 from relay import logs
 from relay.admission import Policy
-from relay.cli.files import load_secrets, private_directory, read_named
+from relay.cli.files import (
+    check_agent_program,
+    check_workspace,
+    demo_sdk_installed,
+    load_secrets,
+    private_directory,
+    read_named,
+)
 from relay.config import (
     Settings,
     add_serve_arguments,
@@ -92,16 +99,30 @@ def _dev_secrets(settings: Settings) -> tuple[str, ...]:
     return (random_secrets.token_urlsafe(32),)
 
 
+def agent_command(settings: Settings) -> tuple[str, ...]:
+    """The agent's argv: --agent, else under --dev the demo agent (if its SDK is there)."""
+    if settings.agent_argv is not None:
+        return settings.agent_argv
+    if not settings.dev:
+        raise UsageError(
+            "no agent: give --agent 'COMMAND ARGS' (or ACP_RELAY_AGENT); "
+            "try `acp-relay serve --dev` for the built-in demo agent"
+        )
+    if not demo_sdk_installed():
+        raise UsageError(
+            "the --dev demo agent needs the ACP Python SDK, which is not installed "
+            "(No module named 'acp'): pip install 'acp-relay[demo]', or give --agent 'COMMAND'"
+        )
+    return DEMO_AGENT
+
+
 def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, str]) -> RelayConfig:
-    """The server's configuration; the agent defaults to the demo agent under --dev."""
-    argv = settings.agent_argv
-    if argv is None:
-        if not settings.dev:
-            raise UsageError(
-                "no agent: give --agent 'COMMAND ARGS' (or ACP_RELAY_AGENT); "
-                "try `acp-relay serve --dev` for the built-in demo agent"
-            )
-        argv = DEMO_AGENT
+    """The server's configuration, once the agent's program and workspace are checked;
+    the agent defaults to the demo agent under --dev."""
+    argv = agent_command(settings)
+    agent_env = agent_environment(env, settings.agent_env)
+    check_agent_program(argv, agent_env, settings.workspace)
+    check_workspace(settings.workspace)
     ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
     policy = Policy(
         secrets=tuple(secrets),
@@ -116,7 +137,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         path=settings.path,
         agent_argv=tuple(argv),
         workspace=settings.workspace,
-        agent_env=agent_environment(env, settings.agent_env),
+        agent_env=agent_env,
         policy=policy,
         max_message_bytes=settings.max_message_bytes,
         ping_interval=settings.ping_interval,
