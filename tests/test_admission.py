@@ -162,7 +162,7 @@ def test_origin_refused_403(allow: tuple[str, ...], origin: str, hint: str) -> N
     """A disallowed browser origin gets 403 naming it and saying how to allow it; nothing spent."""
     guard = ReplayGuard()
     verdict = decide(ticket(), guard, origin=origin, policy=replace(POLICY, allow_origins=allow))
-    assert verdict == Refusal(403, f"origin {origin} is not allowed: {hint}")
+    assert verdict == Refusal(403, f"origin {origin} is not allowed: {hint}", kind="origin")
     assert len(guard) == 0
 
 
@@ -208,6 +208,7 @@ def test_capacity_refused_503_without_spending_the_ticket() -> None:
         503,
         f"relay is at its limit of 2 connections; retry in {RETRY_AFTER_SECONDS} s",
         RETRY_AFTER,
+        kind="capacity",
     )
     assert len(guard) == 0
     assert isinstance(
@@ -222,7 +223,10 @@ def test_replay_guard_full_is_503_without_spending() -> None:
     later = ticket(2, now=NOW + 30)
     full = decide(later, guard, now=NOW + 30)
     assert full == Refusal(
-        503, f"too many recent tickets to remember; retry in {RETRY_AFTER_SECONDS} s", RETRY_AFTER
+        503,
+        f"too many recent tickets to remember; retry in {RETRY_AFTER_SECONDS} s",
+        RETRY_AFTER,
+        kind="capacity",
     )
     assert not guard.is_replay(new_nonce((2).to_bytes(16, "big")), NOW + 30)
     # Ticket 1 (expiring at NOW + 60) is forgotten after its lifetime: room for ticket 2.

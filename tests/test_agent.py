@@ -86,6 +86,7 @@ async def test_stop_closes_stdin_first(tmp_path: Path) -> None:
     assert exit_ == Exit(0)
 
 
+@pytest.mark.slow
 async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -> None:
     """An agent ignoring EOF and SIGTERM, with a child doing the same, is SIGKILLed with it."""
     agent = await AgentProcess.start(
@@ -104,6 +105,7 @@ async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -
     assert not pid_alive(child)
 
 
+@pytest.mark.slow
 async def test_children_left_behind_are_stopped(tmp_path: Path) -> None:
     """When the agent exits but its child lives on, the child is stopped too."""
     script = (

@@ -37,6 +37,7 @@ from tests.support.connect import (
     check_refused,
     editor,
     log_records,
+    notification,
     request,
     sdk_refused,
 )
@@ -58,6 +59,7 @@ CAT = ("cat",)
 # -- carrying ACP ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_sdk_drives_demo_agent_through_connect(tmp_path: Path) -> None:
     """The SDK launches connect as its agent: initialize, session/new and a prompt round trip."""
     ticket = make_ticket(subject="editor")
@@ -95,17 +97,18 @@ async def test_sdk_drives_demo_agent_through_connect(tmp_path: Path) -> None:
     assert events[-1] == "connect finished"
 
 
+@pytest.mark.slow
 async def test_16_mib_lines_both_ways_and_lines_sent_before_the_socket_opens() -> None:
     """Lines written before the socket opens arrive; a 16 MiB line crosses both ways intact."""
     body = ("é✓" + "x" * 1021) * (16 * 1024)
-    big = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "big", "params": {"t": body}})
+    big = json.dumps({"jsonrpc": "2.0", "method": "big", "params": {"t": body}})
     async with (
         live_relay(CAT) as live,
         editor(live.url(), env=connect_env(make_ticket())) as ed,
     ):
-        await ed.send(request(1))  # connect is still starting: this waits in the pipe
+        await ed.send(notification(1))  # connect is still starting: this waits in the pipe
         await ed.send(big.encode())
-        assert await ed.receive() == request(1)
+        assert await ed.receive() == notification(1)
         assert await ed.receive_line() == big.encode()
         await ed.close_stdin()
         assert await ed.exit_status() == 0
@@ -119,8 +122,8 @@ async def test_stdin_eof_closes_1000_exits_0_and_the_agent_goes() -> None:
             live_relay(CAT) as live,
             editor(live.url(), env=connect_env(make_ticket())) as ed,
         ):
-            await ed.send(request(1))
-            assert await ed.receive() == request(1)
+            await ed.send(notification(1))
+            assert await ed.receive() == notification(1)
             agents = [agent.pid for agent in live.relay.agents]
             await ed.close_stdin()
             assert await ed.exit_status() == 0
@@ -143,6 +146,7 @@ async def test_sigterm_ends_connect_like_eof() -> None:
     assert len(agents) == 1
 
 
+@pytest.mark.slow
 async def test_backpressure_both_ways() -> None:
     """A non-reading agent stalls the editor, a non-reading editor stalls the agent: bounded."""
     sleeper = (sys.executable, "-c", "import time; time.sleep(60)")
@@ -262,6 +266,7 @@ async def test_dns_failure(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: Path) -> None:
     """A self-signed wss:// server fails verification; with --cacert it carries lines."""
     cert, key = self_signed_certificate(tmp_path)
@@ -270,8 +275,8 @@ async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: P
         url = f"wss://127.0.0.1:{port}/acp"
         refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
         async with editor(url, "--cacert", str(cert), env=connect_env(ticket)) as ed:
-            await ed.send(request(1))
-            assert await ed.receive() == request(1)
+            await ed.send(notification(1))
+            assert await ed.receive() == notification(1)
             await ed.close_stdin()
             assert await ed.exit_status() == 0
     detail = "certificate verify failed: self-signed certificate"
@@ -300,6 +305,7 @@ async def test_tls_to_a_server_without_tls(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 async def test_agent_exit_answers_the_prompt_in_flight(tmp_path: Path) -> None:
     """A prompt of /exit 3 gets "agent exited with status 3"; so does every later request."""
     ticket = make_ticket()
@@ -332,6 +338,7 @@ async def test_agent_exit_answers_the_prompt_in_flight(tmp_path: Path) -> None:
     assert proc.returncode == 1
 
 
+@pytest.mark.slow
 async def test_heartbeat_timeout_answers_the_request_in_flight(tmp_path: Path) -> None:
     """A relay that stops answering pings: the pending request gets the heartbeat error."""
     ticket = make_ticket()
@@ -422,3 +429,60 @@ def test_usage_errors_exit_2_without_echoing_the_ticket(
     assert says in err
     assert "SeCrEt-TiCkEt" not in err
 
+
+# -- stdin's end: answers owed are written, never dropped -----------------------------------
+
+SLOW = (sys.executable, str(Path(__file__).parent / "agents" / "slow_answer.py"))
+
+
+async def piped_connect(url: str, stdin: bytes, env: dict[str, str]) -> tuple[int, bytes, bytes]:
+    """``printf STDIN | acp-relay connect URL``: its exit status, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        *CONNECT,
+        url,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(TIMEOUT):
+        out, err = await proc.communicate(stdin)
+    assert proc.returncode is not None
+    return proc.returncode, out, err
+
+
+async def test_a_piped_request_is_answered_before_connect_exits() -> None:
+    """`printf '{initialize}\\n' | acp-relay connect URL` prints the agent's reply, exits 0."""
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                       "params": {"protocolVersion": PROTOCOL_VERSION}}).encode()  # fmt: skip
+    async with live_relay(DEMO_AGENT) as live:
+        status, out, err = await piped_connect(live.url(), line + b"\n", connect_env(make_ticket()))
+    assert status == 0, err.decode()
+    reply = json.loads(out)
+    assert (reply["id"], reply["result"]["agentInfo"]["name"]) == (1, "acp-relay-demo")
+
+
+async def test_connect_waits_for_a_slow_answer_after_stdin_ends() -> None:
+    """An agent answering after stdin's end still gets its answer to the editor."""
+    requests = b"".join(json.dumps(request(i)).encode() + b"\n" for i in (1, 2))
+    async with live_relay((*SLOW, "0.4")) as live:
+        status, out, err = await piped_connect(live.url(), requests, connect_env(make_ticket()))
+    assert status == 0, err.decode()
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [1, 2]
+
+
+async def test_sigterm_while_waiting_answers_what_is_owed_with_an_error() -> None:
+    """Stopped while an answer is owed: the request gets an error saying so, nothing dropped."""
+    async with (
+        live_relay(("sh", "-c", "cat > /dev/null")) as live,
+        editor(live.url(), env=connect_env(make_ticket())) as ed,
+    ):
+        await ed.send(request(5, "session/prompt"))
+        await ed.close_stdin()
+        assert await until(lambda: "waiting for answers" in ed.stderr.decode())
+        ed.proc.send_signal(signal.SIGTERM)
+        answer = await ed.receive()
+        assert await ed.exit_status() == 0
+    assert answer["id"] == 5
+    assert answer["error"]["data"]["cause"] == "closing"
+    assert "did not answer: stopped" in answer["error"]["message"]

@@ -188,6 +188,7 @@ async def console_url(relay: RelayRun) -> str:
     return url
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_path: Path) -> None:
     """The page connects, runs initialize, session/new and a streamed prompt, shows the close."""
@@ -302,6 +303,7 @@ def other_origin(ws_url: str) -> Iterator[str]:
         thread.join(5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_page_from_another_origin_is_refused(chromium: str, tmp_path: Path) -> None:
     """A page from an origin not allowed sees its socket close with 1006; the relay logged 403."""

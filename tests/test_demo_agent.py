@@ -20,6 +20,8 @@ from relay import __version__
 from relay.demo_agent import AGENT_NAME, HANG_TEXT, ContentBlock
 from tests.support.clients import RecordingClient
 
+pytestmark = pytest.mark.slow  # each test starts the demo agent, the ACP SDK with it
+
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 8.0
 

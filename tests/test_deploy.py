@@ -298,6 +298,7 @@ def context_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_wheel_builds_from_the_docker_context(context_wheel: Path) -> None:
     """The builder stage's command makes a wheel with the relay and its acp-relay command."""
     import zipfile
@@ -417,6 +418,7 @@ async def test_entrypoint_under_tini_reaps_orphans_and_stops_on_sigterm(tmp_path
 # -- the supervisor contract ------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_connection_to_a_frozen_relay_completes_on_thaw() -> None:
     """A stopped relay (as under docker pause) answers a waiting handshake once it resumes."""
     async with serve("--agent", shlex.join(ECHO_AGENT), env=secret_env()) as relay:
@@ -548,6 +550,7 @@ def caddy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CaddyRun]:
             proc.wait(10)
 
 
+@pytest.mark.slow
 def test_caddyfile_is_formatted() -> None:
     """The Caddyfile is as `caddy fmt` writes it (Caddy warns about anything else)."""
     require_packages("caddy", commands=("caddy",))
@@ -556,6 +559,7 @@ def test_caddyfile_is_formatted() -> None:
     assert result.stdout == CADDYFILE.read_text()
 
 
+@pytest.mark.slow
 async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun) -> None:
     """wss:// through Caddy works with either kind of ticket; no log line holds one."""
     in_query, in_header = make_ticket(), make_ticket()
@@ -595,6 +599,7 @@ async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun
     assert "ticket=" not in logs
 
 
+@pytest.mark.slow
 async def test_caddy_refuses_busy_and_healthz_that_the_relay_answers(caddy: CaddyRun) -> None:
     """/busy and /healthz are 404 through Caddy, and answered by the relay directly."""
     async with live_relay(port=caddy.upstream):
@@ -609,6 +614,7 @@ async def test_caddy_refuses_busy_and_healthz_that_the_relay_answers(caddy: Cadd
         assert await asyncio.to_thread(https_get, f"{direct}/healthz", None) == (200, "ok\n")
 
 
+@pytest.mark.slow
 async def test_caddy_logs_no_ticket_while_the_relay_is_down(caddy: CaddyRun) -> None:
     """A 502 (relay down) is logged twice, as an error and as an access, without the ticket."""
     ticket = make_ticket()
@@ -755,6 +761,7 @@ def test_microvm_scripts_pass_shellcheck() -> None:
     assert result.returncode == 0, result.stdout
 
 
+@pytest.mark.slow
 def test_build_rootfs_lays_out_the_relay_and_its_init(rootfs: Path) -> None:
     """The tree has the venv, settings, secret, workspace and PID 1 init the guest needs."""
     venv = rootfs / "opt" / "acp-relay"
@@ -802,6 +809,7 @@ def test_build_rootfs_lays_out_the_relay_and_its_init(rootfs: Path) -> None:
         assert needle in script, needle
 
 
+@pytest.mark.slow
 def test_build_rootfs_with_systemd_installs_the_unit(tmp_path: Path, context_wheel: Path) -> None:
     """--init systemd installs deploy's unit, enabled, with a workspace drop-in and its user."""
     build_rootfs(tmp_path, context_wheel, "--init", "systemd", "--workspace", "/work")
@@ -828,6 +836,7 @@ def test_build_rootfs_with_systemd_installs_the_unit(tmp_path: Path, context_whe
         assert (result.returncode, about_ours) == (0, []), result.stderr
 
 
+@pytest.mark.slow
 def test_build_rootfs_ignores_the_host_pythons_own_packages(
     tmp_path: Path, context_wheel: Path
 ) -> None:
@@ -851,6 +860,7 @@ def test_build_rootfs_ignores_the_host_pythons_own_packages(
     assert (site / "websockets").is_dir()
 
 
+@pytest.mark.slow
 async def test_relay_in_the_rootfs_venv_serves_the_demo_agent(rootfs: Path) -> None:
     """The tree's venv runs: its relay, with the tree's settings, drives the tree's demo agent."""
     if guest_python_version() is None:

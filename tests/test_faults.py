@@ -129,6 +129,7 @@ async def stalled_client(url: str) -> tuple[ClientConnection, int]:
 NOT_READING = python_agent("import time; time.sleep(60)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["reset", "close"])
 async def test_client_gone_while_the_agent_does_not_read_stops_the_agent(
     audit: LogAudit, how: str
@@ -152,6 +153,7 @@ async def test_client_gone_while_the_agent_does_not_read_stops_the_agent(
     record(f"client {how} while the agent does not read", agent_stopped_after_ms=took)
 
 
+@pytest.mark.slow
 async def test_agent_that_never_reads_is_given_up_by_the_heartbeat(audit: LogAudit) -> None:
     """A live client stuck behind an agent that never reads: the heartbeat ends it (1011)."""
     async with live_relay(
@@ -423,6 +425,7 @@ async def test_client_blank_frames_are_skipped(audit: LogAudit) -> None:
 # -- the relay, as a process ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_sigterm_under_load_closes_every_socket_1001_and_leaves_no_process(
     audit: LogAudit,
 ) -> None:
@@ -546,6 +549,7 @@ def bad_tickets(audit: LogAudit, count: int, spent: str) -> list[tuple[str, tupl
     return requests
 
 
+@pytest.mark.slow
 async def test_1000_bad_tickets_start_nothing_and_a_good_one_works_at_once(
     audit: LogAudit,
 ) -> None:
@@ -726,6 +730,7 @@ async def test_oversized_or_broken_requests_get_a_prompt_clean_answer(
 DEFAULT_CYCLES = 200
 
 
+@pytest.mark.slow
 async def test_200_connect_disconnect_cycles_leak_nothing(audit: LogAudit) -> None:
     """200 sessions (clean close, TCP abort, refused): no zombie, no fd, task or RSS growth."""
     figures = await connect_disconnect_cycles(audit, DEFAULT_CYCLES, "leaks, 200 cycles")

@@ -113,6 +113,7 @@ STREAM_PARTS = st.sampled_from(
 STREAMS = st.lists(STREAM_PARTS, max_size=40).map(b"".join) | st.binary(max_size=120)
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(STREAMS, st.integers(min_value=1, max_value=25), st.lists(st.integers(0, 200), max_size=8))
 def test_any_chunking_and_any_limit_match_the_reference(
@@ -214,6 +215,7 @@ FRAMES = (
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(FRAMES)
 def test_frame_to_line_never_raises_and_never_splits(frame: bytes) -> None:

@@ -369,6 +369,7 @@ async def test_pump_blocked_on_full_pipe_ends_when_reader_goes() -> None:
     assert counters.messages <= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["reset", "close"])
 async def test_pump_blocked_on_full_pipe_ends_when_the_peer_goes(how: str) -> None:
     """A pump waiting on a pipe nobody reads still sees the peer go, and ends SOCKET_CLOSED."""

@@ -6,8 +6,10 @@ import json
 import shlex
 import sys
 
+import pytest
+
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
-from tests.support.connect import Editor, editor, log_records, request
+from tests.support.connect import Editor, editor, log_records, notification, request
 from tests.support.env import connect_env
 from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
@@ -32,6 +34,7 @@ def index(line: bytes) -> int:
     return int(json.loads(line)["params"]["i"])
 
 
+@pytest.mark.slow
 async def test_a_reset_mid_stream_is_a_pause_for_the_editor() -> None:
     """20,000 lines cut by a reset mid-way: the editor reads each once, in order, same agent."""
     total = 20_000
@@ -52,6 +55,7 @@ async def test_a_reset_mid_stream_is_a_pause_for_the_editor() -> None:
     assert "resumed" in events
 
 
+@pytest.mark.slow
 async def test_a_silent_drop_is_noticed_and_resumed() -> None:
     """Packets vanish (no reset): heartbeats notice, connect resumes, nothing is lost."""
     async with (
@@ -59,17 +63,18 @@ async def test_a_silent_drop_is_noticed_and_resumed() -> None:
         NetCut(live.relay.port) as net,
         editor(net.url(), *REFRESHABLE, env=connect_env()) as ed,
     ):
-        await ed.send(request(1))
-        assert (await ed.receive())["id"] == 1
+        await ed.send(notification(1))
+        assert (await ed.receive())["params"]["n"] == 1
         net.blackhole()
         await until_detached(live)
         net.restore()
-        await ed.send(request(2))
-        assert (await ed.receive())["id"] == 2
+        await ed.send(notification(2))
+        assert (await ed.receive())["params"]["n"] == 2
         await ed.close_stdin()
         assert await ed.exit_status() == 0
 
 
+@pytest.mark.slow
 async def test_requests_written_during_the_outage_are_delivered_once() -> None:
     """What the editor writes while the relay is away reaches the agent once, after the resume."""
     async with (
@@ -77,20 +82,21 @@ async def test_requests_written_during_the_outage_are_delivered_once() -> None:
         NetCut(live.relay.port) as net,
         editor(net.url(), *REFRESHABLE, env=connect_env()) as ed,
     ):
-        await ed.send(request(1))
-        assert (await ed.receive())["id"] == 1
+        await ed.send(notification(1))
+        assert (await ed.receive())["params"]["n"] == 1
         net.blackhole()
         for i in (2, 3, 4):
-            await ed.send(request(i))
+            await ed.send(notification(i))
         net.reset()
-        got = [(await ed.receive())["id"] for _ in range(3)]
-        await ed.send(request(5))
-        got.append((await ed.receive())["id"])
+        got = [(await ed.receive())["params"]["n"] for _ in range(3)]
+        await ed.send(notification(5))
+        got.append((await ed.receive())["params"]["n"])
         await ed.close_stdin()
         assert await ed.exit_status() == 0
     assert got == [2, 3, 4, 5]
 
 
+@pytest.mark.slow
 async def test_an_outage_past_the_grace_answers_the_editor_and_ends_the_agent() -> None:
     """Past the grace the editor's requests get an error saying so; the agent is gone."""
     relay = live_relay(
@@ -117,12 +123,13 @@ async def test_an_outage_past_the_grace_answers_the_editor_and_ends_the_agent() 
     assert error["error"]["data"]["cause"] == "resume"
 
 
+@pytest.mark.slow
 async def test_stdin_eof_ends_the_connection_at_once() -> None:
     """The editor closing stdin is a clean 1000: the relay keeps no detached connection."""
     async with live_relay(ECHO_AGENT, resume_grace=60) as live:
         async with editor(live.url(), *REFRESHABLE, env=connect_env()) as ed:
-            await ed.send(request(1))
-            assert (await ed.receive())["id"] == 1
+            await ed.send(notification(1))
+            assert (await ed.receive())["params"]["n"] == 1
             assert live.relay.busy_report()["connections"] == 1
             await ed.close_stdin()
             assert await ed.exit_status() == 0
@@ -153,6 +160,7 @@ async def test_with_a_one_off_ticket_connect_carries_plain_acp_and_says_so_once(
 ASKS = (sys.executable, str(AGENTS / "asks.py"))
 
 
+@pytest.mark.slow
 async def test_a_permission_request_in_flight_at_the_cut_is_answered_after_the_resume() -> None:
     """The agent asked just before the cut; the editor's answer reaches it after the resume."""
     async with (
@@ -171,6 +179,7 @@ async def test_a_permission_request_in_flight_at_the_cut_is_answered_after_the_r
     assert told == {"jsonrpc": "2.0", "method": "answered", "params": answer}
 
 
+@pytest.mark.slow
 async def test_past_the_grace_a_stubborn_agent_and_its_child_are_gone() -> None:
     """An agent ignoring EOF and SIGTERM, and its child, are killed once the grace expires."""
     relay = live_relay(

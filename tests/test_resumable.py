@@ -124,6 +124,7 @@ async def test_resume_grace_zero_turns_the_profile_off() -> None:
 # -- cuts -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["reset", "silent drop"])
 async def test_stream_cut_midway_arrives_exactly_once_in_order(how: str) -> None:
     """20,000 records cut mid-way by a reset or a silent drop: each once, in order, same agent."""
@@ -328,6 +329,7 @@ async def test_first_frame_must_be_open_or_resume() -> None:
 # -- bounded ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_full_window_pauses_the_agent_instead_of_losing_output() -> None:
     """A client that never acks fills the window; the agent then waits, and nothing is lost."""
     total, window = 20_000, 64 * KiB

@@ -113,6 +113,7 @@ def request_lines(draw: st.DrawFn, methods: st.SearchStrategy[str]) -> tuple[str
     return method, line
 
 
+@pytest.mark.slow
 @given(request_lines(st.sampled_from(SESSION_OPENING_METHODS)))
 def test_no_false_negatives_however_the_method_is_spelled(case: tuple[str, bytes]) -> None:
     """A session-opening request passes the pre-filter even with JSON escapes in its method."""
@@ -194,6 +195,7 @@ EXTRA_FIELDS = st.dictionaries(
 )
 
 
+@pytest.mark.slow
 @given(
     st.sampled_from(SESSION_OPENING_METHODS),
     st.integers(-(10**12), 10**12) | st.text(max_size=10),

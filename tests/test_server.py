@@ -69,6 +69,7 @@ async def test_16_mib_line_both_ways_byte_identical() -> None:
     assert echoed == message.encode()
 
 
+@pytest.mark.slow
 async def test_100k_small_messages_in_order() -> None:
     """100,000 small messages sent as fast as possible all come back, in order."""
     count = 100_000
@@ -138,6 +139,7 @@ async def test_client_invalid_utf8_closes_1007() -> None:
     assert "invalid start byte" in reason
 
 
+@pytest.mark.slow
 async def test_demo_agent_through_relay_with_acp_sdk() -> None:
     """The ACP Python SDK as client drives the demo agent through the relay."""
     client = ChunkClient()
@@ -305,6 +307,7 @@ async def stubborn_session(live_url: str) -> tuple[ClientConnection, list[int]]:
     return ws, [int(ready[1]), int(ready[2])]
 
 
+@pytest.mark.slow
 async def test_stubborn_agent_and_child_gone_after_client_closes() -> None:
     """An agent ignoring EOF and SIGTERM, and its child, are gone within 2 x kill-grace."""
     async with live_relay(STUBBORN, kill_grace=0.3) as live:
@@ -313,6 +316,7 @@ async def test_stubborn_agent_and_child_gone_after_client_closes() -> None:
         assert await until_gone(pids, seconds=2 * 0.3 + 1.0)
 
 
+@pytest.mark.slow
 async def test_client_tcp_reset_stops_agent() -> None:
     """A client that vanishes with a TCP reset takes its agent with it."""
     async with live_relay(STUBBORN, kill_grace=0.3) as live:
@@ -322,6 +326,7 @@ async def test_client_tcp_reset_stops_agent() -> None:
         assert await until_idle(live.relay)
 
 
+@pytest.mark.slow
 async def test_silent_client_times_out_on_heartbeat() -> None:
     """A client that stops answering pings is dropped and its agent stopped."""
     async with live_relay(CAT, ping_interval=0.2, ping_timeout=0.2) as live:
@@ -336,6 +341,7 @@ async def test_silent_client_times_out_on_heartbeat() -> None:
         assert await until_gone(agents_running(), seconds=3)
 
 
+@pytest.mark.slow
 async def test_agent_not_reading_stdin_slows_the_client() -> None:
     """When the agent does not read, the client's sends stall: nothing piles up in the relay."""
     agent = (sys.executable, "-c", "import time; time.sleep(60)")
@@ -356,6 +362,7 @@ async def test_agent_not_reading_stdin_slows_the_client() -> None:
     assert 0 < sent < 16 * MiB
 
 
+@pytest.mark.slow
 async def test_slow_client_slows_the_agent() -> None:
     """When the client does not read, the agent's writes stall: stdout is not read ahead."""
     script = (
@@ -379,6 +386,7 @@ async def test_slow_client_slows_the_agent() -> None:
         ws.transport.abort()
 
 
+@pytest.mark.slow
 async def test_sessions_leave_no_fds_tasks_or_processes() -> None:
     """After 30 sessions of every ending, open fds, tasks and child processes are back to start."""
     exit3 = (sys.executable, str(AGENTS / "exit_with.py"), "3", "{}")
@@ -453,6 +461,7 @@ def box(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("rule", "client_cwd"),
     [
@@ -474,6 +483,7 @@ async def test_editor_cwd_is_translated(box: Path, rule: str, client_cwd: str) -
     assert reported(session)["cwdExists"] is True
 
 
+@pytest.mark.slow
 async def test_session_load_is_translated_too(box: Path) -> None:
     """session/load carries a cwd and MCP servers too, and gets the same rewrite."""
     policy = rewrite_policy(box, [f"/Users/alice={box}/alice"], servers=[FILES_MCP])
@@ -486,6 +496,7 @@ async def test_session_load_is_translated_too(box: Path) -> None:
     assert reported(loaded)["mcpServers"] == ["files"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fallback", "agent_cwd"),
     [("workspace", "{box}/ws"), ("keep", "/somewhere/else")],
@@ -501,6 +512,7 @@ async def test_fallback_when_no_rule_matches(box: Path, fallback: Fallback, agen
     assert reported(session)["cwd"] == agent_cwd.format(box=box)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fallback", "client_cwd", "why", "agent_path"),
     [
@@ -542,6 +554,7 @@ async def test_refused_paths_get_invalid_params_from_the_relay(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("agent_flags", "names"),
     [(("--mcp-http",), ["editor-tool", "files", "search"]),

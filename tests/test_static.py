@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # whole-tree ruff and mypy: run by CI and the full run
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -455,6 +455,7 @@ _claimish = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(_json, _claimish), st.integers(1, 2**64 - 1), st.booleans())
 def test_signed_garbage_only_raises_ticket_error(claims: object, iat: int, compress: bool) -> None:

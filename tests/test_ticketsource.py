@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from relay.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
-from tests.support.connect import check_refused, editor, request, sdk_refused
+from tests.support.connect import check_refused, editor, notification, request, sdk_refused
 from tests.support.env import connect_env
 from tests.support.live import SECRET, live_relay, make_ticket
 
@@ -21,6 +21,7 @@ CAT = ("cat",)
 # -- through connect ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_ticket_command_mints_a_fresh_ticket_at_each_connect(tmp_path: Path) -> None:
     """--ticket-command runs at each connect (tickets are single-use); the query form works."""
     secret_file = tmp_path / "secret"
@@ -30,8 +31,8 @@ async def test_ticket_command_mints_a_fresh_ticket_at_each_connect(tmp_path: Pat
         for where in ("header", "query"):
             args = ("--ticket-command", command, "--ticket-in", where)
             async with editor(live.url(), *args, env=connect_env()) as ed:
-                await ed.send(request(where))
-                assert await ed.receive() == request(where)
+                await ed.send(notification(where))
+                assert await ed.receive() == notification(where)
                 await ed.close_stdin()
                 assert await ed.exit_status() == 0
 
@@ -43,8 +44,8 @@ async def test_ticket_file_is_read_at_connect(tmp_path: Path) -> None:
     ticket_file.write_text(f"{ticket}\n")
     args = ("--ticket-file", str(ticket_file))
     async with live_relay(CAT) as live, editor(live.url(), *args, env=connect_env()) as ed:
-        await ed.send(request(1))
-        assert await ed.receive() == request(1)
+        await ed.send(notification(1))
+        assert await ed.receive() == notification(1)
         await ed.close_stdin()
         assert await ed.exit_status() == 0
     assert ticket not in ed.stderr.decode()

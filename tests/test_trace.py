@@ -451,6 +451,7 @@ async def test_exact_bytes_both_ways_can_be_rebuilt_from_the_trace(tmp_path: Pat
     assert json.loads(refusal["line"])["error"]["code"] == -32700
 
 
+@pytest.mark.slow
 async def test_session_rewrite_recorded_before_and_after(tmp_path: Path) -> None:
     """A rewritten session/new keeps the client's line in before and what changed in rewrite."""
     (tmp_path / "ws").mkdir()

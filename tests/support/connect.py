@@ -30,6 +30,15 @@ def request(request_id: int | str, method: str = "x", **params: Any) -> dict[str
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
+def notification(n: int | str, method: str = "x") -> dict[str, Any]:
+    """A JSON-RPC notification numbered ``n`` in its params: an echo agent's line owes nothing.
+
+    Tests that close connect's stdin after an echo use these: an echoed request is the
+    agent asking, not answering, so connect would wait for an answer that never comes.
+    """
+    return {"jsonrpc": "2.0", "method": method, "params": {"n": n}}
+
+
 # -- the editor's side, raw ----------------------------------------------------------------
 
 
