@@ -50,9 +50,7 @@ def duplicated(headers: Sequence[tuple[str, str]]) -> Refusal | None:
     return None
 
 
-def check_upgrade(
-    headers: Sequence[tuple[str, str]], *, speaks: Sequence[str]
-) -> Shape | Refusal:
+def check_upgrade(headers: Sequence[tuple[str, str]], *, speaks: Sequence[str]) -> Shape | Refusal:
     """Whether ``headers`` make an upgrade the relay takes; ``speaks`` in order of preference."""
     refused = duplicated(headers) or _upgrade_refusal(headers)
     if refused is not None:

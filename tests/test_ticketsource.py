@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from relay.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
-from tests.support.connect import check_refused, editor, notification, request, sdk_refused
+from tests.support.connect import check_refused, editor, notification, sdk_refused
 from tests.support.env import connect_env
 from tests.support.live import SECRET, live_relay, make_ticket
 
