@@ -26,7 +26,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
-from relay import __version__, devconsole
+from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
 from relay.connection import Attachment, Connection
@@ -160,6 +160,21 @@ class Relay:
             return self._refuse(ws, duplicate)
         if self.console is not None and path in devconsole.PATHS and not _is_upgrade(request):
             return self._console(request, path, self.console)
+        if path == webassets.MODULE_PATH and not _is_upgrade(request):
+            origin = request.headers.get("Origin")
+            return webassets.module_response(origin, self.config.policy.allow_origins)
+        if self.console is not None and path == devconsole.TICKET_PATH and not _is_upgrade(request):
+            policy = self.config.policy
+            return devconsole.ticket_response(
+                request.headers,
+                policy.allow_origins,
+                lambda: fresh_ticket(
+                    policy.secrets[0],
+                    now=self.clock(),
+                    subject="dev-console",
+                    audience=policy.audience,
+                ),
+            )
         if path == "/healthz":
             return text_response(200, "ok\n")
         if path == "/busy":

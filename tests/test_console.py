@@ -88,7 +88,7 @@ async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
             csp = headers["content-security-policy"]
             assert "default-src 'none'" in csp
             assert "script-src 'self';" in csp
-            assert f"connect-src ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
+            assert f"connect-src 'self' ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
             assert "unsafe" not in csp
             assert 'data-path="/acp"' in body
             assert '<script src="/console.js" defer></script>' in body
