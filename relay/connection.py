@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -87,28 +88,31 @@ class Attachment:
         await self.ws.close(code, close_reason(reason))
 
 
-class Connection:
-    """One agent process for one client, from the agent's start to both being gone.
+@dataclass(frozen=True)
+class RelayContext:
+    """What a connection needs of the relay that holds it, passed in explicitly.
 
-    ``agents`` is the relay's registry of running agents (for a last-resort kill) and
-    ``shutting_down`` tells whether the relay is stopping; both come from the relay.
+    ``agents`` is the relay's registry of running agents (for a last-resort kill),
+    ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics.
     """
 
+    agents: set[AgentProcess]
+    shutting_down: Callable[[], bool]
+    stats: RelayStats | None = None
+
+
+class Connection:
+    """One agent process for one client, from the agent's start to both being gone."""
+
     def __init__(
-        self,
-        conn_id: str,
-        claims: Claims,
-        config: RelayConfig,
-        *,
-        agents: set[AgentProcess],
-        shutting_down: Callable[[], bool],
-        stats: RelayStats | None = None,
+        self, conn_id: str, claims: Claims, config: RelayConfig, context: RelayContext
     ) -> None:
         self.conn_id = conn_id
         self.claims = claims
         self.config = config
-        self.agents = agents
-        self.shutting_down = shutting_down
+        self.agents = context.agents
+        self.shutting_down = context.shutting_down
+        stats = context.stats
         log = get_logger("relay.session", conn=conn_id)
         trace = None
         if config.trace_dir is not None:

@@ -20,7 +20,7 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 
 from relay.agent import AgentProcess, drain_stderr
-from relay.connection import Attachment, Connection, _bounded, _first_failure
+from relay.connection import Attachment, Connection, RelayContext, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
 from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
@@ -46,7 +46,6 @@ from relay.resume import (
     parse_frame,
     record,
 )
-from relay.stats import RelayStats
 from relay.ticket import Claims
 
 ACK_DELAY = 0.05  # seconds a delivery's acknowledgement waits for a record to ride on
@@ -83,15 +82,10 @@ class ResumableConnection(Connection):
         conn_id: str,
         claims: Claims,
         config: RelayConfig,
-        *,
-        agents: set[AgentProcess],
-        shutting_down: Callable[[], bool],
+        context: RelayContext,
         policy: ResumePolicy,
-        stats: RelayStats | None = None,
     ) -> None:
-        super().__init__(
-            conn_id, claims, config, agents=agents, shutting_down=shutting_down, stats=stats
-        )
+        super().__init__(conn_id, claims, config, context)
         self.resumable = True
         self.policy = policy
         self.outbox = Outbox(policy.window)

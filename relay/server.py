@@ -29,7 +29,7 @@ from websockets.typing import Subprotocol
 from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
-from relay.connection import Attachment, Connection
+from relay.connection import Attachment, Connection, RelayContext
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
 from relay.logs import get_logger
@@ -82,6 +82,7 @@ class Relay:
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
+        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats)
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
@@ -295,14 +296,7 @@ class Relay:
         if ws.subprotocol == PROFILE:
             await self._handle_resumable(attachment, admission)
             return
-        connection = Connection(
-            admission.conn_id,
-            admission.claims,
-            self.config,
-            agents=self.agents,
-            shutting_down=lambda: self.shutting_down,
-            stats=self.stats,
-        )
+        connection = Connection(admission.conn_id, admission.claims, self.config, self.context)
         self._register(connection)
         try:
             await connection.run(attachment)
@@ -329,10 +323,8 @@ class Relay:
             admission.conn_id,
             admission.claims,
             self.config,
-            agents=self.agents,
-            shutting_down=lambda: self.shutting_down,
-            policy=ResumePolicy(self.config.resume_grace, self.config.resume_buffer),
-            stats=self.stats,
+            self.context,
+            ResumePolicy(self.config.resume_grace, self.config.resume_buffer),
         )
         self._register(connection)
         live = asyncio.create_task(connection.live(attachment))

@@ -38,6 +38,7 @@ from tests.support.connect import (
     editor,
     log_records,
     notification,
+    piped_connect,
     request,
     sdk_refused,
 )
@@ -433,22 +434,6 @@ def test_usage_errors_exit_2_without_echoing_the_ticket(
 # -- stdin's end: answers owed are written, never dropped -----------------------------------
 
 SLOW = (sys.executable, str(Path(__file__).parent / "agents" / "slow_answer.py"))
-
-
-async def piped_connect(url: str, stdin: bytes, env: dict[str, str]) -> tuple[int, bytes, bytes]:
-    """``printf STDIN | acp-relay connect URL``: its exit status, stdout and stderr."""
-    proc = await asyncio.create_subprocess_exec(
-        *CONNECT,
-        url,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    async with asyncio.timeout(TIMEOUT):
-        out, err = await proc.communicate(stdin)
-    assert proc.returncode is not None
-    return proc.returncode, out, err
 
 
 async def test_a_piped_request_is_answered_before_connect_exits() -> None:

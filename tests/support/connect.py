@@ -82,6 +82,22 @@ class Editor:
             return await self.proc.stdout.read()
 
 
+async def piped_connect(url: str, stdin: bytes, env: dict[str, str]) -> tuple[int, bytes, bytes]:
+    """``printf STDIN | acp-relay connect URL``: its exit status, stdout and stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        *CONNECT,
+        url,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(TIMEOUT):
+        out, err = await proc.communicate(stdin)
+    assert proc.returncode is not None
+    return proc.returncode, out, err
+
+
 @asynccontextmanager
 async def editor(url: str, *args: str, env: dict[str, str]) -> AsyncIterator[Editor]:
     """Run ``acp-relay connect URL ARGS`` with its stdio on pipes for the block."""
