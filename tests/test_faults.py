@@ -422,6 +422,56 @@ async def test_client_blank_frames_are_skipped(audit: LogAudit) -> None:
         assert await until_idle(live.relay)
 
 
+PADDING = 20 * 1024 * 1024 // 3  # "{}," repeated: a 60 MiB frame, under the 64 MiB limit
+HUGE_FRAMES = {  # the frame, and the relay's answer: its code and what its message says
+    "batch": (
+        "[" + "{}," * PADDING + '{"jsonrpc":"2.0","id":1,"method":"session/new"}]',
+        (-32600, "batches are not supported"),
+    ),
+    "session": (
+        '{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/x",'
+        '"mcpServers":[],"pad":[' + "{}," * PADDING + "{}]}}",
+        (-32600, "cannot check this session request"),
+    ),
+    "newline": (
+        '{"jsonrpc":"2.0","id":3,\n"method":"x","params":[' + "{}," * PADDING + "{}]}",
+        (-32700, "one JSON value per WebSocket text frame"),
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(HUGE_FRAMES))
+async def test_a_huge_frame_is_answered_within_bounds(audit: LogAudit, kind: str) -> None:
+    """A 60 MiB frame of {} (a batch, a session request, a multi-line one): one -32600 or -32700
+    at once, the relay's peak memory within its per-connection worst case, others unhindered."""
+    frame, (code, says) = HUGE_FRAMES[kind]
+    async with relay_process(audit) as relay:
+        async with connect(relay.ticket_url(audit.ticket())) as warm:
+            await warm.send("{}")
+            async with asyncio.timeout(5):
+                await warm.recv()
+        base_kib = rss_kib(relay.pid, "VmHWM")
+        async with (
+            connect(relay.ticket_url(audit.ticket()), max_size=None) as ws,
+            connect(relay.ticket_url(audit.ticket())) as other,
+        ):
+            started = time.monotonic()
+            await ws.send(frame)
+            async with asyncio.timeout(10):
+                reply = json.loads(await ws.recv())
+            answered_ms = elapsed_ms(started)
+            await other.send('{"other":1}')
+            async with asyncio.timeout(5):
+                assert await other.recv() == '{"other":1}'
+        grew_mib = (rss_kib(relay.pid, "VmHWM") - base_kib) / 1024
+    assert (reply["id"], reply["error"]["code"]) == (None, code)
+    assert says in reply["error"]["message"]
+    assert "1048576 bytes" in json.dumps(reply["error"]["data"]) or kind == "batch"
+    assert grew_mib < 200, f"peak memory grew by {grew_mib:.0f} MiB"  # docs/behaviour.md
+    record(f"60 MiB {kind} frame", answered_ms=answered_ms, peak_rss_growth_mib=round(grew_mib))
+
+
 # -- the relay, as a process ---------------------------------------------------------------------
 
 

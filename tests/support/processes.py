@@ -58,12 +58,12 @@ def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of ``pid`` in KiB."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """Resident memory of ``pid`` in KiB (``field="VmHWM"``: its peak so far)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for {pid}")
+    raise AssertionError(f"no {field} for {pid}")
 
 
 def bytes_written(pid: int) -> int:
