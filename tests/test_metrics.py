@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from relay import __version__
 from tests.support.agents import ECHO_AGENT
 from tests.support.http import http_get
 from tests.support.live import LiveRelay, live_relay, make_ticket
@@ -74,6 +75,9 @@ async def test_a_connection_and_refusals_show_as_their_series() -> None:
     assert after[("acp_relay_first_byte_seconds_count", ())] == 1
     assert after[("acp_relay_connection_duration_seconds_count", ())] == 1
     assert ("process_open_fds", ()) in after
+    assert ("acp_relay_build_info", (("version", __version__),)) in after
+    assert any(name == "python_info" for name, _ in after)
+    assert any(name == "python_gc_collections_total" for name, _ in after)
 
 
 async def test_an_agent_exit_is_counted_by_its_classes() -> None:
