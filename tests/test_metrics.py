@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
 from collections.abc import Awaitable
 from contextlib import suppress
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +21,7 @@ from tests.support.http import http_get
 from tests.support.live import LiveRelay, live_relay, make_ticket
 from tests.support.prometheus import prometheus
 from tests.support.waiting import until, until_async
+from tests.system import require_packages
 
 EXIT_3 = ("sh", "-c", "read line; exit 3")
 Labels = tuple[tuple[str, str], ...]
@@ -187,3 +191,45 @@ async def _drive_traffic(live: LiveRelay) -> None:
         async with asyncio.timeout(5):
             with suppress(ConnectionClosed):
                 await ws.recv()
+
+
+OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+
+
+def runbook_rules() -> str:
+    """The alerting rules of docs/operations.md, as written there."""
+    found = re.search(r"```yaml\n(groups:.*?)```", OPERATIONS.read_text(), re.S)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_the_runbook_names_every_metric_the_relay_exposes() -> None:
+    """Every acp_relay_ family of a scrape has its row in docs/operations.md, and no other."""
+    async with live_relay(ECHO_AGENT) as live:
+        text = (await http_get(live.relay.port, "/metrics")).body
+    exposed = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("acp_relay_")
+    }
+    documented = set(re.findall(r"^\| `(acp_relay_\w+)`", OPERATIONS.read_text(), re.M))
+    assert documented == exposed
+
+
+@pytest.mark.slow
+def test_the_runbooks_alerts_pass_promtool(tmp_path: Path) -> None:
+    """promtool accepts the runbook's alerting rules; the metrics they use exist."""
+    require_packages("prometheus", commands=("promtool",))
+    rules = tmp_path / "rules.yml"
+    rules.write_text(runbook_rules())
+    checked = subprocess.run(
+        ["promtool", "check", "rules", str(rules)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    documented = set(re.findall(r"^\| `(acp_relay_\w+)`", OPERATIONS.read_text(), re.M))
+    used = set(re.findall(r"\b(acp_relay_\w+?)(?:_bucket)?\b", runbook_rules()))
+    assert used <= documented
