@@ -2,8 +2,9 @@
 
 The numbers are :mod:`relay.stats`'s, kept as the relay goes; this module is a collector
 that reads them at scrape time and hands them to the official client library, which
-writes the exposition (and adds its process metrics: CPU, memory, open files). The
-library is imported on the first scrape, so a relay that is never scraped never loads it.
+writes the exposition, with the library's default collectors beside it: process (CPU,
+memory, open files), platform (``python_info``) and garbage collection. The library is
+imported on the first scrape, so a relay that is never scraped never loads it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from relay import __version__
 from relay.stats import DROP_REASONS, REFUSAL_REASONS, Histogram, RelayStats
 
 if TYPE_CHECKING:
@@ -36,10 +38,17 @@ class Exposition:
 
     def _get_registry(self) -> CollectorRegistry:
         if self._registry is None:
-            from prometheus_client import CollectorRegistry, ProcessCollector
+            from prometheus_client import (
+                CollectorRegistry,
+                GCCollector,
+                PlatformCollector,
+                ProcessCollector,
+            )
 
             registry = CollectorRegistry()
             ProcessCollector(registry=registry)
+            PlatformCollector(registry=registry)
+            GCCollector(registry=registry)
             registry.register(_Collector(self.stats, self.gauges))
             self._registry = registry
         return self._registry
@@ -59,10 +68,12 @@ class _Collector:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,
+            InfoMetricFamily,
         )
 
         s = self.stats
         gauges = self.gauges()
+        yield InfoMetricFamily(f"{PREFIX}_build", "The relay's version", {"version": __version__})
         connections = GaugeMetricFamily(
             f"{PREFIX}_connections", "Connections now, by state", labels=["state"]
         )
@@ -89,7 +100,10 @@ class _Collector:
         yield refused
         yield from self._carried()
         dropped = CounterMetricFamily(
-            f"{PREFIX}_lines_dropped", "Agent lines dropped", labels=["reason"]
+            f"{PREFIX}_lines_dropped",
+            "Messages dropped: agent lines too large or not UTF-8 (too_large, not_utf8), "
+            "client messages after the agent's stdin closed (stdin_closed)",
+            labels=["reason"],
         )
         for reason in DROP_REASONS:
             dropped.add_metric([reason], s.dropped.get(reason, 0))

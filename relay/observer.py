@@ -153,6 +153,8 @@ class ConnectionObserver(PumpObserver):
             self._told_stdin_closed = True
             self.log.warning("agent's stdin is closed: client messages are dropped")
         self.up.dropped += 1
+        if self.stats is not None:
+            self.stats.drop("stdin_closed")
 
     # -- the connection ----------------------------------------------------------------
 

@@ -27,7 +27,8 @@ REFUSAL_REASONS = (
 )  # fmt: skip
 CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
-DROP_REASONS = ("too_large", "not_utf8")
+# Agent lines over --max-message-bytes or not UTF-8; client messages after the agent's stdin closed.
+DROP_REASONS = ("too_large", "not_utf8", "stdin_closed")
 
 
 def close_class(code: int | None) -> str:

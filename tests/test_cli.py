@@ -278,7 +278,7 @@ def test_dev_without_the_demo_extra_exits_2_with_the_fix() -> None:
         check=False,
     )
     message = refusal(result)
-    assert "pip install 'acp-relay[demo]'" in message
+    assert "pip install -e '.[demo]'" in message
     assert "--agent" in message
 
 

@@ -600,10 +600,12 @@ async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun
 
 
 @pytest.mark.slow
-async def test_caddy_refuses_busy_and_healthz_that_the_relay_answers(caddy: CaddyRun) -> None:
-    """/busy and /healthz are 404 through Caddy, and answered by the relay directly."""
+async def test_caddy_refuses_busy_healthz_and_metrics_that_the_relay_answers(
+    caddy: CaddyRun,
+) -> None:
+    """/busy, /healthz and /metrics are 404 through Caddy, and answered by the relay directly."""
     async with live_relay(port=caddy.upstream):
-        for path in ("/busy", "/healthz", "/busy?x=1", "/BUSY", "/acp/../busy", "/"):
+        for path in ("/busy", "/healthz", "/metrics", "/busy?x=1", "/BUSY", "/acp/../busy", "/"):
             status, body = await asyncio.to_thread(https_get, caddy.url(path), caddy.context())
             assert (status, body) == (404, "not found"), path
         direct = f"http://127.0.0.1:{caddy.upstream}"
@@ -612,6 +614,9 @@ async def test_caddy_refuses_busy_and_healthz_that_the_relay_answers(caddy: Cadd
         report = json.loads(body)
         assert (report["busy"], report["connections"]) == (False, 0)
         assert await asyncio.to_thread(https_get, f"{direct}/healthz", None) == (200, "ok\n")
+        status, body = await asyncio.to_thread(https_get, f"{direct}/metrics", None)
+        assert status == 200
+        assert "acp_relay_connections_opened_total" in body
 
 
 @pytest.mark.slow

@@ -36,6 +36,7 @@ def documents() -> list[Path]:
         ROOT / "CONTRIBUTING.md",
         *sorted((ROOT / "docs").glob("*.md")),
         ROOT / "deploy" / "README.md",
+        ROOT / "deploy" / "kubernetes" / "README.md",
     ]
 
 

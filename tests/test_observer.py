@@ -14,6 +14,7 @@ from relay.framing import Dropped
 from relay.observer import ConnectionObserver, Counters, Peer
 from relay.outcome import Forward, Refuse, Skip
 from relay.rewrite import RewriteReport
+from relay.stats import RelayStats
 from relay.tracefile import ConnectionTrace
 
 LOG = logs.get_logger("test.observer")
@@ -69,6 +70,18 @@ def test_stdin_closed_is_told_once_and_every_frame_counted() -> None:
             observer.client_dropped()
     assert observer.up.dropped == 3
     assert [e["event"] for e in events] == ["agent's stdin is closed: client messages are dropped"]
+
+
+def test_drops_reach_the_metrics_by_reason() -> None:
+    """Agent lines dropped and client messages after stdin closed count by their reason."""
+    stats = RelayStats()
+    observer = ConnectionObserver("c1", LOG, stats=stats)
+    with capture_logs():
+        observer.lines([b"one", Dropped(40, "line of 40 bytes over the limit")])
+        observer.lines([Dropped(3, "invalid UTF-8 at byte 1"), b"two"])
+        observer.client_dropped()
+        observer.client_dropped()
+    assert stats.dropped == {"too_large": 1, "not_utf8": 1, "stdin_closed": 2}
 
 
 def test_opened_and_closed_log_the_connection_with_its_figures() -> None:

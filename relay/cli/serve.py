@@ -111,7 +111,8 @@ def agent_command(settings: Settings) -> tuple[str, ...]:
     if not demo_sdk_installed():
         raise UsageError(
             "the --dev demo agent needs the ACP Python SDK, which is not installed "
-            "(No module named 'acp'): pip install 'acp-relay[demo]', or give --agent 'COMMAND'"
+            "(No module named 'acp'): install acp-relay with its demo extra "
+            "(pip install -e '.[demo]' in a checkout, or 'WHEEL[demo]'), or give --agent 'COMMAND'"
         )
     return DEMO_AGENT
 

@@ -1,4 +1,4 @@
-"""System packages for tests that need them (Debian's chromium, caddy, websocketd)."""
+"""System packages for tests that need them (Debian's chromium, caddy, prometheus, websocketd)."""
 
 from __future__ import annotations
 

