@@ -281,6 +281,7 @@ class ResumableConnection(Connection):
             next=start,
             grace=self.policy.grace,
             window=self.policy.window,
+            last=self.outbox.next_seq - 1,
         )
         with suppress(ConnectionClosed):
             await attachment.ws.send(welcome.frame().decode())

@@ -9,52 +9,33 @@ when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import os
 import re
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.async_api import (
-    BrowserContext,
-    Locator,
-    Page,
-    ViewportSize,
-    async_playwright,
-    expect,
-)
+from playwright.async_api import Locator, Page, expect
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from relay.ticket import verify
+from tests.support.browser import (
+    ROOT,
+    browser,
+    page_server,
+    require_chromium,
+    save_artifact,
+)
 from tests.support.cli import RelayRun, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.waiting import until
-from tests.system import require_packages
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "tests" / "artifacts"
 README_SHOT = ROOT / "docs" / "console.png"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-WAIT_MS = 10_000  # every browser-side wait is bounded by this
-expect.set_options(timeout=WAIT_MS)
-VIEWPORT = ViewportSize(width=1100, height=640)
 
 
 # -- plain HTTP ------------------------------------------------------------------------
@@ -135,27 +116,7 @@ async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
 @pytest.fixture
 def chromium() -> str:
     """Debian's chromium, installed by the project's test setup if missing."""
-    require_packages("chromium", commands=("chromium",))
-    return CHROMIUM
-
-
-@asynccontextmanager
-async def browser(executable: str, profile: Path) -> AsyncIterator[BrowserContext]:
-    """A headless Chromium with a fresh profile, closed at the end of the block."""
-    async with async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=executable,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport=VIEWPORT,
-            timeout=WAIT_MS * 3,
-        )
-        context.set_default_timeout(WAIT_MS)
-        try:
-            yield context
-        finally:
-            await context.close()
+    return require_chromium()
 
 
 def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
@@ -167,8 +128,7 @@ def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
 
 
 def save_screenshot(png: bytes, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / name).write_bytes(png)
+    save_artifact(png, name)
     if name == "console.png" and (
         not README_SHOT.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
     ):
@@ -276,31 +236,10 @@ ws.onclose = (e) => {{ result.textContent = "closed " + e.code; }};
 """
 
 
-@contextmanager
-def other_origin(ws_url: str) -> Iterator[str]:
+def other_origin(ws_url: str) -> contextlib.AbstractContextManager[str]:
     """A second loopback HTTP server whose only page tries a WebSocket to ``ws_url``."""
     body = OTHER_PAGE.format(url=repr(ws_url)).encode()
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    return page_server(lambda _path: (200, "text/html; charset=utf-8", body))
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from relay.resume import NO_CONNECTION, PROFILE
 from tests.support.agents import ECHO_AGENT, STREAM
 from tests.support.figures import record
-from tests.support.live import LiveRelay, live_relay, make_ticket
+from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached
 from tests.support.netcut import NetCut
 from tests.support.processes import children_of, fd_count, pid_alive
 from tests.support.resume import Record, ResumeClient, ResumeState, first_frame
@@ -86,7 +86,7 @@ async def test_open_welcomes_and_carries_numbered_messages() -> None:
         welcome = client.state.welcome
         assert client.ws.subprotocol == PROFILE
         assert (welcome["resumed"], welcome["received"], welcome["next"]) == (False, 0, 1)
-        assert (welcome["grace"], welcome["window"]) == (30, 64 * KiB)
+        assert (welcome["grace"], welcome["window"], welcome["last"]) == (30, 64 * KiB, 0)
         assert len(welcome["secret"]) >= 40
         assert client.ws.response is not None
         assert welcome["connection"] == client.ws.response.headers["Acp-Connection-Id"]
@@ -144,6 +144,23 @@ async def test_stream_cut_midway_arrives_exactly_once_in_order(how: str) -> None
             await read_rest(again, got, total)
         assert [index(line) for line in got] == list(range(total))
         assert len({json.loads(line)["params"]["pid"] for line in got}) == 1
+        await again.close()
+
+
+async def test_resume_welcome_names_the_backlog() -> None:
+    """A resume's welcome says which records wait for the client: ``next`` to ``last``."""
+    async with live_relay(ECHO_AGENT, resume_grace=30) as live, NetCut(live.relay.port) as net:
+        client = await ResumeClient.open(net.url() + "?ticket=" + make_ticket())
+        for i in range(3):
+            await client.send(b'{"id":%d}' % i)
+        async with asyncio.timeout(5):
+            await records(client, 1)  # records 2 and 3 stay unread: the client lacks them
+            net.reset()
+            await until_detached(live)
+            again = await ResumeClient.open(resumable(live), client.state)
+        assert (again.state.welcome["next"], again.state.welcome["last"]) == (2, 3)
+        async with asyncio.timeout(5):
+            assert await records(again, 2) == [(2, b'{"id":1}'), (3, b'{"id":2}')]
         await again.close()
 
 
