@@ -11,13 +11,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 import pytest
+from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.resume import NO_CONNECTION, PROFILE
 from tests.support.agents import ECHO_AGENT, STREAM
 from tests.support.figures import record
-from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached
+from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
 from tests.support.processes import children_of, fd_count, pid_alive
 from tests.support.resume import Record, ResumeClient, ResumeState, first_frame
@@ -148,8 +149,10 @@ async def test_stream_cut_midway_arrives_exactly_once_in_order(how: str) -> None
 
 
 async def test_resume_welcome_names_the_backlog() -> None:
-    """A resume's welcome says which records wait for the client: ``next`` to ``last``."""
-    async with live_relay(ECHO_AGENT, resume_grace=30) as live, NetCut(live.relay.port) as net:
+    """A resume's welcome says which records wait for the client: ``next`` to ``last``; the
+    connection's close line then names the last socket's close (1000), not the first's."""
+    relay = live_relay(ECHO_AGENT, resume_grace=30)
+    async with relay as live, NetCut(live.relay.port) as net:
         client = await ResumeClient.open(net.url() + "?ticket=" + make_ticket())
         for i in range(3):
             await client.send(b'{"id":%d}' % i)
@@ -161,7 +164,11 @@ async def test_resume_welcome_names_the_backlog() -> None:
         assert (again.state.welcome["next"], again.state.welcome["last"]) == (2, 3)
         async with asyncio.timeout(5):
             assert await records(again, 2) == [(2, b'{"id":1}'), (3, b'{"id":2}')]
-        await again.close()
+        with capture_logs() as events:
+            await again.close()
+            await until_idle(live.relay)
+    [closed] = [e for e in events if e["event"] == "connection closed"]
+    assert closed["close_code"] == 1000
 
 
 async def test_request_written_during_the_outage_is_delivered_once() -> None:

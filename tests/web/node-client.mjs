@@ -17,9 +17,25 @@ import { promptOnce } from "./sdk-session.mjs";
 
 const run = promisify(execFile);
 const say = (record) => process.stdout.write(JSON.stringify(record) + "\n");
+const closed = []; // a promise per socket, settled by its close event
+const CLOSE_WAIT_MS = 2000;
+
+function watchClose(socket) {
+  closed.push(new Promise((resolve) => socket.addEventListener("close", (event) => {
+    say({ event: "close", code: event.code, reason: event.reason });
+    resolve();
+  })));
+}
 
 async function socketClass(args) {
-  if (!args.module) return WebSocket;
+  if (!args.module) {
+    return class Watched extends WebSocket {
+      constructor(...rest) {
+        super(...rest);
+        watchClose(this);
+      }
+    };
+  }
   const { resumingWebSocket } = await import(pathToFileURL(args.module).href);
   const ticket = async () => (await run(args.ticketCommand[0], args.ticketCommand.slice(1))).stdout.trim();
   const Resuming = resumingWebSocket({ WebSocket, ticket });
@@ -27,6 +43,7 @@ async function socketClass(args) {
   return class Reporting extends Resuming {
     constructor(...rest) {
       super(...rest);
+      watchClose(this);
       for (const type of ["resuming", "resumed", "failed"]) {
         this.addEventListener(type, (event) => say({ event: type, ...event.detail }));
       }
@@ -42,6 +59,9 @@ async function main() {
   });
   const result = await promptOnce(stream, { cwd: args.cwd, prompt: args.prompt, report: say });
   say({ event: "done", result });
+  // the SDK closed the socket: let the close handshake finish before the process exits
+  const late = new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS));
+  await Promise.race([Promise.all(closed), late]);
 }
 
 main().then(

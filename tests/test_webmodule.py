@@ -1,0 +1,180 @@
+"""The browser module ``relay/web/acp-relay-resume.js`` and the ACP TypeScript SDK, for real.
+
+The official SDK (``@agentclientprotocol/sdk`` 2.4.0, pinned in ``tests/web``) runs an ACP
+session against a live relay (``acp-relay serve``, the demo agent): in Node through
+``tests/web/node-client.mjs``, and in Chromium from a page on another loopback origin.
+Its ``createWebSocketStream`` gets either the platform's socket with ``protocols:
+["acp.v1", "acp-ticket.<ticket>"]`` (no ticket in the URL) or the module's resuming class;
+a TCP proxy (:mod:`tests.support.netcut`) cuts the network mid-answer.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agents import DEMO_AGENT
+from tests.support.cli import RelayRun, serve
+from tests.support.env import secret_env
+from tests.support.live import SECRET, make_ticket
+from tests.support.netcut import NetCut
+from tests.support.web import (
+    RESUME_MODULE,
+    node_client,
+    require_node_packages,
+    ticket_command,
+    words,
+)
+
+WORD_DELAY = 0.01  # seconds before each streamed word: a long answer takes a while
+LONG = 400  # words in the long answer
+
+
+def slow_demo(delay: float = WORD_DELAY) -> str:
+    """--agent for the demo agent streaming one word every ``delay`` seconds."""
+    return shlex.join([*DEMO_AGENT, "--word-delay", str(delay)])
+
+
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "secret"
+    path.write_text(SECRET + "\n")
+    return path
+
+
+def assert_no_ticket_logged(relay: RelayRun, tickets: list[str]) -> None:
+    """No ticket, nor its signature, appears in the relay's log."""
+    stderr = "\n".join(relay.stderr)
+    for ticket in tickets:
+        assert ticket not in stderr
+        assert ticket.rsplit(".", 1)[-1] not in stderr
+
+
+def session_chunks(result: dict[str, Any]) -> list[str]:
+    """The prompt's chunks: those after the demo agent's 'session started' report."""
+    chunks: list[str] = result["chunks"]
+    assert chunks[0].startswith("session started in ")
+    return chunks[1:]
+
+
+@pytest.fixture
+def node_packages() -> Path:
+    """tests/web/node_modules: the SDK, ws and zod, installed from the lock file."""
+    return require_node_packages()
+
+
+# -- the SDK's own socket: acp.v1 and the ticket as a subprotocol ----------------------
+
+
+@pytest.mark.slow
+async def test_node_sdk_with_acp_v1_and_a_ticket_subprotocol(
+    node_packages: Path, tmp_path: Path
+) -> None:
+    """The SDK's client over Node's ws, offering acp.v1 and acp-ticket.<ticket> with no ticket
+    in the URL, runs a whole session; the ticket never reaches the log."""
+    prompt, chunks = words(20)
+    async with serve("--agent", shlex.join(DEMO_AGENT), env=secret_env()) as relay:
+        ticket = make_ticket()
+        args = {
+            "url": relay.url,
+            "protocols": ["acp.v1", f"acp-ticket.{ticket}"],
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+        }
+        async with node_client(args) as node:
+            result = await node.result()
+        assert (result["agent"], result["stopReason"]) == ("acp-relay-demo", "end_turn")
+        assert session_chunks(result) == list(chunks)
+        opened = await relay.wait_event("connection opened")
+        assert opened[0]["subject"] == "tester"
+        closed = await relay.wait_event("connection closed")
+        assert closed[0]["exit_status"] == 0
+    assert_no_ticket_logged(relay, [ticket])
+
+
+@pytest.mark.slow
+async def test_node_sdk_ticket_subprotocol_is_single_use(
+    node_packages: Path, tmp_path: Path
+) -> None:
+    """A ticket carried as a subprotocol is spent like any other: a second socket gets 401."""
+    async with serve("--agent", shlex.join(DEMO_AGENT), env=secret_env()) as relay:
+        ticket = make_ticket()
+        args = {
+            "url": relay.url,
+            "protocols": ["acp.v1", f"acp-ticket.{ticket}"],
+            "cwd": str(tmp_path),
+            "prompt": "once",
+        }
+        async with node_client(args) as node:
+            await node.result()
+        async with node_client(args) as again:
+            await again.wait_for(lambda: bool(again.events("error")), "an error")
+        assert "401" in again.events("error")[0]["message"]
+        refused = await relay.wait_event("connection refused")
+        assert refused[0]["status"] == 401
+        assert "already used" in refused[0]["reason"]
+
+
+# -- the SDK through the resuming module ------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_node_sdk_through_the_module(node_packages: Path, tmp_path: Path) -> None:
+    """The module's class as the SDK's WebSocket: the relay selects the resume profile, the
+    SDK sees plain ACP, and the close ends the connection at once (1000)."""
+    prompt, chunks = words(20)
+    async with serve("--agent", shlex.join(DEMO_AGENT), env=secret_env()) as relay:
+        args = {
+            "url": relay.url,
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+            "module": str(RESUME_MODULE),
+            "ticketCommand": ticket_command(secret_file(tmp_path)),
+        }
+        async with node_client(args) as node:
+            result = await node.result()
+        assert session_chunks(result) == list(chunks)
+        assert node.events("resuming") == []
+        closed = await relay.wait_event("connection closed")
+        assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
+        assert relay.events("connection detached") == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_path: Path) -> None:
+    """A reset mid-answer: the module resumes with a fresh ticket, the SDK gets every chunk once,
+    in order, from the same agent and session, and the relay logged one resume."""
+    prompt, chunks = words(LONG)
+    async with (
+        serve("--agent", slow_demo(), env=secret_env()) as relay,
+        NetCut(relay.port) as net,
+    ):
+        args = {
+            "url": net.url(),
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+            "module": str(RESUME_MODULE),
+            "ticketCommand": ticket_command(secret_file(tmp_path)),
+        }
+        async with node_client(args) as node:
+            await node.wait_for(lambda: node.chunks() >= LONG // 4, "a quarter of the answer")
+            net.reset()
+            result = await node.result(60)
+        assert session_chunks(result) == list(chunks)
+        assert result["stopReason"] == "end_turn"
+        [resuming] = node.events("resuming")
+        assert resuming["reason"] == "lost (no close frame)"
+        [resumed] = node.events("resumed")
+        assert resumed["seconds"] > 0
+        assert resumed["replayed"] >= 0
+        assert resumed["resent"] == 0
+        assert len(node.events("session")) == 1
+        opened = relay.events("connection opened")
+        assert len(opened) == 1
+        [relay_resumed] = await relay.wait_event("connection resumed")
+        assert relay_resumed["conn"] == opened[0]["conn"]
+        closed = await relay.wait_event("connection closed")
+        assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
