@@ -10,19 +10,26 @@ a TCP proxy (:mod:`tests.support.netcut`) cuts the network mid-answer.
 
 from __future__ import annotations
 
+import json
 import shlex
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import pytest
+from playwright.async_api import BrowserContext, Page
 
 from tests.support.agents import DEMO_AGENT
+from tests.support.browser import Answer, browser, page_server, require_chromium
 from tests.support.cli import RelayRun, serve
 from tests.support.env import secret_env
 from tests.support.live import SECRET, make_ticket
 from tests.support.netcut import NetCut
 from tests.support.web import (
+    NODE_MODULES,
     RESUME_MODULE,
+    WEB,
     node_client,
     require_node_packages,
     ticket_command,
@@ -176,5 +183,122 @@ async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_pa
         assert len(opened) == 1
         [relay_resumed] = await relay.wait_event("connection resumed")
         assert relay_resumed["conn"] == opened[0]["conn"]
+        closed = await relay.wait_event("connection closed")
+        assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
+
+
+# -- in Chromium: the SDK from a page of another loopback origin ------------------------
+
+SCRIPT = "text/javascript; charset=utf-8"
+
+
+def sdk_pages(path: str) -> Answer | None:
+    """The test page, the SDK's files from tests/web/node_modules, and fresh tickets."""
+    route = urlsplit(path).path
+    if route == "/ticket":
+        return 200, "text/plain", make_ticket().encode()
+    if route == "/sdk.html":
+        return 200, "text/html; charset=utf-8", (WEB / "sdk-page.html").read_bytes()
+    if route == "/sdk-session.mjs":
+        return 200, SCRIPT, (WEB / "sdk-session.mjs").read_bytes()
+    file = (NODE_MODULES / route.removeprefix("/node_modules/")).resolve()
+    if file.is_relative_to(NODE_MODULES) and file.suffix == ".js" and file.is_file():
+        return 200, SCRIPT, file.read_bytes()
+    return None
+
+
+def sdk_origin() -> AbstractContextManager[str]:
+    """A loopback HTTP server for the SDK's page (an origin the relay allows by default)."""
+    return page_server(sdk_pages)
+
+
+async def open_sdk_page(
+    context: BrowserContext, origin: str, params: dict[str, Any], sockets: list[str]
+) -> Page:
+    """The SDK page, running one session with ``params``; the URLs of its WebSockets go
+    into ``sockets``; page errors fail the test."""
+    page = await context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    await page.goto(f"{origin}/sdk.html#{quote(json.dumps(params))}")
+    assert problems == []
+    return page
+
+
+async def sdk_result(page: Page, seconds: float = 30) -> dict[str, Any]:
+    """The page's session result, once its title says done."""
+    await page.wait_for_function("document.title === 'done'", timeout=seconds * 1000)
+    failure = await page.evaluate("window.failure")
+    assert failure is None, failure
+    result: dict[str, Any] = await page.evaluate("window.result")
+    return result
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium, installed by the project's test setup if missing."""
+    return require_chromium()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_chromium_sdk_with_acp_v1_and_a_ticket_subprotocol(
+    node_packages: Path, chromium: str, tmp_path: Path
+) -> None:
+    """In Chromium, the SDK with the browser's own WebSocket offering acp.v1 and
+    acp-ticket.<ticket> runs a session: no ticket in any URL, none in the log."""
+    prompt, chunks = words(20)
+    async with (
+        serve("--agent", shlex.join(DEMO_AGENT), env=secret_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        ticket = make_ticket()
+        params = {
+            "url": relay.url,
+            "protocols": ["acp.v1", f"acp-ticket.{ticket}"],
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+        }
+        with sdk_origin() as origin:
+            sockets: list[str] = []
+            page = await open_sdk_page(context, origin, params, sockets)
+            result = await sdk_result(page)
+        assert session_chunks(result) == list(chunks)
+        assert sockets == [relay.url]
+        opened = await relay.wait_event("connection opened")
+        assert opened[0]["subject"] == "tester"
+    assert_no_ticket_logged(relay, [ticket])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_chromium_sdk_resumes_through_the_relays_module(
+    node_packages: Path, chromium: str, tmp_path: Path
+) -> None:
+    """In Chromium, a page of another origin imports the module from the relay (CORS), hands
+    its class to the SDK, and a network reset mid-answer loses and doubles no chunk."""
+    prompt, chunks = words(LONG)
+    async with (
+        serve("--agent", slow_demo(), env=secret_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        module = f"http://127.0.0.1:{relay.port}/acp-relay-resume.js"
+        params = {"url": net.url(), "cwd": str(tmp_path), "prompt": prompt, "module": module}
+        with sdk_origin() as origin:
+            sockets: list[str] = []
+            page = await open_sdk_page(context, origin, params, sockets)
+            await page.wait_for_function(
+                f"window.progress && window.progress.chunks >= {LONG // 4}"
+            )
+            net.reset()
+            result = await sdk_result(page, 60)
+            events = await page.evaluate("window.progress.events")
+        assert session_chunks(result) == list(chunks)
+        assert [e["event"] for e in events] == ["resuming", "resumed"]
+        assert sockets == [net.url(), net.url()]  # no ticket in either URL
+        assert len(relay.events("connection opened")) == 1
+        await relay.wait_event("connection resumed")
         closed = await relay.wait_event("connection closed")
         assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
