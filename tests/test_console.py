@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Locator, Page, expect
+from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -32,7 +33,7 @@ from tests.support.browser import (
 from tests.support.cli import RelayRun, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
-from tests.support.live import SECRET, live_relay, make_ticket
+from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
 from tests.support.waiting import until
 
 README_SHOT = ROOT / "docs" / "console.png"
@@ -41,10 +42,18 @@ README_SHOT = ROOT / "docs" / "console.png"
 # -- plain HTTP ------------------------------------------------------------------------
 
 
+TOKEN = "console-token-0123456789"
+
+
 def page_ticket(body: str) -> str:
     match = re.search(r'data-ticket="([^"]*)"', body)
     assert match, body
     return html.unescape(match[1])
+
+
+def console_relay() -> contextlib.AbstractAsyncContextManager[LiveRelay]:
+    """A relay in this loop serving the dev console, its token TOKEN, and the echo agent."""
+    return live_relay(("cat",), console=True, console_token=TOKEN)
 
 
 async def test_console_only_under_dev() -> None:
@@ -57,9 +66,9 @@ async def test_console_only_under_dev() -> None:
 
 async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
     """The page is HTML with no-store and a strict CSP; each load embeds a new working ticket."""
-    async with live_relay(("cat",), console=True) as live:
+    async with console_relay() as live:
         port = live.relay.port
-        loads = [await http_get(port, "/") for _ in range(2)]
+        loads = [await http_get(port, f"/?token={TOKEN}") for _ in range(2)]
         tickets = [page_ticket(body) for _, _, body in loads]
         for status, headers, body in loads:
             assert status == 200
@@ -72,7 +81,8 @@ async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
             assert f"connect-src 'self' ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
             assert "unsafe" not in csp
             assert 'data-path="/acp"' in body
-            assert '<script src="/console.js" defer></script>' in body
+            assert f'data-token="{TOKEN}"' in body
+            assert '<script src="/console.js" type="module"></script>' in body
             assert "<script>" not in body  # nothing inline: the CSP would block it anyway
         assert tickets[0] != tickets[1]
         claims = verify(tickets[0], [SECRET], now=time.time(), max_age=60)
@@ -95,16 +105,69 @@ async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
     "host", ["evil.example:8765", "evil.example", "127.0.0.1:1 onerror=x", ""], ids=str
 )
 async def test_console_refused_to_a_host_that_could_not_connect(host: str) -> None:
-    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket."""
-    async with live_relay(("cat",), console=True) as live:
-        status, _, body = await http_get(live.relay.port, "/", host=host or " ")
+    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket,
+    even with the token; the answer names --allow-origin."""
+    async with console_relay() as live:
+        for path in (f"/?token={TOKEN}", "/console-ticket"):
+            headers = [f"Acp-Console-Token: {TOKEN}"]
+            status, _, body = await http_get(live.relay.port, path, host or " ", headers)
+            assert status == 403
+            assert "ticket" not in body
+            assert "--allow-origin" in body
+
+
+@pytest.mark.parametrize("query", ["", "?token=", "?token=wrong", f"?x={TOKEN}"], ids=repr)
+async def test_console_page_needs_the_token(query: str) -> None:
+    """Without the run's token in its address the page is 403, saying where the address is."""
+    async with console_relay() as live:
+        status, _, body = await http_get(live.relay.port, f"/{query}")
     assert status == 403
-    assert "ticket" not in body
+    assert "data-ticket" not in body
+    assert "printed on its standard output (http://HOST:PORT/?token=...)" in body
+
+
+async def test_console_ticket_needs_the_token_and_the_same_origin() -> None:
+    """/console-ticket gives a working dev-console ticket for the token's header from the
+    page's own origin; no token, a wrong one or another origin gets 403."""
+    async with console_relay() as live:
+        port = live.relay.port
+        ok = f"Acp-Console-Token: {TOKEN}"
+        refused = [
+            [],
+            ["Acp-Console-Token: wrong"],
+            [ok, "Origin: http://evil.example"],
+            [ok, "Sec-Fetch-Site: cross-site"],
+        ]
+        for headers in refused:
+            assert (await http_get(port, "/console-ticket", headers=headers)).status == 403
+        status, answer_headers, ticket = await http_get(
+            port, "/console-ticket", headers=[ok, f"Origin: http://127.0.0.1:{port}"]
+        )
+        assert status == 200
+        assert "access-control-allow-origin" not in answer_headers
+        assert verify(ticket, [SECRET], now=time.time(), max_age=60).sub == "dev-console"
+        async with connect(live.url(ticket)) as ws:
+            await ws.send('{"id":1}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"id":1}'
+
+
+async def test_console_token_never_logged() -> None:
+    """A refused console request logs why, never the token that came with it."""
+    async with console_relay() as live:
+        with capture_logs() as events:
+            await http_get(live.relay.port, f"/?token={TOKEN}x")
+            await http_get(live.relay.port, f"/?token={TOKEN}", host="evil.example")
+    assert [e["reason"] for e in events] == [
+        "missing or wrong console token",
+        "origin not allowed",
+    ]
+    assert TOKEN not in repr(events)
 
 
 async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
     """Under --dev, a WebSocket upgrade to / is not admitted: the endpoint stays --path."""
-    async with live_relay(("cat",), console=True) as live:
+    async with console_relay() as live:
         with pytest.raises(InvalidStatus, match="404"):
             async with connect(f"{live.base}/?ticket={make_ticket()}"):
                 pass
@@ -137,15 +200,19 @@ def save_screenshot(png: bytes, name: str) -> None:
 
 
 async def console_url(relay: RelayRun) -> str:
-    """The console address the --dev banner prints on stdout."""
+    """The console address the --dev banner prints on stdout, with the run's token."""
 
     def parse() -> str | None:
         found = re.search(r"Dev console \(.*\):\n +(\S+)\n", "\n".join(relay.stdout) + "\n")
         return found[1] if found else None
 
     url = await until(parse, lambda: f"the console address on stdout: {relay.stdout}")
-    assert url == f"http://127.0.0.1:{relay.port}/"
+    assert re.fullmatch(rf"http://127\.0\.0\.1:{relay.port}/\?token=[\w-]{{32}}", url), url
     return url
+
+
+def console_token(url: str) -> str:
+    return url.partition("?token=")[2]
 
 
 @pytest.mark.slow
@@ -164,10 +231,15 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         sockets: list[str] = []
         page.on("websocket", lambda ws: sockets.append(ws.url))
 
-        await page.goto(await console_url(relay))
+        url = await console_url(relay)
+        served = await page.goto(url)
+        assert served is not None
+        ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
         await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+        assert await page.locator("body").get_attribute("data-ticket") is None
+        assert await page.locator("body").get_attribute("data-token") is None
 
         await page.click("#send-initialize")
         await expect(rows(page, "to_agent", "initialize #1")).to_have_count(1)
@@ -213,14 +285,14 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         save_screenshot(await page.screenshot(), "console.png")
 
     assert problems == []
-    assert len(sockets) == 1
-    ticket = sockets[0].partition("?ticket=")[2]
+    assert sockets == [f"ws://127.0.0.1:{relay.port}/acp"]  # the ticket went as a subprotocol
     assert len(ticket) > 40
     opened = relay.events("connection opened")
     assert [r["subject"] for r in opened] == ["dev-console"]
     stderr = "\n".join(relay.stderr)
     assert ticket not in stderr
     assert ticket.rsplit(".", 1)[-1] not in stderr
+    assert console_token(url) not in stderr
     assert relay.events("connection closed")[0]["messages_in"] == 4
 
 
