@@ -11,18 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import json
 import os
 import re
+import shlex
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Locator, Page, expect
+from playwright.async_api import BrowserContext, Locator, Page, ViewportSize, expect
 from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from relay.ticket import verify
+from tests.support.agents import AGENTS, DEMO_AGENT
 from tests.support.browser import (
     ROOT,
     browser,
@@ -34,9 +38,11 @@ from tests.support.cli import RelayRun, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
 from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
+from tests.support.netcut import NetCut
 from tests.support.waiting import until
 
 README_SHOT = ROOT / "docs" / "console.png"
+ASKS = (sys.executable, str(AGENTS / "asks.py"))
 
 
 # -- plain HTTP ------------------------------------------------------------------------
@@ -331,3 +337,171 @@ async def test_page_from_another_origin_is_refused(chromium: str, tmp_path: Path
     assert refusals[0]["status"] == 403
     assert refusals[0]["reason"].startswith(f"origin {origin} is not allowed")
     assert relay.events("connection opened") == []
+
+
+# -- resuming, permission requests, a narrow window -------------------------------------
+
+LONG = 300  # words in a long answer
+RESUMED = re.compile(r"^resumed after \d+\.\d s, \d+ messages? replayed$")
+
+
+def slow_demo(delay: float = 0.01) -> str:
+    """--agent for the demo agent streaming one word every ``delay`` seconds."""
+    return shlex.join([*DEMO_AGENT, "--word-delay", str(delay)])
+
+
+def events(page: Page) -> Locator:
+    """The page's socket event rows."""
+    return page.locator('#log li[data-dir="event"] .summary')
+
+
+async def open_console(context: BrowserContext, url: str, problems: list[str]) -> Page:
+    """The console at ``url``, open; page errors go into ``problems``."""
+    page = await context.new_page()
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    await page.goto(url)
+    await expect(page.locator("#status")).to_have_text("open: /acp")
+    return page
+
+
+async def start_session(page: Page) -> None:
+    """initialize and session/new, answered."""
+    await page.click("#send-initialize")
+    await expect(rows(page, "to_client", "result #1 (initialize)")).to_have_count(1)
+    await page.click("#send-new")
+    await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_resumes_a_long_answer_across_a_network_cut(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The console streams a long answer, the network is reset mid-way: the page says it is
+    resuming, then "resumed after N s, M messages replayed", and the answer is complete with
+    every chunk once; the relay kept one connection (one agent) and logged one resume."""
+    words = [f"word{i:03d} " for i in range(LONG)]
+    async with (
+        serve("--dev", "--agent", slow_demo(), env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        await start_session(page)
+        await page.fill("#prompt", "".join(words))
+        await page.click("#send-prompt")
+        chunks = rows(page, "to_client", "agent_message_chunk")
+        await expect(chunks.nth(LONG // 3)).to_be_attached()  # a third of the answer is in
+        net.reset()
+        await expect(events(page).filter(has_text="resuming within")).to_have_count(1)
+        await expect(events(page).filter(has_text=RESUMED)).to_have_count(1)
+        await expect(rows(page, "to_client", "result #3 (session/prompt)")).to_have_count(1)
+        await expect(page.locator("#agent-text .agent").last).to_have_text("".join(words))
+        assert await chunks.count() == LONG + 1  # and the session report: each once
+        await expect(page.locator("#status")).to_have_text(RESUMED)
+        save_artifact(await page.screenshot(), "console-resumed.png")
+        [lost] = await events(page).filter(has_text="resuming within").all_inner_texts()
+        assert lost == "connection lost (lost (no close frame)), resuming within 60 s"
+        assert len(relay.events("connection opened")) == 1
+        await relay.wait_event("connection resumed")
+    assert problems == []
+    assert token not in "\n".join(relay.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_says_why_it_could_not_resume(chromium: str, tmp_path: Path) -> None:
+    """With the network gone past the relay's grace, the console says it could not resume and
+    why, and offers a new connection."""
+    args = ("--dev", "--agent", "cat", "--resume-grace", "1")
+    async with (
+        serve(*args, env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        net.reset()
+        net.blackhole()  # new sockets get nowhere either
+        status = page.locator("#status")
+        await expect(status).to_have_text(
+            "could not resume: could not resume within the relay's grace of 1 s (no ticket in time)"
+        )
+        await expect(page.locator("#reload")).to_be_visible()
+        await expect(page.locator("#send-raw")).to_be_disabled()
+        await relay.wait_event("connection expired")
+        net.restore()
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_answers_the_agents_requests(chromium: str, tmp_path: Path) -> None:
+    """A permission request shows as the tool call's title and kind with a button per option;
+    the click sends the chosen outcome. Any other agent request is answered -32601 at once."""
+    async with (
+        serve("--dev", "--agent", shlex.join(ASKS), env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        problems: list[str] = []
+        page = await open_console(context, await console_url(relay), problems)
+        ask = page.locator("#asks .ask")
+        await expect(ask).to_have_count(1)
+        await expect(ask.locator(".tool-title")).to_have_text("Write notes.md")
+        await expect(ask.locator(".tool-kind")).to_have_text("edit")
+        await expect(ask.locator("button")).to_have_text(["Allow"])
+        save_artifact(await page.screenshot(), "console-ask.png")
+        await ask.locator("button", has_text="Allow").click()
+        await expect(page.locator("#asks")).to_be_hidden()
+        answer = rows(page, "to_agent", "result #perm-1 (session/request_permission)")
+        await expect(answer).to_have_count(1)
+        answered = rows(page, "to_client", "answered")
+        await expect(answered).to_have_count(1)
+        params = json.loads(await answered.get_attribute("data-line") or "")["params"]
+        assert params == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+        # asks.py echoes other lines: a request sent raw comes back as the agent's request
+        params = {"sessionId": "s-1", "path": "/etc/hostname"}
+        read = {"jsonrpc": "2.0", "id": "q1", "method": "fs/read_text_file", "params": params}
+        await page.fill("#raw", json.dumps(read))
+        await page.click("#send-raw")
+        refusal = rows(page, "to_agent", "error #q1 (fs/read_text_file): Method not found")
+        await expect(refusal).to_have_count(1)
+        error = json.loads(await refusal.get_attribute("data-line") or "")["error"]
+        assert error["code"] == -32601
+        assert error["data"]["method"] == "fs/read_text_file"
+        save_artifact(await page.screenshot(), "console-asks.png")
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_stacks_its_panes_on_a_narrow_window(chromium: str, tmp_path: Path) -> None:
+    """At a phone's width the send pane sits above the lines, both full width, nothing wider
+    than the window; at a desktop's width they sit side by side."""
+    async with serve("--dev", "--agent", "cat", env=clean_env()) as relay:
+        url = await console_url(relay)
+        for width, height, stacked in ((390, 844, True), (1100, 640, False)):
+            viewport = ViewportSize(width=width, height=height)
+            profile = tmp_path / f"profile-{width}"
+            async with browser(chromium, profile, viewport) as context:
+                page = await open_console(context, url, [])
+                controls = await page.locator("section.controls").bounding_box()
+                lines = await page.locator("section.lines").bounding_box()
+                assert controls is not None
+                assert lines is not None
+                if stacked:
+                    assert lines["y"] >= controls["y"] + controls["height"] - 1
+                    for box in (controls, lines):
+                        assert box["x"] <= 1
+                        assert box["width"] >= width - 20
+                else:
+                    assert lines["x"] >= controls["x"] + controls["width"] - 1
+                    assert abs(lines["y"] - controls["y"]) <= 1
+                scroll_width = await page.evaluate("document.documentElement.scrollWidth")
+                assert scroll_width <= width
+                save_artifact(await page.screenshot(full_page=True), f"console-{width}.png")

@@ -490,9 +490,18 @@ export class ResumingWebSocket extends EventTarget {
     }
   }
 
-  /** A new inner socket (the first, or a resume): ticket, handshake, then the first frame. */
+  /** A new inner socket (the first, or a resume): ticket, handshake, then the first frame.
+   * One timer bounds the whole attempt, the ticket function's wait included. */
   async #connect() {
     const generation = ++this.#generation;
+    const mine = () => generation === this.#generation;
+    let waitingFor = "ticket";
+    const timeout = this.#state === "resuming"
+      ? Math.min(this.#options.openTimeoutMs, Math.max(this.#deadline - Date.now(), 0))
+      : this.#options.openTimeoutMs;
+    this.#openTimer = setTimeout(() => {
+      if (mine()) this.#attemptFailed(`no ${waitingFor} in time`);
+    }, timeout);
     let target = { url: this.#url, protocols: this.#offered() };
     try {
       if (this.#options.ticket) {
@@ -501,10 +510,11 @@ export class ResumingWebSocket extends EventTarget {
         target = withTicket(target.url, target.protocols, ticket);
       }
     } catch (error) {
-      if (generation === this.#generation) this.#attemptFailed(`no ticket: ${error?.message ?? error}`);
+      if (mine()) this.#attemptFailed(`no ticket: ${error?.message ?? error}`);
       return;
     }
-    if (generation !== this.#generation) return; // closed meanwhile
+    if (!mine()) return; // closed, or timed out, meanwhile
+    waitingFor = "welcome from the relay";
     let ws;
     try {
       const Inner = this.#options.WebSocket ?? globalThis.WebSocket;
@@ -516,15 +526,10 @@ export class ResumingWebSocket extends EventTarget {
     }
     if (this.#binaryType !== undefined) ws.binaryType = this.#binaryType;
     this.#ws = ws;
-    const mine = () => generation === this.#generation;
     ws.onopen = () => mine() && this.#opened(ws);
     ws.onmessage = (event) => mine() && this.#received(event);
     ws.onerror = () => mine() && this.#innerError();
     ws.onclose = (event) => mine() && this.#innerClosed(event.code, event.reason, event.wasClean);
-    const timeout = this.#state === "resuming"
-      ? Math.min(this.#options.openTimeoutMs, Math.max(this.#deadline - Date.now(), 0))
-      : this.#options.openTimeoutMs;
-    this.#openTimer = setTimeout(() => mine() && this.#attemptFailed("no welcome from the relay in time"), timeout);
   }
 
   #offered() {
