@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,54 @@ async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_pa
         assert relay_resumed["conn"] == opened[0]["conn"]
         closed = await relay.wait_event("connection closed")
         assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_node_sdk_message_sent_while_resuming_arrives_once(
+    node_packages: Path, tmp_path: Path
+) -> None:
+    """A session/cancel the SDK sends while the socket is lost is kept, sent after the resume,
+    and reaches the agent once: the prompt ends cancelled with an in-order prefix of the words."""
+    prompt, chunks = words(LONG)
+    async with (
+        serve("--agent", slow_demo(0.02), env=secret_env()) as relay,
+        NetCut(relay.port) as net,
+    ):
+        args = {
+            "url": net.url(),
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+            "module": str(RESUME_MODULE),
+            "ticketCommand": ticket_command(secret_file(tmp_path)),
+            "cancelOnResuming": True,
+        }
+        async with node_client(args) as node:
+            await node.wait_for(lambda: node.chunks() >= 20, "20 chunks")
+            net.reset()
+            result = await node.result(60)
+        assert result["stopReason"] == "cancelled"
+        got = session_chunks(result)
+        assert 20 <= len(got) < LONG
+        assert got == list(chunks[: len(got)])
+        [resumed] = node.events("resumed")
+        assert resumed["resent"] == 1  # the cancel, numbered while no socket was up
+        [relay_resumed] = await relay.wait_event("connection resumed")
+        assert relay_resumed["messages_resent"] == 1
+
+
+def test_module_pure_functions_in_node(node_packages: Path) -> None:
+    """The module's wire functions (frames, welcome, backoff, which closes resume, UTF-8
+    lengths) pass their table in Node (tests/web/module-units.mjs)."""
+    done = subprocess.run(
+        ["node", str(WEB / "module-units.mjs"), str(RESUME_MODULE)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("checks passed")
 
 
 # -- in Chromium: the SDK from a page of another loopback origin ------------------------

@@ -5,7 +5,8 @@
 //                          "module": "/path/acp-relay-resume.js", "ticketCommand": [...]}'
 //
 // With "module", the socket is the module's ResumingWebSocket (Node's ws inside), and each
-// socket's ticket comes from running "ticketCommand". Prints one JSON object a line on
+// socket's ticket comes from running "ticketCommand"; with "cancelOnResuming" too, the
+// prompt is cancelled as soon as the socket is lost (the cancel waits for the resume). Prints one JSON object a line on
 // stdout: progress ({event: "chunk" | "session" | "resuming" | "resumed" | "failed"}), then
 // {event: "done", result} or {event: "error", message}.
 import { execFile } from "node:child_process";
@@ -19,6 +20,8 @@ const run = promisify(execFile);
 const say = (record) => process.stdout.write(JSON.stringify(record) + "\n");
 const closed = []; // a promise per socket, settled by its close event
 const CLOSE_WAIT_MS = 2000;
+let lost; // resolves at the first "resuming" event
+const firstLoss = new Promise((resolve) => { lost = resolve; });
 
 function watchClose(socket) {
   closed.push(new Promise((resolve) => socket.addEventListener("close", (event) => {
@@ -45,7 +48,10 @@ async function socketClass(args) {
       super(...rest);
       watchClose(this);
       for (const type of ["resuming", "resumed", "failed"]) {
-        this.addEventListener(type, (event) => say({ event: type, ...event.detail }));
+        this.addEventListener(type, (event) => {
+          say({ event: type, ...event.detail });
+          if (type === "resuming") lost();
+        });
       }
     }
   };
@@ -57,7 +63,12 @@ async function main() {
     WebSocket: await socketClass(args),
     protocols: args.protocols,
   });
-  const result = await promptOnce(stream, { cwd: args.cwd, prompt: args.prompt, report: say });
+  const result = await promptOnce(stream, {
+    cwd: args.cwd,
+    prompt: args.prompt,
+    report: say,
+    cancelWhen: args.cancelOnResuming ? firstLoss : undefined,
+  });
   say({ event: "done", result });
   // the SDK closed the socket: let the close handshake finish before the process exits
   const late = new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS));

@@ -1,9 +1,10 @@
 // One ACP session through the official TypeScript SDK, the same in Node and in a browser:
 // initialize, session/new, one session/prompt, every agent_message_chunk collected in
-// arrival order. `report` gets progress events ({event: "chunk", chunks}) as they come.
+// arrival order. `report` gets progress events ({event: "chunk", chunks}) as they come;
+// when the promise `cancelWhen` settles, session/cancel is sent for the prompt.
 import { client } from "@agentclientprotocol/sdk";
 
-export async function promptOnce(stream, { cwd, prompt, report = () => {} }) {
+export async function promptOnce(stream, { cwd, prompt, report = () => {}, cancelWhen }) {
   const chunks = [];
   const app = client({ name: "acp-relay-web-tests" }).onNotification(
     "session/update",
@@ -22,6 +23,10 @@ export async function promptOnce(stream, { cwd, prompt, report = () => {} }) {
     });
     const session = await agent.request("session/new", { cwd, mcpServers: [] });
     report({ event: "session", sessionId: session.sessionId });
+    cancelWhen?.then(() => {
+      report({ event: "cancel" });
+      return agent.notify("session/cancel", { sessionId: session.sessionId });
+    });
     const answer = await agent.request("session/prompt", {
       sessionId: session.sessionId,
       prompt: [{ type: "text", text: prompt }],
