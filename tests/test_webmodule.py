@@ -190,6 +190,38 @@ async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.timeout(90)
+async def test_node_sdk_resumes_after_a_silent_drop(node_packages: Path, tmp_path: Path) -> None:
+    """Packets vanish mid-answer: the relay's keepalive gives the socket up and detaches; when
+    the network comes back its 1011 'keepalive ping timeout' reaches the module, which resumes
+    and the SDK gets every chunk once, in order."""
+    prompt, chunks = words(LONG)
+    keepalive = ("--ping-interval", "0.5", "--ping-timeout", "0.5")
+    async with (
+        serve("--agent", slow_demo(0.02), *keepalive, env=secret_env()) as relay,
+        NetCut(relay.port) as net,
+    ):
+        args = {
+            "url": net.url(),
+            "cwd": str(tmp_path),
+            "prompt": prompt,
+            "module": str(RESUME_MODULE),
+            "ticketCommand": ticket_command(secret_file(tmp_path)),
+        }
+        async with node_client(args) as node:
+            await node.wait_for(lambda: node.chunks() >= 20, "20 chunks")
+            net.blackhole()
+            await relay.wait_event("connection detached")
+            net.restore()
+            result = await node.result(60)
+        assert session_chunks(result) == list(chunks)
+        [resuming] = node.events("resuming")
+        assert resuming["reason"] == "closed with 1011: keepalive ping timeout"
+        assert len(node.events("resumed")) == 1
+        assert len(relay.events("connection opened")) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
 async def test_node_sdk_message_sent_while_resuming_arrives_once(
     node_packages: Path, tmp_path: Path
 ) -> None:
