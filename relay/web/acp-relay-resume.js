@@ -32,7 +32,7 @@
 //   storage         a Storage (sessionStorage) to keep the resume state in, so that a
 //                   reloaded page resumes; storageKey names the entry. Default: memory only.
 //   backoffFirstMs, backoffMostMs   reconnect delays: full jitter, doubling (100, 2000).
-//   openTimeoutMs   per attempt, until the relay's welcome (10000).
+//   openTimeoutMs   one attempt, from asking for a ticket to the relay's welcome (10000).
 //   ackEvery, ackDelayMs            acknowledge every N records, or after this delay (64, 100).
 //   maxKeptMessages, maxKeptBytes   messages kept until the relay acknowledges them (send
 //                   throws past these: 4096 messages, 16 MiB).
