@@ -26,7 +26,6 @@ from tests.system import require_packages
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 NODE_MODULES = WEB / "node_modules"
-PACKAGES = ("@agentclientprotocol/sdk", "ws", "zod")
 RESUME_MODULE = Path(str(resources.files("relay") / "web" / "acp-relay-resume.js"))
 NPM_TIMEOUT = 300
 
@@ -34,7 +33,7 @@ NPM_TIMEOUT = 300
 def require_node_packages() -> Path:
     """tests/web/node_modules, installed by ``npm ci`` if missing; skip saying why if it cannot."""
     require_packages("nodejs", "npm", commands=("node", "npm"))
-    if all((NODE_MODULES / name / "package.json").is_file() for name in PACKAGES):
+    if installed_as_pinned():
         return NODE_MODULES
     npm = shutil.which("npm")
     assert npm is not None
@@ -51,6 +50,16 @@ def require_node_packages() -> Path:
     if done.returncode != 0:
         pytest.skip(f"npm ci in {WEB} failed (no registry?); run it by hand:\n{done.stderr[-800:]}")
     return NODE_MODULES
+
+
+def installed_as_pinned() -> bool:
+    """Whether node_modules holds each dependency of tests/web/package.json at its version."""
+    pinned: dict[str, str] = json.loads((WEB / "package.json").read_text())["dependencies"]
+    for name, version in pinned.items():
+        manifest = NODE_MODULES / name / "package.json"
+        if not manifest.is_file() or json.loads(manifest.read_text())["version"] != version:
+            return False
+    return True
 
 
 def ticket_command(secret_file: Path) -> list[str]:
