@@ -44,7 +44,8 @@
 // backlog the relay kept (seconds: from the loss to the relay's welcome; replayed: the
 // records kept for the page; resent: the page's messages the relay lacked), and "failed"
 // {reason, code} (then a close event with the relay's code and reason, e.g. 4404).
-// close() or close(1000) ends the connection at the relay at once.
+// close() or close(1000) ends the connection at the relay at once (while resuming there is
+// no socket to say so: the relay then ends it when its grace runs out).
 // The resume secret stays in a private field (and the storage, if given): never in a URL,
 // never logged. If the relay does not select the profile, this is a plain WebSocket.
 
