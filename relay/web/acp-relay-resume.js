@@ -506,8 +506,8 @@ export class ResumingWebSocket extends EventTarget {
     let target = { url: this.#url, protocols: this.#offered() };
     try {
       if (this.#options.ticket) {
-        const ticket = await this.#options.ticket();
-        if (typeof ticket !== "string" || !ticket) throw new Error("the ticket function gave no ticket");
+        const ticket = String(await this.#options.ticket() ?? "").trim(); // a body's "\n" too
+        if (!ticket) throw new Error("the ticket function gave no ticket");
         target = withTicket(target.url, target.protocols, ticket);
       }
     } catch (error) {

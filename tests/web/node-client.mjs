@@ -40,7 +40,8 @@ async function socketClass(args) {
     };
   }
   const { resumingWebSocket } = await import(pathToFileURL(args.module).href);
-  const ticket = async () => (await run(args.ticketCommand[0], args.ticketCommand.slice(1))).stdout.trim();
+  // the command's stdout as it is, newline included: the module trims it
+  const ticket = async () => (await run(args.ticketCommand[0], args.ticketCommand.slice(1))).stdout;
   const Resuming = resumingWebSocket({ WebSocket, ticket });
   // every socket of the SDK's stream reports its resume state
   return class Reporting extends Resuming {
