@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from playwright.async_api import BrowserContext, Page
 
-from tests.support.agents import DEMO_AGENT
+from tests.support.agents import DEMO_AGENT, STREAM
 from tests.support.browser import Answer, browser, page_server, require_chromium
 from tests.support.cli import RelayRun, serve
 from tests.support.env import secret_env
@@ -280,6 +280,8 @@ def sdk_pages(path: str) -> Answer | None:
         return 200, "text/plain", make_ticket().encode()
     if route == "/sdk.html":
         return 200, "text/html; charset=utf-8", (WEB / "sdk-page.html").read_bytes()
+    if route == "/reload.html":
+        return 200, "text/html; charset=utf-8", (WEB / "reload-page.html").read_bytes()
     if route == "/sdk-session.mjs":
         return 200, SCRIPT, (WEB / "sdk-session.mjs").read_bytes()
     file = (NODE_MODULES / route.removeprefix("/node_modules/")).resolve()
@@ -383,3 +385,37 @@ async def test_chromium_sdk_resumes_through_the_relays_module(
         await relay.wait_event("connection resumed")
         closed = await relay.wait_event("connection closed")
         assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_chromium_reloaded_page_resumes_from_session_storage(
+    chromium: str, tmp_path: Path
+) -> None:
+    """With storage: sessionStorage a page reloaded mid-stream resumes the same connection
+    (same agent): together the two loads see every record, in order, none skipped."""
+    total = 3000
+    agent = shlex.join([*STREAM, str(total), "0.05"])
+    async with (
+        serve("--agent", agent, env=secret_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        module = f"http://127.0.0.1:{relay.port}/acp-relay-resume.js"
+        params = {"url": relay.url, "module": module, "total": total}
+        with sdk_origin() as origin:
+            page = await context.new_page()
+            await page.goto(f"{origin}/reload.html#{quote(json.dumps(params))}")
+            await page.wait_for_function("window.got && window.got.length >= 300")
+            assert await page.evaluate("window.opened.fromStorage") is False
+            await page.reload()
+            await page.wait_for_function("document.title === 'done'", timeout=30_000)
+            first: list[int] = await page.evaluate("window.before")
+            second: list[int] = await page.evaluate("window.got")
+            assert await page.evaluate("window.opened.fromStorage") is True
+            assert await page.evaluate("window.pids.size") == 1
+        assert first == list(range(len(first)))
+        assert second == list(range(second[0], total))
+        assert second[0] <= len(first)  # what the first load had not acknowledged comes again
+        assert len(relay.events("connection opened")) == 1
+        [resumed] = await relay.wait_event("connection resumed")
+        assert resumed["conn"] == relay.events("connection opened")[0]["conn"]
