@@ -206,6 +206,10 @@ OPTIONS: tuple[Option, ...] = (
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
            convert.boolean, is_flag=True, default_text="off"),
+    Option("dev-allow-remote",
+           "let --dev listen on an address other than loopback (its console and tickets "
+           "are then reachable from the network)", False, None, convert.boolean,
+           is_flag=True, default_text="off"),
 )  # fmt: skip
 
 _BY_DEST = {option.dest: option for option in OPTIONS}
@@ -255,6 +259,7 @@ class Settings:
     resume_buffer: int = defaults.RESUME_BUFFER
     state_dir: str | None = None
     metrics_listen: tuple[str, int] | None = None
+    dev_allow_remote: bool = False
 
 
 # --- argparse

@@ -12,6 +12,7 @@ ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when
     ``--[no-]mcp-http`` (default on), ``--[no-]mcp-sse`` (default off),
     ``--[no-]load-session`` (default on), ``--[no-]additional-directories`` (default on).
     A declaration only changes what is declared: every method below always works.
+    ``--word-delay SECONDS`` (default 0) makes prompts stream slowly (see below).
 
 ``session/new``, ``session/load``, ``session/resume``, ``session/fork``
     Accept any request (any session id) and report what arrived. The response's ``_meta`` is
@@ -22,7 +23,8 @@ ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when
 
 ``session/prompt``
     Streams the prompt back as several ``agent_message_chunk`` updates, one word (with its
-    whitespace) per chunk, so the chunks joined equal the prompt's text blocks concatenated;
+    whitespace) per chunk (each after ``--word-delay`` seconds), so the chunks joined equal
+    the prompt's text blocks concatenated;
     other blocks are echoed as ``[image]``, ``[audio]``, ``[resource_link <uri>]`` or
     ``[resource <uri>]``. Returns stopReason ``end_turn``, or ``cancelled`` after a
     ``session/cancel`` for that session. Prompt commands (the whole prompt text, surrounding
@@ -184,8 +186,11 @@ def _exit_now(status: int) -> NoReturn:
 class DemoAgent:
     """ACP agent that reports every session request and echoes prompts word by word."""
 
-    def __init__(self, capabilities: AgentCapabilities | None = None) -> None:
+    def __init__(
+        self, capabilities: AgentCapabilities | None = None, word_delay: float = 0.0
+    ) -> None:
         self._capabilities = capabilities if capabilities is not None else build_capabilities()
+        self._word_delay = word_delay
         self._client: Client | None = None
         # Report texts waiting for their response to be written, by session id.
         self._pending_reports: dict[str, list[str]] = {}
@@ -335,6 +340,9 @@ class DemoAgent:
                 await cancelled.wait()
                 return PromptResponse(stop_reason="cancelled")
             for chunk in split_words(text):
+                if self._word_delay:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(cancelled.wait(), self._word_delay)
                 if cancelled.is_set():
                     break
                 await self._send_text(session_id, chunk)
@@ -396,6 +404,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="declare sessionCapabilities.additionalDirectories",
     )
+    parser.add_argument(
+        "--word-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long before each streamed word (a slow answer)",
+    )
     return parser
 
 
@@ -426,7 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             mcp_sse=args.mcp_sse,
             load_session=args.load_session,
             additional_directories=args.additional_directories,
-        )
+        ),
+        word_delay=args.word_delay,
     )
     try:
         asyncio.run(agent.serve())

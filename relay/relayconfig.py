@@ -31,6 +31,7 @@ class RelayConfig:
     open_timeout: float
     rewrite: RewritePolicy | None = None
     console: bool = False  # serve the dev console at / (only under --dev)
+    console_token: str = ""  # the console's per-run token (its address's ?token=)
     trace_dir: str | None = None  # one NDJSON trace file per connection
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = defaults.RESUME_GRACE  # seconds a detached connection waits; 0: off

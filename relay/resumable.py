@@ -93,6 +93,7 @@ class ResumableConnection(Connection):
         self.acked_to_client = 0  # the last ``delivered`` the client was told of
         self.sent = 0  # the last record sent on the attached socket
         self.attachment: Attachment | None = None
+        self.latest: Attachment | None = None  # the last socket attached, for the close line
         self.agent: AgentProcess | None = None
         self.start_error: str | None = None
         self.started = asyncio.Event()  # the agent runs, or failed to start
@@ -145,7 +146,7 @@ class ResumableConnection(Connection):
                 await self._run(agent)
             finally:
                 self.agents.discard(agent)
-                last = self.attachment or first
+                last = self.attachment or self.latest or first
                 self.observer.closed(self.exit, last.close_code, last.close_reason)
         finally:
             self.ended = True
@@ -259,6 +260,7 @@ class ResumableConnection(Connection):
             self._room.set()
         start = first.ack + 1 if isinstance(first, Resume) else 1
         old, self.attachment = self.attachment, attachment
+        self.latest = attachment
         if old is not None:
             asyncio.get_running_loop().create_task(old.close(FENCED, FENCED_REASON))
         if isinstance(first, Resume):
@@ -281,6 +283,7 @@ class ResumableConnection(Connection):
             next=start,
             grace=self.policy.grace,
             window=self.policy.window,
+            last=self.outbox.next_seq - 1,
         )
         with suppress(ConnectionClosed):
             await attachment.ws.send(welcome.frame().decode())

@@ -187,7 +187,8 @@ class Welcome:
 
     ``received`` is the last client message the relay delivered to the agent (the
     client re-sends the ones after it); ``next`` is the first record this socket
-    carries (the client's ``ack`` + 1 on a resume).
+    carries (the client's ``ack`` + 1 on a resume); ``last`` the last record the relay
+    holds as it welcomes: ``next`` to ``last`` is the backlog kept for the client.
     """
 
     connection: str
@@ -197,6 +198,7 @@ class Welcome:
     next: int
     grace: float
     window: int
+    last: int
 
     def frame(self) -> bytes:
         """The welcome as a control frame."""
@@ -209,6 +211,7 @@ class Welcome:
             "next": self.next,
             "grace": self.grace,
             "window": self.window,
+            "last": self.last,
         }
         return json.dumps(payload, separators=(",", ":")).encode()
 
@@ -309,6 +312,7 @@ def parse_welcome(data: bytes) -> Welcome:
         next=_seq(fields, "next"),
         grace=float(grace),
         window=_seq(fields, "window"),
+        last=_seq(fields, "last") if "last" in fields else _seq(fields, "next") - 1,
     )
 
 

@@ -79,7 +79,7 @@ class Relay:
         self.shutting_down = False
         self._server: Server | None = None
         self._metrics_server: asyncio.Server | None = None
-        self.console = devconsole.load() if config.console else None
+        self.console = _console(config) if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
         self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats)
@@ -164,18 +164,6 @@ class Relay:
         if path == webassets.MODULE_PATH and not _is_upgrade(request):
             origin = request.headers.get("Origin")
             return webassets.module_response(origin, self.config.policy.allow_origins)
-        if self.console is not None and path == devconsole.TICKET_PATH and not _is_upgrade(request):
-            policy = self.config.policy
-            return devconsole.ticket_response(
-                request.headers,
-                policy.allow_origins,
-                lambda: fresh_ticket(
-                    policy.secrets[0],
-                    now=self.clock(),
-                    subject="dev-console",
-                    audience=policy.audience,
-                ),
-            )
         if path == "/healthz":
             return text_response(200, "ok\n")
         if path == "/busy":
@@ -204,32 +192,21 @@ class Relay:
         )
         return text_response(refusal.status, refusal.reason + "\n", refusal.headers)
 
-    def _console(self, request: Request, path: str, assets: devconsole.Assets) -> Response:
-        """The dev console's files; the page carries a fresh ticket, never logged."""
-        policy = self.config.policy
-        host = devconsole.page_host(request.headers.get("Host"), policy.allow_origins)
-        if host is None:
+    def _console(self, request: Request, path: str, console: devconsole.Console) -> Response:
+        """The dev console's files and tickets (the tickets and the token are never logged)."""
+        answer = devconsole.answer(console, path, request.path, request.headers, self._ticket)
+        if answer.refused is not None:
             self.log.warning(
-                "console refused",
-                reason="page origin not allowed",
-                host=request.headers.get("Host"),
+                "console refused", reason=answer.refused, host=request.headers.get("Host")
             )
-            return text_response(
-                403, "the dev console is only served to an origin allowed to connect\n"
-            )
-        body, content_type = assets.files[path]
-        if path == devconsole.INDEX:
-            ticket = fresh_ticket(
-                policy.secrets[0], now=self.clock(), subject="dev-console", audience=policy.audience
-            )
-            body = devconsole.render_index(
-                body,
-                ticket=ticket,
-                path=self.config.path,
-                cwd=self.config.workspace,
-                version=__version__,
-            )
-        return response(200, body, content_type, devconsole.headers(host))
+        return answer.response
+
+    def _ticket(self) -> str:
+        """A fresh ticket for the dev console's page."""
+        policy = self.config.policy
+        return fresh_ticket(
+            policy.secrets[0], now=self.clock(), subject="dev-console", audience=policy.audience
+        )
 
     def _admit(self, ws: ServerConnection, request: Request, shape: Shape) -> Response | None:
         now = self.clock()
@@ -399,6 +376,15 @@ def fresh_ticket(
         subject=subject,
         audience=audience,
         ttl=ttl,
+    )
+
+
+def _console(config: RelayConfig) -> devconsole.Console:
+    """The dev console of a relay under --dev."""
+    allow = config.policy.allow_origins
+    assets = devconsole.load()
+    return devconsole.Console(
+        assets, config.console_token, allow, config.path, config.workspace, __version__
     )
 
 

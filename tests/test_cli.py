@@ -137,6 +137,46 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
         assert needle not in stderr
 
 
+@pytest.mark.parametrize("listen", ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"])
+def test_dev_on_a_non_loopback_address_exits_2_with_the_fix(listen: str) -> None:
+    """--dev listening beyond loopback exits 2 before binding, naming --listen and the option
+    that forces it (--dev-allow-remote)."""
+    message = refusal(
+        run_cli("serve", "--dev", "--agent", CAT, "--listen", listen, env=clean_env())
+    )
+    assert "--dev listens on loopback only" in message
+    assert "--listen 127.0.0.1:PORT" in message
+    assert "--dev-allow-remote" in message
+
+
+@pytest.mark.slow
+async def test_dev_banner_names_the_given_secret_file_and_agent(tmp_path: Path) -> None:
+    """With --secret-file and --agent, the --dev banner names both, its More tickets command
+    uses that file, and the console address carries a token that is never logged."""
+    secret_file = write(tmp_path / "secret", SECRET + "\n")
+    args = ("--dev", "--secret-file", secret_file, "--agent", CAT)
+    async with serve(*args, env=clean_env()) as relay:
+        _, more = await dev_banner(relay)
+        text = "\n".join(relay.stdout)
+        assert f"Secret: the first line of {secret_file} (--secret-file)" in text
+        assert "Agent: cat (--agent)" in text
+        assert f"--secret-file {secret_file} " in more
+        token = re.search(r"http://127\.0\.0\.1:\d+/\?token=(\S+)\n", text)
+        assert token, text
+        assert await relay.stop() == 0
+    assert token[1] not in "\n".join(relay.stderr)
+
+
+async def test_dev_banner_says_the_secret_is_throwaway() -> None:
+    """Without --secret-file the --dev banner says the secret is new at each start and how to
+    keep one, and that the agent is the demo agent."""
+    async with serve("--dev", env=clean_env()) as relay:
+        await dev_banner(relay)
+        text = "\n".join(relay.stdout)
+    assert "Secret: a throwaway one, new at each start (--secret-file FILE keeps one)" in text
+    assert "Agent: the built-in demo agent" in text
+
+
 def read_secret(path: Path) -> str:
     """The only line of a --dev secret file, which only its owner may read."""
     assert path.stat().st_mode & 0o777 == 0o600

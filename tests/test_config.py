@@ -377,6 +377,8 @@ def test_unknown_env_names() -> None:
         (["--max-message-bytes", "1KiB"], "max_message_bytes", 1024),
         (["--dev"], "dev", True),
         ([], "dev", True),
+        (["--dev-allow-remote"], "dev_allow_remote", True),
+        ([], "dev_allow_remote", False),
         (["--log-level", "error"], "log_level", "error"),
         ([], "log_level", "warning"),
     ],

@@ -9,61 +9,57 @@ when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import json
 import os
 import re
-import threading
+import shlex
+import sys
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.async_api import (
-    BrowserContext,
-    Locator,
-    Page,
-    ViewportSize,
-    async_playwright,
-    expect,
-)
+from playwright.async_api import BrowserContext, Locator, Page, ViewportSize, expect
+from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from relay.ticket import verify
+from tests.support.agents import AGENTS, DEMO_AGENT
+from tests.support.browser import (
+    ROOT,
+    browser,
+    page_server,
+    require_chromium,
+    save_artifact,
+)
 from tests.support.cli import RelayRun, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
-from tests.support.live import SECRET, live_relay, make_ticket
+from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
+from tests.support.netcut import NetCut
 from tests.support.waiting import until
-from tests.system import require_packages
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "tests" / "artifacts"
 README_SHOT = ROOT / "docs" / "console.png"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-WAIT_MS = 10_000  # every browser-side wait is bounded by this
-expect.set_options(timeout=WAIT_MS)
-VIEWPORT = ViewportSize(width=1100, height=640)
+ASKS = (sys.executable, str(AGENTS / "asks.py"))
 
 
 # -- plain HTTP ------------------------------------------------------------------------
+
+
+TOKEN = "console-token-0123456789"
 
 
 def page_ticket(body: str) -> str:
     match = re.search(r'data-ticket="([^"]*)"', body)
     assert match, body
     return html.unescape(match[1])
+
+
+def console_relay() -> contextlib.AbstractAsyncContextManager[LiveRelay]:
+    """A relay in this loop serving the dev console, its token TOKEN, and the echo agent."""
+    return live_relay(("cat",), console=True, console_token=TOKEN)
 
 
 async def test_console_only_under_dev() -> None:
@@ -76,9 +72,9 @@ async def test_console_only_under_dev() -> None:
 
 async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
     """The page is HTML with no-store and a strict CSP; each load embeds a new working ticket."""
-    async with live_relay(("cat",), console=True) as live:
+    async with console_relay() as live:
         port = live.relay.port
-        loads = [await http_get(port, "/") for _ in range(2)]
+        loads = [await http_get(port, f"/?token={TOKEN}") for _ in range(2)]
         tickets = [page_ticket(body) for _, _, body in loads]
         for status, headers, body in loads:
             assert status == 200
@@ -91,7 +87,8 @@ async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
             assert f"connect-src 'self' ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
             assert "unsafe" not in csp
             assert 'data-path="/acp"' in body
-            assert '<script src="/console.js" defer></script>' in body
+            assert f'data-token="{TOKEN}"' in body
+            assert '<script src="/console.js" type="module"></script>' in body
             assert "<script>" not in body  # nothing inline: the CSP would block it anyway
         assert tickets[0] != tickets[1]
         claims = verify(tickets[0], [SECRET], now=time.time(), max_age=60)
@@ -114,16 +111,69 @@ async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
     "host", ["evil.example:8765", "evil.example", "127.0.0.1:1 onerror=x", ""], ids=str
 )
 async def test_console_refused_to_a_host_that_could_not_connect(host: str) -> None:
-    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket."""
-    async with live_relay(("cat",), console=True) as live:
-        status, _, body = await http_get(live.relay.port, "/", host=host or " ")
+    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket,
+    even with the token; the answer names --allow-origin."""
+    async with console_relay() as live:
+        for path in (f"/?token={TOKEN}", "/console-ticket"):
+            headers = [f"Acp-Console-Token: {TOKEN}"]
+            status, _, body = await http_get(live.relay.port, path, host or " ", headers)
+            assert status == 403
+            assert "ticket" not in body
+            assert "--allow-origin" in body
+
+
+@pytest.mark.parametrize("query", ["", "?token=", "?token=wrong", f"?x={TOKEN}"], ids=repr)
+async def test_console_page_needs_the_token(query: str) -> None:
+    """Without the run's token in its address the page is 403, saying where the address is."""
+    async with console_relay() as live:
+        status, _, body = await http_get(live.relay.port, f"/{query}")
     assert status == 403
-    assert "ticket" not in body
+    assert "data-ticket" not in body
+    assert "printed on its standard output (http://HOST:PORT/?token=...)" in body
+
+
+async def test_console_ticket_needs_the_token_and_the_same_origin() -> None:
+    """/console-ticket gives a working dev-console ticket for the token's header from the
+    page's own origin; no token, a wrong one or another origin gets 403."""
+    async with console_relay() as live:
+        port = live.relay.port
+        ok = f"Acp-Console-Token: {TOKEN}"
+        refused = [
+            [],
+            ["Acp-Console-Token: wrong"],
+            [ok, "Origin: http://evil.example"],
+            [ok, "Sec-Fetch-Site: cross-site"],
+        ]
+        for headers in refused:
+            assert (await http_get(port, "/console-ticket", headers=headers)).status == 403
+        status, answer_headers, ticket = await http_get(
+            port, "/console-ticket", headers=[ok, f"Origin: http://127.0.0.1:{port}"]
+        )
+        assert status == 200
+        assert "access-control-allow-origin" not in answer_headers
+        assert verify(ticket, [SECRET], now=time.time(), max_age=60).sub == "dev-console"
+        async with connect(live.url(ticket)) as ws:
+            await ws.send('{"id":1}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"id":1}'
+
+
+async def test_console_token_never_logged() -> None:
+    """A refused console request logs why, never the token that came with it."""
+    async with console_relay() as live:
+        with capture_logs() as events:
+            await http_get(live.relay.port, f"/?token={TOKEN}x")
+            await http_get(live.relay.port, f"/?token={TOKEN}", host="evil.example")
+    assert [e["reason"] for e in events] == [
+        "missing or wrong console token",
+        "origin not allowed",
+    ]
+    assert TOKEN not in repr(events)
 
 
 async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
     """Under --dev, a WebSocket upgrade to / is not admitted: the endpoint stays --path."""
-    async with live_relay(("cat",), console=True) as live:
+    async with console_relay() as live:
         with pytest.raises(InvalidStatus, match="404"):
             async with connect(f"{live.base}/?ticket={make_ticket()}"):
                 pass
@@ -135,27 +185,7 @@ async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
 @pytest.fixture
 def chromium() -> str:
     """Debian's chromium, installed by the project's test setup if missing."""
-    require_packages("chromium", commands=("chromium",))
-    return CHROMIUM
-
-
-@asynccontextmanager
-async def browser(executable: str, profile: Path) -> AsyncIterator[BrowserContext]:
-    """A headless Chromium with a fresh profile, closed at the end of the block."""
-    async with async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=executable,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            viewport=VIEWPORT,
-            timeout=WAIT_MS * 3,
-        )
-        context.set_default_timeout(WAIT_MS)
-        try:
-            yield context
-        finally:
-            await context.close()
+    return require_chromium()
 
 
 def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
@@ -167,8 +197,7 @@ def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
 
 
 def save_screenshot(png: bytes, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / name).write_bytes(png)
+    save_artifact(png, name)
     if name == "console.png" and (
         not README_SHOT.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
     ):
@@ -177,15 +206,19 @@ def save_screenshot(png: bytes, name: str) -> None:
 
 
 async def console_url(relay: RelayRun) -> str:
-    """The console address the --dev banner prints on stdout."""
+    """The console address the --dev banner prints on stdout, with the run's token."""
 
     def parse() -> str | None:
         found = re.search(r"Dev console \(.*\):\n +(\S+)\n", "\n".join(relay.stdout) + "\n")
         return found[1] if found else None
 
     url = await until(parse, lambda: f"the console address on stdout: {relay.stdout}")
-    assert url == f"http://127.0.0.1:{relay.port}/"
+    assert re.fullmatch(rf"http://127\.0\.0\.1:{relay.port}/\?token=[\w-]{{32}}", url), url
     return url
+
+
+def console_token(url: str) -> str:
+    return url.partition("?token=")[2]
 
 
 @pytest.mark.slow
@@ -204,10 +237,15 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         sockets: list[str] = []
         page.on("websocket", lambda ws: sockets.append(ws.url))
 
-        await page.goto(await console_url(relay))
+        url = await console_url(relay)
+        served = await page.goto(url)
+        assert served is not None
+        ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
         await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+        assert await page.locator("body").get_attribute("data-ticket") is None
+        assert await page.locator("body").get_attribute("data-token") is None
 
         await page.click("#send-initialize")
         await expect(rows(page, "to_agent", "initialize #1")).to_have_count(1)
@@ -253,14 +291,14 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         save_screenshot(await page.screenshot(), "console.png")
 
     assert problems == []
-    assert len(sockets) == 1
-    ticket = sockets[0].partition("?ticket=")[2]
+    assert sockets == [f"ws://127.0.0.1:{relay.port}/acp"]  # the ticket went as a subprotocol
     assert len(ticket) > 40
     opened = relay.events("connection opened")
     assert [r["subject"] for r in opened] == ["dev-console"]
     stderr = "\n".join(relay.stderr)
     assert ticket not in stderr
     assert ticket.rsplit(".", 1)[-1] not in stderr
+    assert console_token(url) not in stderr
     assert relay.events("connection closed")[0]["messages_in"] == 4
 
 
@@ -276,31 +314,10 @@ ws.onclose = (e) => {{ result.textContent = "closed " + e.code; }};
 """
 
 
-@contextmanager
-def other_origin(ws_url: str) -> Iterator[str]:
+def other_origin(ws_url: str) -> contextlib.AbstractContextManager[str]:
     """A second loopback HTTP server whose only page tries a WebSocket to ``ws_url``."""
     body = OTHER_PAGE.format(url=repr(ws_url)).encode()
-
-    class Page(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    return page_server(lambda _path: (200, "text/html; charset=utf-8", body))
 
 
 @pytest.mark.slow
@@ -320,3 +337,171 @@ async def test_page_from_another_origin_is_refused(chromium: str, tmp_path: Path
     assert refusals[0]["status"] == 403
     assert refusals[0]["reason"].startswith(f"origin {origin} is not allowed")
     assert relay.events("connection opened") == []
+
+
+# -- resuming, permission requests, a narrow window -------------------------------------
+
+LONG = 300  # words in a long answer
+RESUMED = re.compile(r"^resumed after \d+\.\d s, \d+ messages? replayed$")
+
+
+def slow_demo(delay: float = 0.01) -> str:
+    """--agent for the demo agent streaming one word every ``delay`` seconds."""
+    return shlex.join([*DEMO_AGENT, "--word-delay", str(delay)])
+
+
+def events(page: Page) -> Locator:
+    """The page's socket event rows."""
+    return page.locator('#log li[data-dir="event"] .summary')
+
+
+async def open_console(context: BrowserContext, url: str, problems: list[str]) -> Page:
+    """The console at ``url``, open; page errors go into ``problems``."""
+    page = await context.new_page()
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    await page.goto(url)
+    await expect(page.locator("#status")).to_have_text("open: /acp")
+    return page
+
+
+async def start_session(page: Page) -> None:
+    """initialize and session/new, answered."""
+    await page.click("#send-initialize")
+    await expect(rows(page, "to_client", "result #1 (initialize)")).to_have_count(1)
+    await page.click("#send-new")
+    await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_resumes_a_long_answer_across_a_network_cut(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The console streams a long answer, the network is reset mid-way: the page says it is
+    resuming, then "resumed after N s, M messages replayed", and the answer is complete with
+    every chunk once; the relay kept one connection (one agent) and logged one resume."""
+    words = [f"word{i:03d} " for i in range(LONG)]
+    async with (
+        serve("--dev", "--agent", slow_demo(), env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        await start_session(page)
+        await page.fill("#prompt", "".join(words))
+        await page.click("#send-prompt")
+        chunks = rows(page, "to_client", "agent_message_chunk")
+        await expect(chunks.nth(LONG // 3)).to_be_attached()  # a third of the answer is in
+        net.reset()
+        await expect(events(page).filter(has_text="resuming within")).to_have_count(1)
+        await expect(events(page).filter(has_text=RESUMED)).to_have_count(1)
+        await expect(rows(page, "to_client", "result #3 (session/prompt)")).to_have_count(1)
+        await expect(page.locator("#agent-text .agent").last).to_have_text("".join(words))
+        assert await chunks.count() == LONG + 1  # and the session report: each once
+        await expect(page.locator("#status")).to_have_text(RESUMED)
+        save_artifact(await page.screenshot(), "console-resumed.png")
+        [lost] = await events(page).filter(has_text="resuming within").all_inner_texts()
+        assert lost == "connection lost (lost (no close frame)), resuming within 60 s"
+        assert len(relay.events("connection opened")) == 1
+        await relay.wait_event("connection resumed")
+    assert problems == []
+    assert token not in "\n".join(relay.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_says_why_it_could_not_resume(chromium: str, tmp_path: Path) -> None:
+    """With the network gone past the relay's grace, the console says it could not resume and
+    why, and offers a new connection."""
+    args = ("--dev", "--agent", "cat", "--resume-grace", "1")
+    async with (
+        serve(*args, env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        net.reset()
+        net.blackhole()  # new sockets get nowhere either
+        status = page.locator("#status")
+        await expect(status).to_have_text(
+            "could not resume: could not resume within the relay's grace of 1 s (no ticket in time)"
+        )
+        await expect(page.locator("#reload")).to_be_visible()
+        await expect(page.locator("#send-raw")).to_be_disabled()
+        await relay.wait_event("connection expired")
+        net.restore()
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_answers_the_agents_requests(chromium: str, tmp_path: Path) -> None:
+    """A permission request shows as the tool call's title and kind with a button per option;
+    the click sends the chosen outcome. Any other agent request is answered -32601 at once."""
+    async with (
+        serve("--dev", "--agent", shlex.join(ASKS), env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        problems: list[str] = []
+        page = await open_console(context, await console_url(relay), problems)
+        ask = page.locator("#asks .ask")
+        await expect(ask).to_have_count(1)
+        await expect(ask.locator(".tool-title")).to_have_text("Write notes.md")
+        await expect(ask.locator(".tool-kind")).to_have_text("edit")
+        await expect(ask.locator("button")).to_have_text(["Allow"])
+        save_artifact(await page.screenshot(), "console-ask.png")
+        await ask.locator("button", has_text="Allow").click()
+        await expect(page.locator("#asks")).to_be_hidden()
+        answer = rows(page, "to_agent", "result #perm-1 (session/request_permission)")
+        await expect(answer).to_have_count(1)
+        answered = rows(page, "to_client", "answered")
+        await expect(answered).to_have_count(1)
+        params = json.loads(await answered.get_attribute("data-line") or "")["params"]
+        assert params == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+        # asks.py echoes other lines: a request sent raw comes back as the agent's request
+        params = {"sessionId": "s-1", "path": "/etc/hostname"}
+        read = {"jsonrpc": "2.0", "id": "q1", "method": "fs/read_text_file", "params": params}
+        await page.fill("#raw", json.dumps(read))
+        await page.click("#send-raw")
+        refusal = rows(page, "to_agent", "error #q1 (fs/read_text_file): Method not found")
+        await expect(refusal).to_have_count(1)
+        error = json.loads(await refusal.get_attribute("data-line") or "")["error"]
+        assert error["code"] == -32601
+        assert error["data"]["method"] == "fs/read_text_file"
+        save_artifact(await page.screenshot(), "console-asks.png")
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_stacks_its_panes_on_a_narrow_window(chromium: str, tmp_path: Path) -> None:
+    """At a phone's width the send pane sits above the lines, both full width, nothing wider
+    than the window; at a desktop's width they sit side by side."""
+    async with serve("--dev", "--agent", "cat", env=clean_env()) as relay:
+        url = await console_url(relay)
+        for width, height, stacked in ((390, 844, True), (1100, 640, False)):
+            viewport = ViewportSize(width=width, height=height)
+            profile = tmp_path / f"profile-{width}"
+            async with browser(chromium, profile, viewport) as context:
+                page = await open_console(context, url, [])
+                controls = await page.locator("section.controls").bounding_box()
+                lines = await page.locator("section.lines").bounding_box()
+                assert controls is not None
+                assert lines is not None
+                if stacked:
+                    assert lines["y"] >= controls["y"] + controls["height"] - 1
+                    for box in (controls, lines):
+                        assert box["x"] <= 1
+                        assert box["width"] >= width - 20
+                else:
+                    assert lines["x"] >= controls["x"] + controls["width"] - 1
+                    assert abs(lines["y"] - controls["y"]) <= 1
+                scroll_width = await page.evaluate("document.documentElement.scrollWidth")
+                assert scroll_width <= width
+                save_artifact(await page.screenshot(full_page=True), f"console-{width}.png")

@@ -221,6 +221,23 @@ async def test_cancel_ends_prompt_cancelled(tmp_path: Path) -> None:
         assert (await prompting).stop_reason == "cancelled"
 
 
+async def test_word_delay_streams_slowly_enough_to_cancel_midway(tmp_path: Path) -> None:
+    """With --word-delay a long prompt is still streaming after its first chunk: a cancel then
+    ends it cancelled, with the words sent so far in order."""
+    words = [f"w{i} " for i in range(200)]
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path, "--word-delay", "0.05") as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        prompting = asyncio.create_task(
+            agent.conn.prompt(session_id="s", prompt=[text_block("".join(words))])
+        )
+        await agent.client.wait_for(lambda: len(agent.client.texts("s")) >= 2)
+        await agent.conn.cancel(session_id="s")
+        assert (await prompting).stop_reason == "cancelled"
+        chunks = agent.client.texts("s")
+        assert 2 <= len(chunks) < len(words)
+        assert chunks == words[: len(chunks)]
+
+
 async def test_stderr_command_writes_stderr_and_echoes(tmp_path: Path) -> None:
     """/stderr TEXT writes TEXT to stderr and echoes the prompt as usual."""
     prompt = "/stderr hello from the demo"

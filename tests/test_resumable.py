@@ -11,13 +11,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 import pytest
+from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.resume import NO_CONNECTION, PROFILE
 from tests.support.agents import ECHO_AGENT, STREAM
 from tests.support.figures import record
-from tests.support.live import LiveRelay, live_relay, make_ticket
+from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
 from tests.support.processes import children_of, fd_count, pid_alive
 from tests.support.resume import Record, ResumeClient, ResumeState, first_frame
@@ -86,7 +87,7 @@ async def test_open_welcomes_and_carries_numbered_messages() -> None:
         welcome = client.state.welcome
         assert client.ws.subprotocol == PROFILE
         assert (welcome["resumed"], welcome["received"], welcome["next"]) == (False, 0, 1)
-        assert (welcome["grace"], welcome["window"]) == (30, 64 * KiB)
+        assert (welcome["grace"], welcome["window"], welcome["last"]) == (30, 64 * KiB, 0)
         assert len(welcome["secret"]) >= 40
         assert client.ws.response is not None
         assert welcome["connection"] == client.ws.response.headers["Acp-Connection-Id"]
@@ -147,6 +148,29 @@ async def test_stream_cut_midway_arrives_exactly_once_in_order(how: str) -> None
         await again.close()
 
 
+async def test_resume_welcome_names_the_backlog() -> None:
+    """A resume's welcome says which records wait for the client: ``next`` to ``last``; the
+    connection's close line then names the last socket's close (1000), not the first's."""
+    relay = live_relay(ECHO_AGENT, resume_grace=30)
+    async with relay as live, NetCut(live.relay.port) as net:
+        client = await ResumeClient.open(net.url() + "?ticket=" + make_ticket())
+        for i in range(3):
+            await client.send(b'{"id":%d}' % i)
+        async with asyncio.timeout(5):
+            await records(client, 1)  # records 2 and 3 stay unread: the client lacks them
+            net.reset()
+            await until_detached(live)
+            again = await ResumeClient.open(resumable(live), client.state)
+        assert (again.state.welcome["next"], again.state.welcome["last"]) == (2, 3)
+        async with asyncio.timeout(5):
+            assert await records(again, 2) == [(2, b'{"id":1}'), (3, b'{"id":2}')]
+        with capture_logs() as events:
+            await again.close()
+            await until_idle(live.relay)
+    [closed] = [e for e in events if e["event"] == "connection closed"]
+    assert closed["close_code"] == 1000
+
+
 async def test_request_written_during_the_outage_is_delivered_once() -> None:
     """A message sent into a dead socket, and one queued while away, each reach the agent once."""
     async with live_relay(ECHO_AGENT, resume_grace=30) as live, NetCut(live.relay.port) as net:
@@ -181,7 +205,7 @@ async def test_outage_past_the_grace_ends_the_connection_and_its_agent() -> None
             pid = json.loads(line)["params"]["pid"]
             net.reset()
         await until(lambda: not pid_alive(pid), seconds=5)
-        assert not live.relay.connections
+        await until_idle(live.relay)  # the connection is forgotten just after its agent
         with pytest.raises(ConnectionClosed):
             await ResumeClient.open(resumable(live), client.state)
         assert await refusal(live, client.state) == (4404, NO_CONNECTION)

@@ -107,8 +107,12 @@ def test_records_wrap_the_raw_line() -> None:
 
 
 def test_welcome_is_one_json_control_frame() -> None:
-    """The welcome has no newline and names the connection, its secret and the limits."""
-    frame = Welcome("c-1", "s", resumed=True, received=4, next=9, grace=60.0, window=1024).frame()
+    """The welcome has no newline and names the connection, its secret, the limits and the
+    last record the relay holds."""
+    welcome = Welcome(
+        "c-1", "s", resumed=True, received=4, next=9, grace=60.0, window=1024, last=12
+    )
+    frame = welcome.frame()
     assert b"\n" not in frame
     assert json.loads(frame) == {
         "type": "welcome",
@@ -119,6 +123,7 @@ def test_welcome_is_one_json_control_frame() -> None:
         "next": 9,
         "grace": 60.0,
         "window": 1024,
+        "last": 12,
     }
 
 
@@ -202,10 +207,17 @@ def test_bad_relay_frames_are_refused(frame: bytes, why: str) -> None:
 
 def test_welcome_reads_back() -> None:
     """The welcome the relay writes is the welcome the client reads."""
-    welcome = Welcome("c-1", "s" * 43, resumed=False, received=0, next=1, grace=60, window=10)
+    welcome = Welcome("c-1", "s" * 43, False, received=0, next=1, grace=60, window=10, last=3)
     assert parse_welcome(welcome.frame()) == welcome
     with pytest.raises(ProfileError, match="welcome"):
         parse_welcome(b'{"type":"open"}')
+
+
+def test_welcome_without_last_means_no_backlog() -> None:
+    """A welcome without ``last`` (an older relay) reads as holding nothing past ``next``."""
+    frame = b'{"type":"welcome","connection":"c","secret":"s","received":0,"next":5,'
+    frame += b'"grace":1,"window":9}'
+    assert parse_welcome(frame).last == 4
 
 
 def test_sent_keeps_what_the_relay_lacks() -> None:

@@ -18,12 +18,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import uvloop
 
-from relay import logs
+from relay import devconsole, logs
 from relay.admission import Policy
 from relay.cli.files import (
     check_agent_program,
@@ -52,6 +53,7 @@ from relay.urls import with_ticket
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
+TOKEN_BYTES = devconsole.TOKEN_BYTES
 SHUTDOWN_MARGIN = 2.0
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
@@ -80,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     for secret in secrets:
         register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
+    if settings.dev:
+        config = replace(config, console_token=devconsole.new_token(os.urandom(TOKEN_BYTES)))
+        register_secret(config.console_token)
     open_files = raise_open_files_limit()
     uvloop.run(run_relay(config, settings, secrets, open_files))
     return 0
@@ -120,6 +125,10 @@ def agent_command(settings: Settings) -> tuple[str, ...]:
 def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, str]) -> RelayConfig:
     """The server's configuration, once the agent's program and workspace are checked;
     the agent defaults to the demo agent under --dev."""
+    if settings.dev:
+        remote = devconsole.remote_dev_refusal(settings.host, settings.dev_allow_remote)
+        if remote is not None:
+            raise UsageError(remote)
     argv = agent_command(settings)
     agent_env = agent_environment(env, settings.agent_env)
     check_agent_program(argv, agent_env, settings.workspace)
@@ -247,7 +256,7 @@ async def run_relay(
         )
     with tempfile.TemporaryDirectory(prefix="acp-relay-dev-") as scratch:
         if settings.dev:
-            print_dev_banner(url, secrets[0], settings.audience, Path(scratch))
+            print_dev_banner(url, secrets[0], settings, config, Path(scratch))
         await stop.wait()
     log.info("shutting down", connections=len(relay.connections))
     try:
@@ -275,19 +284,47 @@ def self_command() -> str:
     return shlex.join([sys.executable, "-m", "relay"])
 
 
-def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path) -> None:
-    """Print ready-to-use URLs on stdout (never in the logs): each ticket works once."""
-    secret_file = scratch / "secret"
-    secret_file.write_text(secret + "\n")
-    secret_file.chmod(0o600)
+def dev_secret_source(settings: Settings) -> str:
+    """Which secret signs the --dev tickets, for the banner."""
+    if settings.secret_file:
+        return f"the first line of {settings.secret_file} (--secret-file)"
+    if settings.secret_env:
+        return "ACP_RELAY_SECRET, from the environment"
+    return "a throwaway one, new at each start (--secret-file FILE keeps one)"
+
+
+def dev_agent(settings: Settings, config: RelayConfig) -> str:
+    """Which agent each socket gets, for the banner."""
+    if settings.agent_argv is not None:
+        return f"{shlex.join(config.agent_argv)} (--agent)"
+    return "the built-in demo agent (--agent COMMAND for another)"
+
+
+def print_dev_banner(
+    url: str, secret: str, settings: Settings, config: RelayConfig, scratch: Path
+) -> None:
+    """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
+    console's address carries the run's token."""
+    audience = settings.audience
+    if settings.secret_file:
+        secret_file = Path(settings.secret_file)
+    else:
+        secret_file = scratch / "secret"
+        secret_file.write_text(secret + "\n")
+        secret_file.chmod(0o600)
     browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
     editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     me = self_command()
-    more = f"{me} ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
-    console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/
+    more = f"{me} ticket --secret-file {shlex.quote(str(secret_file))} --ttl {DEV_TICKET_TTL}"
+    more += f" --url {url}"
+    base = "http://" + url.split("/")[2]  # ws://HOST:PORT/path -> http://HOST:PORT
+    console = devconsole.console_url(base, config.console_token)
     print(
-        "\nacp-relay is running in --dev mode (throwaway secret, demo agent by default).\n"
-        f"  Dev console (a fresh ticket per page load):\n    {console}\n"
+        "\nacp-relay is running in --dev mode: not for production.\n"
+        f"  Secret: {dev_secret_source(settings)}\n"
+        f"  Agent: {dev_agent(settings, config)}\n"
+        f"  Dev console (a fresh ticket per page load; keep the address to yourself):\n"
+        f"    {console}\n"
         f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
         f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} {me} connect {url}\n"
         f"  More tickets:\n    {more}\n",

@@ -3,9 +3,10 @@
 // A dependency-free ES module, served by the relay at /acp-relay-resume.js. Its class has
 // the browser WebSocket interface (constructor, readyState, send, close, onmessage, ...)
 // and does the resuming inside: when the socket is lost without the relay's close frame,
-// it reconnects with backoff and jitter, with a fresh ticket each time, within the grace
-// the relay advertises; the page sees a pause, then every message once, in order. The
-// wire format is docs/resume.md's.
+// it reconnects with backoff and jitter, with a fresh ticket each time (carried as the
+// subprotocol acp-ticket.<ticket>, never in the URL), within the grace the relay
+// advertises; the page sees a pause, then every message once, in order. The wire format
+// is docs/resume.md's.
 //
 //   import { resumingWebSocket } from "https://relay.example/acp-relay-resume.js";
 //   const ResumingWebSocket = resumingWebSocket({
@@ -13,7 +14,8 @@
 //   });
 //   const ws = new ResumingWebSocket("wss://relay.example/acp");
 //   ws.addEventListener("resuming", (e) => show("connection lost, resuming…"));
-//   ws.addEventListener("resumed", (e) => show(`resumed after ${e.detail.seconds} s`));
+//   ws.addEventListener("resumed", (e) => show(`resumed after ${e.detail.seconds} s, ` +
+//     `${e.detail.replayed} messages replayed`));
 //   ws.addEventListener("failed", (e) => show(`could not resume: ${e.detail.reason}`));
 //
 // The class returned by resumingWebSocket() fits where only a constructor does, e.g. the
@@ -21,28 +23,35 @@
 // `WebSocket` (from the `ws` package) for the inner sockets. Options:
 //
 //   ticket          () => string | Promise<string>: a fresh single-use ticket for each
-//                   socket, the first included. Without it the URL is used as given and a
-//                   lost connection cannot be resumed (a ticket is spent by its socket).
+//                   socket, the first included, sent as the subprotocol acp-ticket.<ticket>
+//                   (the URL then must carry none). Without it the URL is used as given
+//                   (?ticket=) and a lost connection cannot be resumed (a ticket is spent
+//                   by its socket).
 //   WebSocket       the inner socket's constructor (default: globalThis.WebSocket).
 //   headers         headers for inner sockets that take them (Node's ws), not a ticket.
 //   storage         a Storage (sessionStorage) to keep the resume state in, so that a
 //                   reloaded page resumes; storageKey names the entry. Default: memory only.
 //   backoffFirstMs, backoffMostMs   reconnect delays: full jitter, doubling (100, 2000).
-//   openTimeoutMs   per attempt, until the relay's welcome (10000).
+//   openTimeoutMs   one attempt, from asking for a ticket to the relay's welcome (10000).
 //   ackEvery, ackDelayMs            acknowledge every N records, or after this delay (64, 100).
 //   maxKeptMessages, maxKeptBytes   messages kept until the relay acknowledges them (send
 //                   throws past these: 4096 messages, 16 MiB).
 //   staleAfterMs    a message unacknowledged this long means the socket is dead: resume
 //                   (15000; 0: never). Browsers cannot see the relay's heartbeats.
 //
-// Besides open/message/error/close it dispatches "resuming" {reason}, "resumed" {seconds,
-// replayed, resent} and "failed" {reason, code} (then a close event with the relay's code
-// and reason, e.g. 4404). close() or close(1000) ends the connection at the relay at once.
+// Besides open/message/error/close it dispatches "resuming" {reason, grace} when a socket
+// is lost, "resumed" {seconds, replayed, resent} once a new socket has delivered the
+// backlog the relay kept (seconds: from the loss to the relay's welcome; replayed: the
+// records kept for the page; resent: the page's messages the relay lacked), and "failed"
+// {reason, code} (then a close event with the relay's code and reason, e.g. 4404).
+// close() or close(1000) ends the connection at the relay at once (while resuming there is
+// no socket to say so: the relay then ends it when its grace runs out).
 // The resume secret stays in a private field (and the storage, if given): never in a URL,
 // never logged. If the relay does not select the profile, this is a plain WebSocket.
 
 export const PROFILE = "acp-relay.resume.v1";
 export const ACP_V1 = "acp.v1";
+export const TICKET_PREFIX = "acp-ticket.";
 
 const CONNECTING = 0;
 const OPEN = 1;
@@ -53,8 +62,6 @@ const ABANDONED = 4000; // close code for a socket given up on (never 1000: that
 const PROFILE_BROKEN = 1002;
 const NO_CLOSE_FRAME = 1006;
 const MAX_SEQ = Number.MAX_SAFE_INTEGER; // 2^53 - 1, as the profile says
-const CATCH_UP_QUIET_MS = 50; // the replay after a welcome has ended once records pause this long
-const CATCH_UP_MOST_MS = 2000;
 
 const DEFAULTS = Object.freeze({
   ticket: undefined,
@@ -86,11 +93,10 @@ export class ProfileError extends Error {
   }
 }
 
-/** Where the ticket goes: `?ticket=` for now (one place, so it can become a subprotocol). */
+/** Where the ticket goes: the subprotocol `acp-ticket.<ticket>`, beside the offered ones.
+ * The relay never selects it; it keeps the ticket out of URLs (and so out of logs). */
 export function withTicket(url, protocols, ticket) {
-  const ticketed = new URL(url);
-  ticketed.searchParams.set("ticket", ticket);
-  return { url: ticketed.href, protocols };
+  return { url, protocols: [...protocols, TICKET_PREFIX + ticket] };
 }
 
 /** The frame that carries `message` as client message `seq`, maybe with an ack riding on it. */
@@ -139,15 +145,22 @@ export function parseWelcome(text) {
   if (typeof grace !== "number" || !(grace >= 0)) {
     throw new ProfileError("welcome: 'grace' must be a number of seconds");
   }
+  const next = whole(fields, "next");
   return {
     connection: fields.connection,
     secret: fields.secret,
     resumed: fields.resumed === true,
     received: whole(fields, "received"),
-    next: whole(fields, "next"),
+    next,
     grace,
     window: whole(fields, "window"),
+    last: "last" in fields ? atLeast(whole(fields, "last"), next - 1, "last") : next - 1,
   };
+}
+
+function atLeast(value, least, key) {
+  if (value < least) throw new ProfileError(`'${key}' must be at least ${least}`);
+  return value;
 }
 
 function header(text) {
@@ -339,6 +352,15 @@ export class ResumingWebSocket extends EventTarget {
     this.#url = socketUrl(url);
     this.#protocols = protocolList(protocols);
     this.#options = merged(new.target?.[BOUND], options);
+    const given = new URL(this.#url).searchParams.has("ticket") ||
+      this.#protocols.some((p) => p.startsWith(TICKET_PREFIX));
+    if (this.#options.ticket && given) {
+      throw new DOMException(
+        "a ticket is in the URL or the subprotocols and the ticket option is given: " +
+          "leave it to the ticket option",
+        "SyntaxError",
+      );
+    }
     this.#key = this.#options.storageKey ?? `${PROFILE} ${this.#url}`;
     const stored = loadState(this.#options.storage, this.#key);
     if (stored) this.#restore(stored);
@@ -350,9 +372,9 @@ export class ResumingWebSocket extends EventTarget {
   get url() { return this.#url; }
   get extensions() { return this.#ws?.extensions ?? ""; }
 
+  /** "acp.v1" once open if the page offered it (the relay speaks it, plain or resuming). */
   get protocol() {
     if (this.#state === "connecting") return "";
-    if (this.#plain) return this.#ws?.protocol ?? "";
     return this.#protocols.includes(ACP_V1) ? ACP_V1 : "";
   }
 
@@ -469,21 +491,31 @@ export class ResumingWebSocket extends EventTarget {
     }
   }
 
-  /** A new inner socket (the first, or a resume): ticket, handshake, then the first frame. */
+  /** A new inner socket (the first, or a resume): ticket, handshake, then the first frame.
+   * One timer bounds the whole attempt, the ticket function's wait included. */
   async #connect() {
     const generation = ++this.#generation;
+    const mine = () => generation === this.#generation;
+    let waitingFor = "ticket";
+    const timeout = this.#state === "resuming"
+      ? Math.min(this.#options.openTimeoutMs, Math.max(this.#deadline - Date.now(), 0))
+      : this.#options.openTimeoutMs;
+    this.#openTimer = setTimeout(() => {
+      if (mine()) this.#attemptFailed(`no ${waitingFor} in time`);
+    }, timeout);
     let target = { url: this.#url, protocols: this.#offered() };
     try {
       if (this.#options.ticket) {
-        const ticket = await this.#options.ticket();
-        if (typeof ticket !== "string" || !ticket) throw new Error("the ticket function gave no ticket");
+        const ticket = String(await this.#options.ticket() ?? "").trim(); // a body's "\n" too
+        if (!ticket) throw new Error("the ticket function gave no ticket");
         target = withTicket(target.url, target.protocols, ticket);
       }
     } catch (error) {
-      if (generation === this.#generation) this.#attemptFailed(`no ticket: ${error?.message ?? error}`);
+      if (mine()) this.#attemptFailed(`no ticket: ${error?.message ?? error}`);
       return;
     }
-    if (generation !== this.#generation) return; // closed meanwhile
+    if (!mine()) return; // closed, or timed out, meanwhile
+    waitingFor = "welcome from the relay";
     let ws;
     try {
       const Inner = this.#options.WebSocket ?? globalThis.WebSocket;
@@ -495,15 +527,10 @@ export class ResumingWebSocket extends EventTarget {
     }
     if (this.#binaryType !== undefined) ws.binaryType = this.#binaryType;
     this.#ws = ws;
-    const mine = () => generation === this.#generation;
     ws.onopen = () => mine() && this.#opened(ws);
     ws.onmessage = (event) => mine() && this.#received(event);
     ws.onerror = () => mine() && this.#innerError();
     ws.onclose = (event) => mine() && this.#innerClosed(event.code, event.reason, event.wasClean);
-    const timeout = this.#state === "resuming"
-      ? Math.min(this.#options.openTimeoutMs, Math.max(this.#deadline - Date.now(), 0))
-      : this.#options.openTimeoutMs;
-    this.#openTimer = setTimeout(() => mine() && this.#attemptFailed("no welcome from the relay in time"), timeout);
   }
 
   #offered() {
@@ -566,7 +593,7 @@ export class ResumingWebSocket extends EventTarget {
     this.#save();
     this.#watchAcks();
     if (opening) this.dispatchEvent(new Event("open"));
-    if (resuming) this.#startCatchUp(resent.length);
+    if (resuming) this.#startCatchUp(welcome, resent.length);
   }
 
   #record(text) {
@@ -577,9 +604,9 @@ export class ResumingWebSocket extends EventTarget {
       throw new ProfileError(`record ${this.#last + 1} is missing (got ${frame.seq})`);
     }
     this.#last = frame.seq;
-    if (this.#catchUp) this.#caughtUpLater();
     this.#ackSoon();
     if (this.#state === "open") this.dispatchEvent(messageEvent(frame.message));
+    if (this.#catchUp && this.#last >= this.#catchUp.until) this.#caughtUp();
   }
 
   #innerError() {
@@ -656,28 +683,19 @@ export class ResumingWebSocket extends EventTarget {
     this.#retryTimer = setTimeout(() => this.#connect(), pause);
   }
 
-  #startCatchUp(resent) {
+  /** After a resume's welcome: "resumed" once the backlog the relay kept (records `next`
+   * to `last`) has been delivered to the page, at once when there is none. */
+  #startCatchUp(welcome, resent) {
     const seconds = (Date.now() - this.#lostAt) / 1000;
-    this.#catchUp = { seconds, resent, from: this.#last, started: Date.now(), timer: undefined };
-    this.#caughtUpLater();
-  }
-
-  /** The replay has ended when records pause (or after a while): then say "resumed". */
-  #caughtUpLater() {
-    const catchUp = this.#catchUp;
-    clearTimeout(catchUp.timer);
-    if (Date.now() - catchUp.started >= CATCH_UP_MOST_MS) {
-      this.#caughtUp();
-      return;
-    }
-    catchUp.timer = setTimeout(() => this.#caughtUp(), CATCH_UP_QUIET_MS);
+    const replayed = welcome.last - (welcome.next - 1);
+    this.#catchUp = { seconds, resent, replayed, until: welcome.last };
+    if (this.#last >= welcome.last) this.#caughtUp();
   }
 
   #caughtUp() {
-    const { seconds, resent, from, timer } = this.#catchUp;
-    clearTimeout(timer);
+    const { seconds, resent, replayed } = this.#catchUp;
     this.#catchUp = undefined;
-    this.dispatchEvent(stateEvent("resumed", { seconds, replayed: this.#last - from, resent }));
+    this.dispatchEvent(stateEvent("resumed", { seconds, replayed, resent }));
   }
 
   #fail(code, reason, why) {
@@ -775,7 +793,6 @@ export class ResumingWebSocket extends EventTarget {
       clearTimeout(timer);
     }
     this.#ackTimer = this.#staleTimer = this.#retryTimer = this.#openTimer = undefined;
-    if (this.#catchUp) clearTimeout(this.#catchUp.timer);
     this.#catchUp = undefined;
   }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, NamedTuple
 
@@ -84,14 +85,18 @@ class HttpAnswer(NamedTuple):
     body: str
 
 
-async def http_get(port: int, path: str, host: str | None = None) -> HttpAnswer:
-    """A plain HTTP/1.1 GET of ``path`` on loopback (Host: 127.0.0.1:PORT unless given)."""
-    request = f"GET {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\n\r\n"
+async def http_get(
+    port: int, path: str, host: str | None = None, headers: Sequence[str] = ()
+) -> HttpAnswer:
+    """A plain HTTP/1.1 GET of ``path`` on loopback (Host: 127.0.0.1:PORT unless given),
+    with extra ``headers`` ("Name: value")."""
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host or f'127.0.0.1:{port}'}", *headers]
+    request = "\r\n".join(lines) + "\r\n\r\n"
     head, _, body = (await exchange(port, request.encode())).partition(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
+    answer = head.decode().split("\r\n")
+    fields = dict(line.split(": ", 1) for line in answer[1:])
     return HttpAnswer(
-        int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body.decode()
+        int(answer[0].split()[1]), {k.lower(): v for k, v in fields.items()}, body.decode()
     )
 
 
