@@ -28,6 +28,9 @@ from relay.trace import MIN_MAX_BYTES
 ENV_PREFIX = "ACP_RELAY_"
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
+TICKET_ENV = "ACP_RELAY_TICKET"  # connect's ticket
+# Read by the other commands (connect), not by serve: no warning for them.
+OTHER_COMMANDS_ENV = frozenset({TICKET_ENV})
 # Not for the agent: systemd's credentials folder holds the relay's secret file.
 PRIVATE_ENV = frozenset({"CREDENTIALS_DIRECTORY"})
 
@@ -317,8 +320,15 @@ def config_file_path(flags: Mapping[str, object], env: Mapping[str, str]) -> str
 
 
 def unknown_env_names(env: Mapping[str, str]) -> tuple[str, ...]:
-    """``ACP_RELAY_*`` variables that match no option (likely typos; worth a warning)."""
-    return tuple(sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in _KNOWN_ENV))
+    """``ACP_RELAY_*`` variables (any case) that match no option nor a variable another
+    command reads (likely typos; worth a warning)."""
+    known = _KNOWN_ENV | OTHER_COMMANDS_ENV
+    return tuple(sorted(k for k in env if k.upper().startswith(ENV_PREFIX) and k not in known))
+
+
+def known_env_names() -> frozenset[str]:
+    """Every ``ACP_RELAY_*`` variable ``serve`` reads."""
+    return _KNOWN_ENV
 
 
 @dataclass(frozen=True)

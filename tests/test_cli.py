@@ -403,6 +403,40 @@ async def test_secret_file_rotation(tmp_path: Path) -> None:
         verify(minted, [old], now=time.time(), max_age=60)
 
 
+async def test_start_up_warns_once_about_typos_short_secrets_and_open_secret_files(
+    tmp_path: Path,
+) -> None:
+    """An unknown ACP_RELAY_* variable, a short secret and a secret file others can read are
+    each one warning at start-up, naming the fix; the relay starts all the same."""
+    short = "short-secret-0123456789"  # 23 bytes
+    secrets = write(tmp_path / "secrets", f"{SECRET}\n{short}\n")
+    os.chmod(secrets, 0o644)
+    env = clean_env(ACP_RELAY_MAX_CONECTIONS="3", ACP_RELAY_TICKET="for connect, not serve")
+    async with serve("--agent", CAT, "--secret-file", secrets, env=env) as relay:
+        async with connect(relay.ticket_url(make_ticket(short))) as ws:
+            await round_trip(ws)
+        assert await relay.stop() == 0
+    warnings = [r for r in parse_json_lines(relay.stderr) if r["level"] == "warning"]
+    assert [(r["event"], r.get("name"), r.get("did_you_mean")) for r in warnings] == [
+        ("unknown environment variable ignored", "ACP_RELAY_MAX_CONECTIONS",
+         "ACP_RELAY_MAX_CONNECTIONS"),
+        ("short ticket secret", None, None),
+        ("secret file readable by group or others", None, None),
+    ]  # fmt: skip
+    assert (warnings[1]["secret"], warnings[1]["bytes"]) == (2, 23)
+    assert warnings[2]["fix"] == f"chmod 600 {secrets}"
+    assert short not in "\n".join(relay.stderr)
+
+
+def test_a_secret_under_16_bytes_exits_2_with_the_fix() -> None:
+    """A ticket secret under 16 bytes stops start-up, saying how to make a good one."""
+    env = clean_env(ACP_RELAY_SECRET="hunter2-hunter")
+    message = refusal(run_cli("serve", "--agent", CAT, "--listen", "127.0.0.1:0", env=env))
+    assert message.startswith("acp-relay: ACP_RELAY_SECRET: secret 1 is 14 bytes, under the 16")
+    assert "secrets.token_urlsafe(32)" in message
+    assert "hunter2" not in message
+
+
 # -- acp-relay ticket ---------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ from relay.cli.files import (
     read_named,
 )
 from relay.config import (
+    SECRET_ENV,
     Settings,
     add_serve_arguments,
     agent_environment,
@@ -48,6 +49,12 @@ from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig, fresh_ticket
+from relay.startup import (
+    StartupWarning,
+    environment_warnings,
+    secret_file_warnings,
+    secret_warnings,
+)
 from relay.urls import with_ticket
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
@@ -73,10 +80,8 @@ def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, then run the relay until SIGTERM or SIGINT."""
     settings = read_settings(vars(args), os.environ)
     logs.configure(settings.log_level, settings.log_format)
-    if settings.dev:
-        secrets = _dev_secrets(settings)
-    else:
-        secrets = load_secrets(settings.secret_file, settings.secret_env)
+    warn(environment_warnings(os.environ))
+    secrets = read_secrets(settings)
     for secret in secrets:
         register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
@@ -93,10 +98,24 @@ def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settin
     return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
 
 
-def _dev_secrets(settings: Settings) -> tuple[str, ...]:
-    if settings.secret_file or settings.secret_env:
-        return load_secrets(settings.secret_file, settings.secret_env)
-    return (random_secrets.token_urlsafe(32),)
+def read_secrets(settings: Settings) -> tuple[str, ...]:
+    """The ticket secrets, checked (a warning if short or exposed, exit 2 if too short);
+    under --dev without any, a throwaway one."""
+    if settings.dev and not (settings.secret_file or settings.secret_env):
+        return (random_secrets.token_urlsafe(32),)
+    secrets = load_secrets(settings.secret_file, settings.secret_env)
+    source = f"--secret-file {settings.secret_file}" if settings.secret_file else SECRET_ENV
+    warn(secret_warnings(secrets, source))
+    if settings.secret_file:
+        warn(secret_file_warnings(settings.secret_file, os.stat(settings.secret_file).st_mode))
+    return secrets
+
+
+def warn(warnings: Sequence[StartupWarning]) -> None:
+    """Log each start-up warning, once."""
+    log = logs.get_logger("relay")
+    for each in warnings:
+        log.warning(each.event, **each.fields)
 
 
 def agent_command(settings: Settings) -> tuple[str, ...]:
