@@ -150,9 +150,12 @@ def read_secret(path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Signals) -> None:
-    """On SIGTERM/SIGINT every socket gets 1001, the relay exits 0 in time, no agent is left."""
+    """On SIGTERM, SIGINT or SIGHUP every socket gets 1001, the relay exits 0 in time, logging
+    which signal stopped it, and no agent is left."""
     args = ("--agent", shlex.join(CHOOSER), "--kill-grace", str(KILL_GRACE))
     async with serve(*args, env=secret_env()) as relay:
         sockets: list[ClientConnection] = []
@@ -185,7 +188,9 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
     assert took < KILL_GRACE + 2
     assert codes == [1001, 1001, 1001]
     assert await until_gone(pids, seconds=1)
-    assert [r["connections"] for r in relay.events("shutting down")] == [3]
+    assert [(r["signal"], r["connections"]) for r in relay.events("shutting down")] == [
+        (sig.name, 3)
+    ]
     assert len(relay.events("connection closed")) == 3
     assert relay.events("stopped")
 

@@ -60,6 +60,8 @@ from relay.urls import with_ticket
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
+# A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
 
@@ -77,7 +79,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    """Resolve the configuration, then run the relay until SIGTERM or SIGINT."""
+    """Resolve the configuration, then run the relay until SIGTERM, SIGINT or SIGHUP."""
     settings = read_settings(vars(args), os.environ)
     logs.configure(settings.log_level, settings.log_format)
     warn(environment_warnings(os.environ))
@@ -233,12 +235,13 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
 async def run_relay(
     config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
+    """Serve until SIGTERM, SIGINT or SIGHUP, then shut down within kill-grace + 2 s."""
     relay = Relay(config)
     stop = asyncio.Event()
+    stopped_by: list[str] = []
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop_on, sig, stop, stopped_by)
     loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
         await relay.start()
@@ -267,13 +270,19 @@ async def run_relay(
         if settings.dev:
             print_dev_banner(url, secrets[0], settings.audience, Path(scratch))
         await stop.wait()
-    log.info("shutting down", connections=len(relay.connections))
+    log.info("shutting down", signal=stopped_by[0], connections=len(relay.connections))
     try:
         await asyncio.wait_for(relay.shutdown(), config.kill_grace + SHUTDOWN_MARGIN)
     except TimeoutError:
         log.error("shutdown took too long; killing what is left")
         relay.kill_agents()
     log.info("stopped")
+
+
+def _stop_on(sig: signal.Signals, stop: asyncio.Event, stopped_by: list[str]) -> None:
+    if not stop.is_set():
+        stopped_by.append(sig.name)
+    stop.set()
 
 
 def _url_host(host: str) -> str:
