@@ -18,7 +18,7 @@ import subprocess
 from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Protocol
 
 from relay.framing import Dropped, Line, LineSplitter
 
@@ -26,6 +26,14 @@ PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffere
 STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its size only
 STDERR_CHUNK = 1 << 16  # bytes asked of the agent's stderr per read
 _GROUP_POLL = 0.02
+
+
+class Guard(Protocol):
+    """What stops the agents if the relay dies (:class:`relay.watchdog.Watchdog`)."""
+
+    def watch(self, pgid: int) -> None: ...
+
+    def forget(self, pgid: int) -> None: ...
 
 
 class AgentStartError(Exception):
@@ -67,17 +75,23 @@ class AgentProcess:
     pidfd, so the agent's exit is seen at once even while its children hold its pipes.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes], pipes: _Pipes) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], pipes: _Pipes, guard: Guard | None = None
+    ) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.stdin, self.stdout, self.stderr = pipes.stdin, pipes.stdout, pipes.stderr
         self._pipes = pipes
+        self._guard = guard
         self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         _watch_exit(popen, self._exited)
 
     @classmethod
-    async def start(cls, argv: Sequence[str], *, cwd: str, env: dict[str, str]) -> AgentProcess:
-        """Start ``argv`` (never through a shell) in a new process group."""
+    async def start(
+        cls, argv: Sequence[str], *, cwd: str, env: dict[str, str], guard: Guard | None = None
+    ) -> AgentProcess:
+        """Start ``argv`` (never through a shell) in a new process group, watched by
+        ``guard`` (if any) until :meth:`release`."""
         try:
             # vfork + exec blocks the loop about 0.2 ms: cheaper than the loop's own spawn.
             popen = subprocess.Popen(  # noqa: ASYNC220
@@ -91,6 +105,8 @@ class AgentProcess:
             )
         except OSError as exc:
             raise AgentStartError(describe_start_error(argv, cwd, exc)) from exc
+        if guard is not None:
+            guard.watch(popen.pid)
         try:
             pipes = await _connect_pipes(popen)
         except BaseException:
@@ -98,8 +114,10 @@ class AgentProcess:
             for pipe in (popen.stdin, popen.stdout, popen.stderr):
                 if pipe is not None:
                     pipe.close()
+            if guard is not None:
+                guard.forget(popen.pid)
             raise
-        return cls(popen, pipes)
+        return cls(popen, pipes, guard)
 
     @property
     def returncode(self) -> int | None:
@@ -139,9 +157,13 @@ class AgentProcess:
             self._signal_group(signal.SIGKILL)
 
     def release(self) -> None:
-        """Close the relay's ends of the pipes (uvloop keeps them open past EOF)."""
+        """The relay is done with the agent, stopped: close the relay's ends of the pipes
+        (uvloop keeps them open past EOF) and take it off the guard's list."""
         for transport in self._pipes.transports:
             transport.close()
+        if self._guard is not None:
+            self._guard.forget(self.pid)
+            self._guard = None
 
     def kill_group(self) -> None:
         """SIGKILL the agent's whole process group at once."""

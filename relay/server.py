@@ -28,7 +28,7 @@ from websockets.typing import Subprotocol
 
 from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
-from relay.agent import AgentProcess
+from relay.agent import AgentProcess, Guard
 from relay.connection import Attachment, Connection, RelayContext
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
@@ -66,7 +66,13 @@ class Admission:
 class Relay:
     """The relay server: admission, connection bookkeeping, /healthz and /busy."""
 
-    def __init__(self, config: RelayConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        guard: Guard | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.replay_guard = ReplayGuard()
@@ -82,7 +88,7 @@ class Relay:
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
-        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats)
+        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats, guard)
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:

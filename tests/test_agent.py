@@ -134,3 +134,28 @@ async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
         "[10000 bytes, over 8192: not shown]",
         "last",
     ]
+
+
+class ListedGroups:
+    """A guard that keeps the list the watchdog would keep."""
+
+    def __init__(self) -> None:
+        self.groups: list[int] = []
+
+    def watch(self, pgid: int) -> None:
+        self.groups.append(pgid)
+
+    def forget(self, pgid: int) -> None:
+        self.groups.remove(pgid)
+
+
+async def test_the_guard_watches_an_agent_from_its_start_to_its_release(tmp_path: Path) -> None:
+    """An agent's process group is on the guard's list from its start until released."""
+    guard = ListedGroups()
+    agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV, guard=guard)
+    assert guard.groups == [agent.pid]
+    await agent.stop(0.5)
+    assert guard.groups == [agent.pid]  # stopped, not yet released
+    agent.release()
+    agent.release()
+    assert guard.groups == []

@@ -34,7 +34,6 @@ from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, 
 from tests.support.clients import ChunkClient
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.live import SECRET, make_ticket
-from tests.support.processes import children_of
 from tests.support.sockets import closed_with, refused, round_trip
 from tests.support.waiting import until, until_gone
 
@@ -173,7 +172,7 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
             await round_trip(sockets[2])
             opened = await relay.wait_event("connection opened", 3)
             pids.update(record["pid"] for record in opened)
-            pids.update(children_of(relay.pid))
+            pids.update(relay.agents())
             assert len(pids) == 5  # two stubborn agents with a child each, one cat
 
             closing = [asyncio.create_task(closed_with(ws)) for ws in sockets]
@@ -193,6 +192,32 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
     ]
     assert len(relay.events("connection closed")) == 3
     assert relay.events("stopped")
+
+
+@pytest.mark.slow
+async def test_agents_and_their_children_die_with_a_killed_relay() -> None:
+    """SIGKILL the relay: its agents and their children, deaf to stdin EOF and SIGTERM, are
+    stopped by the watchdog within the kill grace, and the watchdog exits."""
+    args = ("--agent", shlex.join(STUBBORN), "--kill-grace", str(KILL_GRACE))
+    async with serve(*args, env=secret_env()) as relay:
+        watchdog = relay.events("listening")[0]["watchdog_pid"]
+        sockets = [await connect(relay.ticket_url()) for _ in range(2)]
+        pids: list[int] = []
+        for ws in sockets:
+            async with asyncio.timeout(10):
+                ready = str(await ws.recv()).split()
+            assert ready[0] == "ready"
+            pids += [int(pid) for pid in ready[1:]]
+        killed = time.monotonic()
+        assert await relay.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert await until_gone([*pids, watchdog], seconds=KILL_GRACE + 2)
+        took = time.monotonic() - killed
+        for ws in sockets:
+            ws.transport.abort()
+    assert len(set(pids)) == 4  # two agents, a child each
+    assert took < KILL_GRACE + 2
+    stopping = relay.events("relay gone: stopping its agents")
+    assert [sorted(r["process_groups"]) for r in stopping] == [sorted(pids[::2])]
 
 
 # -- secrets ----------------------------------------------------------------------------

@@ -56,12 +56,14 @@ from relay.startup import (
     secret_warnings,
 )
 from relay.urls import with_ticket
+from relay.watchdog import Watchdog
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
 # A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
 
@@ -235,8 +237,31 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
 async def run_relay(
     config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
 ) -> None:
-    """Serve until SIGTERM, SIGINT or SIGHUP, then shut down within kill-grace + 2 s."""
-    relay = Relay(config)
+    """Serve until SIGTERM, SIGINT or SIGHUP, then shut down within kill-grace + 2 s.
+
+    The agents' watchdog (:mod:`relay.watchdog`) runs alongside: should this process die
+    without shutting down (SIGKILL, a crash), it stops the agents.
+    """
+    log = logs.get_logger("relay")
+    try:
+        watchdog = Watchdog.start(config.kill_grace, lambda: log.error(WATCHDOG_LOST))
+    except OSError as exc:
+        raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
+    try:
+        await serve_with(config, settings, secrets, open_files, watchdog)
+    finally:
+        watchdog.close()
+
+
+async def serve_with(
+    config: RelayConfig,
+    settings: Settings,
+    secrets: Sequence[str],
+    open_files: int | None,
+    watchdog: Watchdog,
+) -> None:
+    """The relay's life, from listening to every agent stopped."""
+    relay = Relay(config, guard=watchdog)
     stop = asyncio.Event()
     stopped_by: list[str] = []
     loop = asyncio.get_running_loop()
@@ -257,6 +282,7 @@ async def run_relay(
         agent=shlex.join(config.agent_argv),
         pid=os.getpid(),
         open_files=open_files,
+        watchdog_pid=watchdog.pid,
     )
     if config.rewrite is not None:
         log.info(

@@ -79,6 +79,7 @@ class RelayRun:
         self.stderr: list[str] = []
         self.url = ""
         self.port = 0
+        self.watchdog_pid = 0  # the agents' watchdog, a child of the relay but no agent
         assert proc.stdout is not None
         assert proc.stderr is not None
         self._readers = [
@@ -114,18 +115,29 @@ class RelayRun:
             found, seconds=seconds, what=lambda: f"{count} x {name!r} in {self.stderr}"
         )
 
+    def agent_states(self) -> dict[int, str]:
+        """The relay's child processes but its watchdog (zombies included), by state."""
+        states = child_states(self.pid)
+        states.pop(self.watchdog_pid, None)
+        return states
+
+    def agents(self) -> list[int]:
+        """The relay's live agents: its live children but the watchdog."""
+        return [pid for pid, state in self.agent_states().items() if state not in ("Z", "X")]
+
     async def until_idle(self, seconds: float = 10) -> None:
-        """Until the relay reports no connection and has no child process left, zombies
+        """Until the relay reports no connection and has no agent process left, zombies
         included."""
 
         async def idle() -> bool:
-            return not (await busy(self.port))["connections"] and not child_states(self.pid)
+            return not (await busy(self.port))["connections"] and not self.agent_states()
 
         await until_async(idle, seconds=seconds, what=lambda: f"relay {self.pid} idle")
 
     async def started(self) -> None:
         listening = (await self.wait_event("listening"))[0]
         self.url = listening["url"]
+        self.watchdog_pid = listening.get("watchdog_pid", 0)
         match = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)/acp", self.url)
         assert match, self.url
         self.port = int(match[1])
