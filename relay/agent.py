@@ -18,7 +18,7 @@ import subprocess
 from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from relay.framing import Dropped, Line, LineSplitter
 
@@ -34,6 +34,45 @@ class Guard(Protocol):
     def watch(self, pgid: int) -> None: ...
 
     def forget(self, pgid: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Account:
+    """Another account the agents run as (``--agent-user``, the relay running as root).
+
+    With ``setpriv`` (util-linux's, its path) the agent is started through it: the relay
+    keeps its vfork spawn and setpriv switches ids before it execs the agent. Without it
+    Popen switches them itself, which costs a fork of the relay (see docs/performance.md).
+    """
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]  # the supplementary groups, as initgroups would set them
+    home: str
+    setpriv: str | None = None
+
+    def environment(self) -> tuple[tuple[str, str], ...]:
+        """HOME, USER and LOGNAME of the account, for the agent's environment."""
+        return (("HOME", self.home), ("USER", self.name), ("LOGNAME", self.name))
+
+
+def spawn_arguments(
+    argv: Sequence[str], account: Account | None
+) -> tuple[list[str], dict[str, Any]]:
+    """The argv to start and Popen's extra arguments, to run ``argv`` as ``account``."""
+    if account is None:
+        return list(argv), {}
+    if account.setpriv is None:
+        return list(argv), {
+            "user": account.uid,
+            "group": account.gid,
+            "extra_groups": list(account.groups),
+        }
+    groups = ",".join(str(g) for g in account.groups)
+    switch = [f"--reuid={account.uid}", f"--regid={account.gid}"]
+    switch.append(f"--groups={groups}" if groups else "--clear-groups")
+    return [account.setpriv, *switch, "--", *argv], {}
 
 
 class AgentStartError(Exception):
@@ -88,20 +127,28 @@ class AgentProcess:
 
     @classmethod
     async def start(
-        cls, argv: Sequence[str], *, cwd: str, env: dict[str, str], guard: Guard | None = None
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        guard: Guard | None = None,
+        account: Account | None = None,
     ) -> AgentProcess:
-        """Start ``argv`` (never through a shell) in a new process group, watched by
-        ``guard`` (if any) until :meth:`release`."""
+        """Start ``argv`` (never through a shell) in a new process group, as ``account``
+        if given, watched by ``guard`` (if any) until :meth:`release`."""
+        command, switch = spawn_arguments(argv, account)
         try:
             # vfork + exec blocks the loop about 0.2 ms: cheaper than the loop's own spawn.
             popen = subprocess.Popen(  # noqa: ASYNC220
-                list(argv),
+                command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                **switch,
             )
         except OSError as exc:
             raise AgentStartError(describe_start_error(argv, cwd, exc)) from exc

@@ -140,6 +140,11 @@ OPTIONS: tuple[Option, ...] = (
            default_text="current directory", is_path=True),
     Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
            convert.env_entry, repeatable=True, default_text="none"),
+    Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
+           "root), so that they can read neither the relay's secret nor its memory",
+           None, "USER", convert.non_empty, default_text="none, the relay's own user"),
+    Option("agent-group", "the agents' group under --agent-user", None, "GROUP",
+           convert.non_empty, default_text="the --agent-user's primary group"),
     Option("secret-file", f"file of ticket secrets, one per line: the first signs, all "
            f"verify; or put the secret itself in env {SECRET_ENV}", None, "FILE",
            convert.non_empty, is_path=True),
@@ -258,6 +263,8 @@ class Settings:
     resume_buffer: int = defaults.RESUME_BUFFER
     state_dir: str | None = None
     metrics_listen: tuple[str, int] | None = None
+    agent_user: str | None = None
+    agent_group: str | None = None
 
 
 # --- argparse

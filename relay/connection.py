@@ -143,6 +143,7 @@ class Connection:
                 cwd=self.config.workspace,
                 env=self.config.agent_env,
                 guard=self.guard,
+                account=self.config.agent_account,
             )
         except AgentStartError as exc:
             self.observer.start_failed(str(exc), peer, self.config.agent_argv)

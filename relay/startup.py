@@ -1,6 +1,6 @@
 """What ``serve`` says about its own set-up before it listens: warnings, and refusals.
 
-Pure: the environment, the secrets and the secret file's mode come in as values. Each
+Pure: the environment, the secrets, file modes and accounts come in as values. Each
 warning is a :class:`StartupWarning` (an event and its fields) that the CLI logs once at
 start-up; a refusal is a :class:`relay.errors.UsageError` (exit status 2) with the fix.
 """
@@ -89,3 +89,15 @@ def secret_file_warnings(path: str, mode: int) -> list[StartupWarning]:
             {"file": path, "mode": f"{stat.S_IMODE(mode):04o}", "fix": f"chmod 600 {path}"},
         )
     ]
+
+
+def may_search(mode: int, owner: int, group: int, uid: int, gids: Sequence[int]) -> bool:
+    """Whether the account ``uid`` (in groups ``gids``) may enter a directory, or run a
+    file, of permission bits ``mode`` owned by ``owner``:``group``."""
+    if uid == 0:
+        return bool(mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH))
+    if owner == uid:
+        return bool(mode & stat.S_IXUSR)
+    if group in gids:
+        return bool(mode & stat.S_IXGRP)
+    return bool(mode & stat.S_IXOTH)

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr, signal_name
+from relay.agent import (
+    Account,
+    AgentProcess,
+    AgentStartError,
+    Exit,
+    drain_stderr,
+    signal_name,
+    spawn_arguments,
+)
 from tests.support.agents import AGENTS
 from tests.support.processes import pid_alive
 
@@ -159,3 +169,56 @@ async def test_the_guard_watches_an_agent_from_its_start_to_its_release(tmp_path
     agent.release()
     agent.release()
     assert guard.groups == []
+
+
+NOBODY = Account("nobody", 65534, 65534, (65534, 100), "/nonexistent", "/usr/bin/setpriv")
+
+
+@pytest.mark.parametrize(
+    ("account", "argv", "extra"),
+    [
+        (None, ["my-agent", "--acp"], {}),
+        (
+            NOBODY,
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=65534,100", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, groups=()),
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, setpriv=None),
+            ["my-agent", "--acp"],
+            {"user": 65534, "group": 65534, "extra_groups": [65534, 100]},
+        ),
+    ],
+)  # fmt: skip
+def test_spawn_arguments(
+    account: Account | None, argv: list[str], extra: dict[str, object]
+) -> None:
+    """Another account is switched to by setpriv before the agent's exec, else by Popen."""
+    assert spawn_arguments(["my-agent", "--acp"], account) == (argv, extra)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to start agents as nobody")
+@pytest.mark.parametrize("through_setpriv", [True, False], ids=["setpriv", "popen"])
+async def test_an_agent_runs_as_its_account(through_setpriv: bool) -> None:
+    """Started as another account, the agent has its uid, gid and groups, none of root's."""
+    setpriv = shutil.which("setpriv") if through_setpriv else None
+    if through_setpriv and setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    account = Account("nobody", 65534, 65534, (65534,), "/nonexistent", setpriv)
+    agent = await AgentProcess.start(["id"], cwd="/", env=ENV, account=account)
+    async with asyncio.timeout(10):
+        out = await agent.stdout.read()
+        assert (await agent.wait()).returncode == 0
+    agent.release()
+    ids = dict(part.split("=", 1) for part in out.decode().split())
+    assert ids["uid"].startswith("65534(")
+    assert ids["gid"].startswith("65534(")
+    assert ids["groups"].split("(")[0] == "65534"
+    assert "0(root)" not in out.decode()

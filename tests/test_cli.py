@@ -29,6 +29,7 @@ from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config import OPTIONS, options_table
 from relay.ticket import TicketError, verify
+from tests.support.accounts import NOBODY, is_root, python_for, relay_for
 from tests.support.agents import CHOOSER, STUBBORN
 from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
 from tests.support.clients import ChunkClient
@@ -218,6 +219,125 @@ async def test_agents_and_their_children_die_with_a_killed_relay() -> None:
     assert took < KILL_GRACE + 2
     stopping = relay.events("relay gone: stopping its agents")
     assert [sorted(r["process_groups"]) for r in stopping] == [sorted(pids[::2])]
+
+
+# -- what an agent can see of the relay ----------------------------------------------------
+
+ROOT_ONLY = pytest.mark.skipif(
+    not is_root(), reason="needs root: to run the relay or its agents as nobody"
+)
+
+# An agent that reports who it runs as and what of its relay (its parent) it can read.
+PROBE = (
+    "import json, os, sys\n"
+    "def attempt(path, size):\n"
+    "    try:\n"
+    "        with open(path, 'rb') as f:\n"
+    "            f.read(size)\n"
+    "        return 'read'\n"
+    "    except OSError as e:\n"
+    "        return type(e).__name__\n"
+    "relay = os.getppid()\n"
+    "print(json.dumps({\n"
+    "    'uid': os.getuid(), 'gid': os.getgid(), 'groups': sorted(os.getgroups()),\n"
+    "    'home': os.environ.get('HOME'), 'user': os.environ.get('USER'),\n"
+    "    'environ': attempt(f'/proc/{relay}/environ', 4096),\n"
+    "    'mem': attempt(f'/proc/{relay}/mem', 0),\n"
+    "    'secret_file': attempt(sys.argv[1], 64) if len(sys.argv) > 1 else None,\n"
+    "}), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def probe_agent(*args: str) -> str:
+    """--agent for the PROBE, run by a Python nobody can run (else the test is skipped)."""
+    python = python_for(NOBODY)
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that nobody can run")
+    return shlex.join([python, "-c", PROBE, *args])
+
+
+async def probe(relay: RelayRun) -> dict[str, Any]:
+    """What the PROBE agent of one connection reports."""
+    async with connect(relay.ticket_url()) as ws:
+        async with asyncio.timeout(10):
+            report = json.loads(await ws.recv())
+    assert isinstance(report, dict)
+    return report
+
+
+def relay_as_nobody() -> tuple[tuple[str, ...], dict[str, str]]:
+    """How nobody runs ``acp-relay``, or the test is skipped saying why."""
+    found = relay_for(NOBODY)
+    if found is None:
+        pytest.skip("no Python with the relay's packages that nobody can run")
+    return found
+
+
+@ROOT_ONLY
+async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_memory() -> None:
+    """The relay is non-dumpable: an agent of its own user (here both nobody) can read
+    neither /proc/<relay>/environ, where its secret is, nor open its memory."""
+    command, extra = relay_as_nobody()
+    args = ("--agent", probe_agent(), "--workspace", "/")
+    env = secret_env(**extra)
+    async with serve(*args, env=env, command=command) as relay:
+        report = await probe(relay)
+    assert (report["uid"], report["gid"]) == (NOBODY.uid, NOBODY.gid)
+    assert (report["environ"], report["mem"]) == ("PermissionError", "PermissionError")
+
+
+@ROOT_ONLY
+async def test_agents_run_as_the_agent_user(tmp_path: Path) -> None:
+    """A root relay with --agent-user nobody runs its agents as nobody: its ids, groups,
+    HOME and USER; the relay's environment and its 0600 secret file are out of reach."""
+    secrets = write(tmp_path / "secret", SECRET + "\n")
+    os.chmod(secrets, 0o600)
+    args = ("--agent", probe_agent(secrets), "--agent-user", "nobody", "--secret-file", secrets)
+    async with serve(*args, "--workspace", "/", env=clean_env(HOME="/root")) as relay:
+        report = await probe(relay)
+    assert (report["uid"], report["gid"], report["groups"]) == (65534, 65534, [65534])
+    assert (report["home"], report["user"]) == ("/nonexistent", "nobody")
+    assert report["environ"] == report["mem"] == report["secret_file"] == "PermissionError"
+
+
+def run_cli_as_nobody(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m relay ARGS`` as nobody when the tests run as root, else as they run."""
+    command: tuple[str, ...] = ACP_RELAY
+    extra: dict[str, str] = {}
+    if is_root():
+        command, extra = relay_as_nobody()
+    return subprocess.run(
+        [*command, *args],
+        env={**env, **extra},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+        cwd="/",
+    )
+
+
+def test_agent_user_without_root_exits_2_with_the_fix() -> None:
+    """--agent-user in a relay that is not root stops start-up: only root can switch users."""
+    args = ("serve", "--agent", CAT, "--agent-user", "nobody", "--listen", "127.0.0.1:0")
+    message = refusal(run_cli_as_nobody(*args, env=secret_env()))
+    assert message.startswith("acp-relay: --agent-user nobody: only a relay running as root ")
+    assert "start the relay as root, or drop --agent-user" in message
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--agent-user", "no-such-user-xyz"], "--agent-user no-such-user-xyz: no such user"),
+        (["--agent-group", "nogroup"], "--agent-group nogroup needs --agent-user USER too"),
+    ],
+)
+def test_a_bad_agent_account_exits_2_at_start_up(args: list[str], says: str) -> None:
+    """An --agent-user that does not exist, or --agent-group alone, stops start-up."""
+    result = run_cli("serve", "--agent", CAT, "--listen", "127.0.0.1:0", *args, env=secret_env())
+    assert refusal(result).startswith(f"acp-relay: {says}")
 
 
 # -- secrets ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from relay.errors import UsageError
 from relay.startup import (
     closest_env_name,
     environment_warnings,
+    may_search,
     secret_file_warnings,
     secret_warnings,
 )
@@ -111,3 +112,22 @@ def test_secret_file_readable_by_others_is_warned_about(mode: int, warned: bool)
         "mode": f"{mode & 0o7777:04o}",
         "fix": "chmod 600 /etc/relay/secret",
     }
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "group", "uid", "gids", "allowed"),
+    [
+        (0o700, 1000, 1000, 1000, (1000,), True),  # the owner
+        (0o700, 1000, 1000, 65534, (65534,), False),
+        (0o710, 1000, 50, 65534, (65534, 50), True),  # through a supplementary group
+        (0o701, 1000, 50, 65534, (65534,), True),  # others
+        (0o070, 65534, 65534, 65534, (65534,), False),  # the owner's bits count, not the group's
+        (0o700, 1000, 1000, 0, (0,), True),  # root, with any x bit
+        (0o600, 1000, 1000, 0, (0,), False),
+    ],
+)
+def test_may_search(
+    mode: int, owner: int, group: int, uid: int, gids: tuple[int, ...], allowed: bool
+) -> None:
+    """A directory is searched (a file run) by its owner, group or others by their x bit."""
+    assert may_search(mode, owner, group, uid, gids) is allowed

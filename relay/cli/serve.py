@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import os
 import resource
 import secrets as random_secrets
@@ -26,9 +27,12 @@ import uvloop
 from relay import logs
 from relay.admission import Policy
 from relay.cli.files import (
+    agent_account,
+    check_account_reaches,
     check_agent_program,
     check_workspace,
     demo_sdk_installed,
+    found_program,
     load_secrets,
     private_directory,
     read_named,
@@ -63,6 +67,8 @@ DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
 # A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PR_SET_DUMPABLE = 4  # linux/prctl.h
+NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
 WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
@@ -82,9 +88,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, then run the relay until SIGTERM, SIGINT or SIGHUP."""
+    private = keep_memory_private()
     settings = read_settings(vars(args), os.environ)
     logs.configure(settings.log_level, settings.log_format)
     warn(environment_warnings(os.environ))
+    if not private and sys.platform == "linux":
+        logs.get_logger("relay").warning(NOT_PRIVATE)
     secrets = read_secrets(settings)
     for secret in secrets:
         register_secret(secret)
@@ -92,6 +101,16 @@ def run(args: argparse.Namespace) -> int:
     open_files = raise_open_files_limit()
     uvloop.run(run_relay(config, settings, secrets, open_files))
     return 0
+
+
+def keep_memory_private() -> bool:
+    """Make this process non-dumpable (Linux): other processes of the same user, agents
+    included, can then read neither its environment nor its memory in /proc, nor ptrace
+    it. Whether it worked."""
+    if sys.platform != "linux":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
 
 
 def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settings:
@@ -143,9 +162,14 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
     """The server's configuration, once the agent's program and workspace are checked;
     the agent defaults to the demo agent under --dev."""
     argv = agent_command(settings)
-    agent_env = agent_environment(env, settings.agent_env)
+    account = agent_account(settings.agent_user, settings.agent_group)
+    extra_env = () if account is None else account.environment()
+    agent_env = agent_environment(env, (*extra_env, *settings.agent_env))
     check_agent_program(argv, agent_env, settings.workspace)
     check_workspace(settings.workspace)
+    if account is not None:
+        program = found_program(argv, agent_env, settings.workspace)
+        check_account_reaches(account, settings.workspace, program)
     ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
     policy = Policy(
         secrets=tuple(secrets),
@@ -175,6 +199,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         resume_buffer=settings.resume_buffer,
         state_dir=private_directory(settings.state_dir, "--state-dir"),
         metrics_listen=settings.metrics_listen,
+        agent_account=account,
     )
 
 

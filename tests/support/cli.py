@@ -178,11 +178,17 @@ async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
 
 
 @asynccontextmanager
-async def serve(*args: str, env: Mapping[str, str], listen: bool = True) -> AsyncIterator[RelayRun]:
-    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block."""
+async def serve(
+    *args: str,
+    env: Mapping[str, str],
+    listen: bool = True,
+    command: Sequence[str] = ACP_RELAY,
+) -> AsyncIterator[RelayRun]:
+    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block,
+    ``command`` being ``acp-relay``."""
     where = ("--listen", "127.0.0.1:0") if listen else ()
     proc = await asyncio.create_subprocess_exec(
-        *ACP_RELAY,
+        *command,
         "serve",
         *where,
         *args,
