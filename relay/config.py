@@ -375,6 +375,25 @@ def resolve(
     )
 
 
+def resolve_some(
+    options: Iterable[Option],
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    file_text: str | None,
+    *,
+    cwd: str,
+    file_name: str | None = None,
+) -> dict[str, Any]:
+    """Some of serve's options, by ``dest``, layered as :func:`resolve` layers them all
+    (for ``acp-relay ticket``, which reads the relay's secret, audience and ticket TTL)."""
+    table = {} if file_text is None else _read_file(file_text, file_name)
+    values = {each.dest: resolve_option(each, flags, env, table) for each in options}
+    for each in options:
+        if each.is_path and values[each.dest] is not None:
+            values[each.dest] = _absolute(values[each.dest], cwd)
+    return values
+
+
 def resolve_option(
     option: Option,
     flags: Mapping[str, object],

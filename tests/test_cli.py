@@ -28,7 +28,7 @@ from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config import OPTIONS, options_table
-from relay.ticket import TicketError, verify
+from relay.ticket import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
 from tests.support.agents import CHOOSER, STUBBORN
 from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
@@ -113,12 +113,13 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
     """The banner's "More tickets" command, run as printed, prints a URL that connects."""
     async with serve("--dev", env=clean_env()) as relay:
         banner_url, more = await dev_banner(relay)
-        argv = shlex.split(more)
+        setting, *argv = shlex.split(more)
+        assert setting == "ACP_RELAY_TICKET_TTL=28800"  # the --dev relay's, for `ticket`
         assert argv[:4] == [sys.executable, "-m", "relay", "ticket"]  # how it was started
         assert argv[argv.index("--url") + 1] == relay.url
         secret_file = Path(argv[argv.index("--secret-file") + 1])
         dev_secret = read_secret(secret_file)
-        status, out, err = await run_async(argv, env=clean_env())
+        status, out, err = await run_async(argv, env=clean_env(ACP_RELAY_TICKET_TTL="28800"))
         assert (status, err) == (0, "")
         url = out.strip()
         assert url.startswith(f"{relay.url}?ticket=")
@@ -131,6 +132,9 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
         assert reply["id"] == 1
         assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo"
         assert await relay.stop() == 0
+    claims = verify(url.partition("ticket=")[2], [dev_secret], now=time.time(), max_age=28800)
+    assert claims.exp is not None
+    assert claims.exp > time.time() + 28000  # lives as long as the --dev relay accepts it
     assert not secret_file.parent.exists()  # the throwaway secret goes with the relay
     stderr = "\n".join(relay.stderr)
     for needle in (dev_secret, banner_url.partition("ticket=")[2], url.partition("ticket=")[2]):
@@ -649,6 +653,72 @@ async def test_ticket_audience_must_match_the_relay() -> None:
     assert status == 401
     assert "another audience" in body
     assert opened[0]["subject"] == "erin"
+
+
+def minted(result: subprocess.CompletedProcess[str], secret: str = SECRET) -> Claims:
+    """The claims of the ticket `acp-relay ticket` printed, verified with ``secret``."""
+    assert (result.returncode, result.stdout.count("\n")) == (0, 1), result.stderr
+    return verify(result.stdout.strip(), [secret], now=time.time(), max_age=3600)
+
+
+@pytest.mark.parametrize("how", ["config", "env"])
+def test_ticket_command_reads_the_relays_settings(tmp_path: Path, how: str) -> None:
+    """`acp-relay ticket` takes the relay's secret-file, audience and ticket-ttl from its
+    --config file or its ACP_RELAY_* variables, as serve would."""
+    secrets = write(tmp_path / "secret", f"{OTHER_SECRET}\n")
+    os.chmod(secrets, 0o600)
+    settings = {"secret-file": secrets, "audience": "box-17", "ticket-ttl": 120}
+    if how == "config":
+        toml = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+        args, env = ["--config", write(tmp_path / "relay.toml", toml)], clean_env()
+    else:
+        names = {k: "ACP_RELAY_" + k.upper().replace("-", "_") for k in settings}
+        args, env = [], clean_env(**{names[k]: str(v) for k, v in settings.items()})
+    result = run_cli("ticket", *args, env=env)
+    claims = minted(result, OTHER_SECRET)
+    assert result.stderr == ""
+    assert claims.aud == "box-17"
+    assert claims.exp is not None
+    assert time.time() + 110 < claims.exp <= time.time() + 121
+    given = minted(
+        run_cli("ticket", "--audience", "box-9", "--ttl", "30", *args, env=env), OTHER_SECRET
+    )
+    assert given.aud == "box-9"
+
+
+@pytest.mark.slow
+async def test_a_ticket_minted_from_the_relays_config_file_opens_it(tmp_path: Path) -> None:
+    """A relay run from a config file with an audience accepts what `ticket --config` mints."""
+    secrets = write(tmp_path / "secret", f"{SECRET}\n")
+    os.chmod(secrets, 0o600)
+    toml = f'secret-file = "{secrets}"\naudience = "box-17"\nagent = "{CAT}"\n'
+    config = write(tmp_path / "relay.toml", toml)
+    async with serve("--config", config, env=clean_env()) as relay:
+        ticket = await mint_with_cli("--config", config, env=clean_env())
+        async with connect(relay.ticket_url(ticket)) as ws:
+            await round_trip(ws)
+        status, body, _ = await refused(relay.ticket_url(make_ticket()))  # no audience
+    assert (status, "another audience" in body) == (401, True)
+
+
+def test_ticket_ttl_beyond_the_relays_gets_a_warning() -> None:
+    """A --ttl longer than the relay's --ticket-ttl is minted with a warning on stderr that
+    the relay refuses the ticket sooner; the help says so too."""
+    result = run_cli("ticket", "--ttl", "3600", env=secret_env(ACP_RELAY_TICKET_TTL="90"))
+    claims = minted(result)
+    assert claims.exp is not None
+    assert claims.exp > time.time() + 3500
+    assert result.stderr == (
+        "acp-relay: warning: --ttl 3600 is longer than the relay's --ticket-ttl of 90 s (read "
+        "from --config, ACP_RELAY_TICKET_TTL or its default): the relay refuses this ticket "
+        "90 s after it is minted; raise the relay's --ticket-ttl, or give this command the "
+        "relay's settings\n"
+    )
+    default = run_cli("ticket", "--ttl", "61", env=secret_env())
+    assert "of 60 s" in default.stderr
+    help_text = " ".join(run_cli("ticket", "--help", env=clean_env(COLUMNS="200")).stdout.split())
+    assert "the relay refuses a ticket older than its own --ticket-ttl" in help_text
+    assert "(default: the relay's --ticket-ttl)" in help_text
 
 
 # -- configuration -------------------------------------------------------------------------

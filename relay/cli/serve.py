@@ -361,7 +361,12 @@ def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path)
     browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
     editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     me = self_command()
-    more = f"{me} ticket --secret-file {secret_file} --ttl {DEV_TICKET_TTL} --url {url}"
+    # The relay's ticket lifetime goes in as the relay's setting, as `ticket` reads it.
+    more = (
+        f"ACP_RELAY_TICKET_TTL={DEV_TICKET_TTL} {me} ticket --secret-file {secret_file}"
+        + ("" if audience is None else f" --audience {shlex.quote(audience)}")
+        + f" --url {url}"
+    )
     console = "http://" + url.split("/")[2] + "/"  # ws://HOST:PORT/path -> http://HOST:PORT/
     print(
         "\nacp-relay is running in --dev mode (throwaway secret, demo agent by default).\n"
