@@ -182,9 +182,9 @@ class Relay:
                     audience=policy.audience,
                 ),
             )
-        if path == "/healthz":
+        if path == "/healthz" and not _is_upgrade(request):
             return text_response(200, "ok\n")
-        if path == "/busy":
+        if path == "/busy" and not _is_upgrade(request):
             return json_response(200, self.busy_report())
         if path == METRICS_PATH and not _is_upgrade(request):
             body, content_type = self.exposition.render()
