@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -158,15 +160,77 @@ def test_format_defaults_to_json_off_a_tty() -> None:
 def test_console_format_is_readable_text() -> None:
     """Console format writes plain readable lines (no JSON, no colours), still redacted."""
     stream = configured(fmt="console")
-    logs.get_logger("relay.c").info("connection opened", url=f"/acp?ticket={TICKET}")
+    logs.get_logger("relay.c").info("frame refused", reason=f"/acp?ticket={TICKET}")
     text = stream.getvalue()
     assert text.count("\n") == 1
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)
-    assert "connection opened" in text
+    assert "frame refused" in text
     assert f"ticket={REDACTED}" in text
     assert TICKET not in text
     assert "\x1b[" not in text
+
+
+CONNECTION = "a63f1390-2bbf-4500-91d0-9a898253b2a8"
+TITLE_CHANGE = "\x1b]0;owned\x07"  # an escape sequence that retitles a terminal
+
+
+def console_lines(*events: tuple[str, str, dict[str, Any]]) -> list[str]:
+    """The console lines of ``events`` (level, event, keys), logged on one connection."""
+    stream = configured(fmt="console")
+    log = logs.get_logger("relay.session", connection_id=CONNECTION)
+    for level, event, keys in events:
+        getattr(log, level)(event, **keys)
+    return stream.getvalue().splitlines()
+
+
+def test_console_lines_put_the_event_first_then_the_keys_that_matter() -> None:
+    """On a terminal a line is the time, the level if a warning or error, the event, then
+    the event's few keys in a fixed order and the connection id's first characters."""
+    closed = {
+        "exit_status": 0, "close_code": 1000, "close_reason": "", "messages_in": 3,
+        "bytes_in": 120, "messages_out": 4, "bytes_out": 900, "dropped_in": 0,
+        "dropped_out": 0, "duration": 1.5, "remote": "127.0.0.1:5", "subject": "alice",
+        "agent_pid": 42,
+    }  # fmt: skip
+    opened = {"remote": "127.0.0.1:5", "subject": "alice", "agent_pid": 42}
+    lines = console_lines(
+        ("info", "connection opened", opened),
+        ("info", "connection closed", closed),
+        ("warning", "line dropped", {"size": 9, "reason": "too big", "agent_pid": 42}),
+    )
+    times = [line[:9] for line in lines]
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d ", t) for t in times), lines
+    assert [line[9:] for line in lines] == [
+        "connection opened  subject=alice remote=127.0.0.1:5 agent_pid=42 connection_id=a63f1390",
+        'connection closed  exit_status=0 close_code=1000 close_reason="" messages_in=3 '
+        "messages_out=4 duration=1.5 connection_id=a63f1390",
+        'warning: line dropped  size=9 reason="too big" connection_id=a63f1390',
+    ]
+
+
+def test_console_lines_shorten_long_values() -> None:
+    """A value over 80 characters is cut, saying its length; the line stays short."""
+    [line] = console_lines(("info", "session request rewritten", {"cwd_from": "/" + "x" * 300}))
+    assert f"cwd_from=/{'x' * 78}…(301 chars)" in line
+    assert len(line) < 170
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_control_characters_never_reach_the_terminal(fmt: str) -> None:
+    """An agent's stderr line with escape sequences is written escaped, in both formats:
+    no control character is in the output but the newline ending each line."""
+    stream = configured(fmt=fmt)
+    line = f"{TITLE_CHANGE}hello\tthere\u009b2J\u202eevil"
+    logs.get_logger("relay.session").info("agent stderr", line=line)
+    logs.get_logger("relay.session").info(f"event {TITLE_CHANGE}")
+    text = stream.getvalue()
+    assert [c for c in text if unicodedata.category(c) == "Cc" and c != "\n"] == []
+    assert "\u202e" not in text
+    if fmt == "json":
+        assert [e["line"] for e in json_lines(stream)[:1]] == [line]
+    else:
+        assert "\\x1b]0;owned\\x07hello\\x09there\\x9b2J\\u202eevil" in text
 
 
 def test_nothing_goes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
