@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from relay.agent import Exit
 from relay.framing import Dropped, Line
-from relay.logs import Logger
+from relay.logs import Logger, shortened
 from relay.outcome import Forward, Outcome, Refuse, Skip
 from relay.stats import RelayStats
 from relay.tracefile import ConnectionTrace
+
+SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
 
 
 @dataclass
@@ -159,7 +161,8 @@ class ConnectionObserver(PumpObserver):
     def opened(self, peer: Peer, agent: Sequence[str], pid: int | None) -> None:
         """The agent runs (``pid``), or failed to start (None): the first record."""
         if pid is not None:
-            self.log = self.log.bind(pid=pid, remote=peer.remote, subject=peer.subject)
+            subject = shortened(peer.subject, SUBJECT_CHARS)
+            self.log = self.log.bind(pid=pid, remote=peer.remote, subject=subject)
             self.log.info("connection opened")
             if self.stats is not None:
                 self.stats.opened_connection(self)

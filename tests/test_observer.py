@@ -127,3 +127,12 @@ def test_trace_gets_every_outcome_and_verdict_in_order(tmp_path: Path) -> None:
     assert records[2]["refused"] == "a\nb"
     assert records[-1]["exit_status"] == 0
     assert observer.trace is None  # closed: later reports write nothing
+
+
+def test_a_long_subject_is_cut_in_the_log_lines() -> None:
+    """The ticket's subject, the client's to choose, is at most 64 characters in log lines."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        observer.opened(Peer("127.0.0.1:5", "s" * 5000, "/acp"), ["cat"], 42)
+        observer.agent_stderr("hello")
+    assert [e["subject"] for e in events] == [f"{'s' * 63}…(5000 chars)"] * 2
