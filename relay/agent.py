@@ -81,9 +81,16 @@ class AgentStartError(Exception):
 
 @dataclass(frozen=True)
 class Exit:
-    """How the agent ended, as a WebSocket close code and reason."""
+    """How the agent ended, as a WebSocket close code and reason; ``stopped`` when the
+    relay had signalled it (SIGTERM, SIGKILL) before it exited."""
 
     returncode: int
+    stopped: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """The agent ended badly on its own: a non-zero status, or a signal not the relay's."""
+        return self.returncode != 0 and not self.stopped
 
     @property
     def close_code(self) -> int:
@@ -122,6 +129,7 @@ class AgentProcess:
         self.stdin, self.stdout, self.stderr = pipes.stdin, pipes.stdout, pipes.stderr
         self._pipes = pipes
         self._guard = guard
+        self._signalled = False  # the relay signalled the group while the agent ran
         self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         _watch_exit(popen, self._exited)
 
@@ -172,7 +180,8 @@ class AgentProcess:
 
     async def wait(self) -> Exit:
         """Wait for the agent itself to exit (its children may still hold its pipes)."""
-        return Exit(await asyncio.shield(self._exited))
+        returncode = await asyncio.shield(self._exited)
+        return Exit(returncode, stopped=self._signalled)
 
     async def stop(self, grace: float, *, eof_first: bool = True) -> Exit:
         """Close stdin, wait ``grace``, SIGTERM the group, wait ``grace``, SIGKILL; reap.
@@ -229,6 +238,8 @@ class AgentProcess:
         return True
 
     def _signal_group(self, sig: signal.Signals) -> None:
+        if not self._exited.done():
+            self._signalled = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 

@@ -9,6 +9,7 @@ records, so that each happening is logged once, with one vocabulary.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ from relay.stats import RelayStats
 from relay.tracefile import ConnectionTrace
 
 SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
+STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning
+STDERR_TAIL_CHARS = 4096  # ... at most this many characters of them
+STDERR_TAIL_LINE_CHARS = 1024  # ... each line at most this long
 
 
 @dataclass
@@ -108,6 +112,7 @@ class ConnectionObserver(PumpObserver):
         self.stats = stats
         self.started = time.monotonic()
         self._told_stdin_closed = False
+        self.stderr_tail = StderrTail()
 
     # -- the pumps ------------------------------------------------------------------
 
@@ -182,8 +187,9 @@ class ConnectionObserver(PumpObserver):
         self.opened(peer, agent, None)
 
     def agent_stderr(self, text: str) -> None:
-        """One line the agent wrote to its stderr."""
+        """One line the agent wrote to its stderr (the last ones are kept, should it fail)."""
         self.log.info("agent stderr", line=text)
+        self.stderr_tail.add(text)
 
     def warn(self, event: str) -> None:
         """Something the operator should know about this connection."""
@@ -231,6 +237,12 @@ class ConnectionObserver(PumpObserver):
             returncode = None if exit_ is None else exit_.returncode
             seconds = time.monotonic() - self.started
             self.stats.ended_connection(self, close_code, returncode, seconds)
+        if exit_ is not None and exit_.failed:
+            # Its stderr is logged at info: a crash's traceback must show at warning too.
+            self.log.warning(
+                "agent failed", exit_status=exit_.returncode, reason=exit_.reason,
+                stderr_tail=self.stderr_tail.lines(),
+            )  # fmt: skip
         if exit_ is not None:
             self.log.info(
                 "connection closed",
@@ -255,3 +267,24 @@ class ConnectionObserver(PumpObserver):
                 dropped_out=self.down.dropped,
             )
             self.trace = None
+
+
+class StderrTail:
+    """The last lines an agent wrote to its stderr, bounded in lines and in characters."""
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+
+    def add(self, line: str) -> None:
+        self._lines.append(shortened(line, STDERR_TAIL_LINE_CHARS))
+
+    def lines(self) -> list[str]:
+        """The last lines, oldest first, as many as fit in ``STDERR_TAIL_CHARS``."""
+        kept: list[str] = []
+        size = 0
+        for line in reversed(self._lines):
+            size += len(line)
+            if size > STDERR_TAIL_CHARS:
+                break
+            kept.append(line)
+        return kept[::-1]

@@ -88,6 +88,25 @@ async def test_missing_workspace_is_named(tmp_path: Path) -> None:
         await AgentProcess.start(["cat"], cwd=str(missing), env=ENV)
 
 
+@pytest.mark.parametrize(
+    ("exit_", "failed"),
+    [(Exit(0), False), (Exit(2), True), (Exit(-9), True), (Exit(-9, stopped=True), False)],
+)
+def test_an_exit_failed_unless_0_or_the_relays_doing(exit_: Exit, failed: bool) -> None:
+    """An agent failed when it exited non-zero, or died of a signal, the relay not stopping it."""
+    assert exit_.failed is failed
+
+
+async def test_an_agent_that_crashes_by_itself_was_not_stopped(tmp_path: Path) -> None:
+    """An agent exiting 3 on its own, then its children stopped, is an unstopped exit 3."""
+    agent = await AgentProcess.start(["sh", "-c", "exit 3"], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(10):
+        exit_ = await agent.wait()
+        await agent.stop_children(0.5)
+        assert await agent.wait() == exit_ == Exit(3, stopped=False)
+    agent.release()
+
+
 async def test_stop_closes_stdin_first(tmp_path: Path) -> None:
     """An agent that exits on stdin EOF is stopped cleanly, with status 0, before any signal."""
     agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV)
@@ -111,6 +130,7 @@ async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -
         exit_ = await agent.stop(0.3)
     assert loop.time() - started < 2 * 0.3 + 0.5
     assert exit_.reason == "agent killed by SIGKILL"
+    assert (exit_.stopped, exit_.failed) == (True, False)  # the relay's doing, not a crash
     assert not pid_alive(agent.pid)
     assert not pid_alive(child)
 

@@ -30,12 +30,12 @@ from relay.cli import ticket as ticket_command
 from relay.config import OPTIONS, options_table
 from relay.ticket import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
-from tests.support.agents import CHOOSER, STUBBORN
+from tests.support.agents import CHOOSER, STUBBORN, python_agent
 from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
 from tests.support.clients import ChunkClient
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.live import SECRET, make_ticket
-from tests.support.sockets import closed_with, refused, round_trip
+from tests.support.sockets import closed_with, free_port, refused, round_trip
 from tests.support.waiting import until, until_gone
 
 CAT = "cat"
@@ -857,6 +857,31 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
         assert 0 <= record["duration"] < 10
     refusals = relay.events("connection refused")
     assert [r["status"] for r in refusals] == [401, 403]
+
+
+CRASHING = python_agent(
+    "import sys\n"
+    "sys.stdin.readline()\n"
+    "print('Traceback (most recent call last):', file=sys.stderr)\n"
+    "print('KeyError: ANTHROPIC_API_KEY', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+)
+
+
+async def test_an_agent_crash_shows_at_log_level_warning() -> None:
+    """Under --log-level warning an agent exiting non-zero has its last stderr lines logged."""
+    args = ("--agent", shlex.join(CRASHING), "--log-level", "warning")
+    async with serve(*args, env=secret_env(), port=free_port()) as relay:
+        async with connect(relay.ticket_url()) as ws:
+            await ws.send('{"jsonrpc":"2.0","method":"go"}')
+            assert (await closed_with(ws))[0] == 1011
+        [failed] = await relay.wait_event("agent failed")
+    assert failed["level"] == "warning"
+    assert failed["stderr_tail"] == [
+        "Traceback (most recent call last):",
+        "KeyError: ANTHROPIC_API_KEY",
+    ]
+    assert relay.events("agent stderr") == []  # info: below the level
 
 
 # -- help and version ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from tests.support.http import busy
+from tests.support.http import busy, http_get
 from tests.support.live import make_ticket
 from tests.support.processes import child_states, children_of, pid_alive
 from tests.support.waiting import until, until_async
@@ -134,6 +134,20 @@ class RelayRun:
 
         await until_async(idle, seconds=seconds, what=lambda: f"relay {self.pid} idle")
 
+    async def started_on(self, port: int) -> None:
+        """Until the relay answers /healthz on ``port`` (for logs without "listening")."""
+
+        async def answers() -> bool:
+            with suppress(OSError):
+                return (await http_get(port, "/healthz")).status == 200
+            if self.proc.returncode is not None:
+                raise AssertionError(f"relay exited: {self.stderr}")
+            return False
+
+        await until_async(answers, what=f"/healthz on port {port}")
+        self.port = port
+        self.url = f"ws://127.0.0.1:{port}/acp"
+
     async def started(self) -> None:
         listening = (await self.wait_event("listening"))[0]
         self.url = listening["url"]
@@ -183,10 +197,12 @@ async def serve(
     env: Mapping[str, str],
     listen: bool = True,
     command: Sequence[str] = ACP_RELAY,
+    port: int | None = None,
 ) -> AsyncIterator[RelayRun]:
     """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block,
-    ``command`` being ``acp-relay``."""
-    where = ("--listen", "127.0.0.1:0") if listen else ()
+    ``command`` being ``acp-relay``; on ``port`` if given, found up by /healthz rather than
+    by its "listening" line (which --log-level warning hides)."""
+    where = ("--listen", f"127.0.0.1:{port or 0}") if listen else ()
     proc = await asyncio.create_subprocess_exec(
         *command,
         "serve",
@@ -200,7 +216,7 @@ async def serve(
     )
     run = RelayRun(proc)
     try:
-        await run.started()
+        await (run.started() if port is None else run.started_on(port))
         yield run
     finally:
         await run.cleanup()
