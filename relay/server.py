@@ -134,6 +134,12 @@ class Relay:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    @property
+    def addresses(self) -> list[str]:
+        """Where the relay listens, as bound: ``HOST:PORT`` per socket (IPv6 in brackets)."""
+        assert self._server is not None
+        return [bracketed_address(sock.getsockname()) for sock in self._server.sockets]
+
     async def shutdown(self) -> None:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
@@ -406,6 +412,12 @@ def fresh_ticket(
         audience=audience,
         ttl=ttl,
     )
+
+
+def bracketed_address(address: Any) -> str:
+    """``HOST:PORT`` of a socket address, an IPv6 host in brackets."""
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _is_upgrade(request: Request) -> bool:

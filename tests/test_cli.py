@@ -377,6 +377,20 @@ def test_no_secret_exits_2_saying_how_to_give_one(tmp_path: Path, how: str) -> N
         assert "no secret found; put one secret per line" in message
 
 
+async def test_listening_logs_the_addresses_as_bound() -> None:
+    """The "listening" line gives the host as given and every address bound (localhost may
+    be two), not an address it made up; the relay's own pid and the watchdog's."""
+    args = ("--agent", CAT, "--listen", "localhost:0")
+    async with serve(*args, env=secret_env(), listen=False) as relay:
+        [listening] = relay.events("listening")
+        async with connect(relay.ticket_url()) as ws:
+            await round_trip(ws)
+    port = relay.port
+    assert listening["url"] == f"ws://localhost:{port}/acp"
+    assert f"127.0.0.1:{port}" in listening["addresses"]
+    assert all(re.fullmatch(r"(127\.0\.0\.1|\[::1\]):\d+", a) for a in listening["addresses"])
+
+
 def test_no_agent_exits_2_naming_the_flag() -> None:
     """Without --agent (and without --dev) serve exits 2 and names --agent and ACP_RELAY_AGENT."""
     result = run_cli("serve", "--listen", "127.0.0.1:0", env=secret_env())

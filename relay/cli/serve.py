@@ -300,10 +300,11 @@ async def serve_with(
         where = f"{bracketed(config.host)}:{config.port}"
         raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
     log = logs.get_logger("relay")
-    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
+    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"  # one to connect to
     log.info(
         "listening",
-        url=url,
+        url=f"ws://{bracketed(config.host)}:{relay.port}{config.path}",  # as bound
+        addresses=relay.addresses,
         agent=shlex.join(config.agent_argv),
         pid=os.getpid(),
         open_files=open_files,

@@ -150,11 +150,11 @@ class RelayRun:
 
     async def started(self) -> None:
         listening = (await self.wait_event("listening"))[0]
-        self.url = listening["url"]
         self.watchdog_pid = listening.get("watchdog_pid", 0)
-        match = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)/acp", self.url)
-        assert match, self.url
-        self.port = int(match[1])
+        match = re.fullmatch(r"ws://(127\.0\.0\.1|localhost):(\d+)/acp", listening["url"])
+        assert match, listening["url"]
+        self.port = int(match[2])
+        self.url = f"ws://127.0.0.1:{self.port}/acp"
 
     async def finished(self, seconds: float = 10) -> int:
         """Wait for the relay to exit and for its output to be read; its exit status."""
