@@ -116,7 +116,7 @@ class Connection:
         self.shutting_down = context.shutting_down
         self.guard = context.guard
         stats = context.stats
-        log = get_logger("relay.session", conn=conn_id)
+        log = get_logger("relay.session", connection_id=conn_id)
         trace = None
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)

@@ -167,7 +167,7 @@ class ConnectionObserver(PumpObserver):
         """The agent runs (``pid``), or failed to start (None): the first record."""
         if pid is not None:
             subject = shortened(peer.subject, SUBJECT_CHARS)
-            self.log = self.log.bind(pid=pid, remote=peer.remote, subject=subject)
+            self.log = self.log.bind(agent_pid=pid, remote=peer.remote, subject=subject)
             self.log.info("connection opened")
             if self.stats is not None:
                 self.stats.opened_connection(self)
@@ -183,7 +183,7 @@ class ConnectionObserver(PumpObserver):
 
     def start_failed(self, why: str, peer: Peer, agent: Sequence[str]) -> None:
         """The agent could not be started."""
-        self.log.error("agent failed to start", why=why, remote=peer.remote)
+        self.log.error("agent failed to start", reason=why, remote=peer.remote)
         self.opened(peer, agent, None)
 
     def agent_stderr(self, text: str) -> None:
@@ -203,7 +203,7 @@ class ConnectionObserver(PumpObserver):
 
     def detached(self, why: str, grace: float) -> None:
         """The socket went; the agent runs on, waiting ``grace`` seconds for a resume."""
-        self.log.info("connection detached", why=why, grace=grace)
+        self.log.info("connection detached", reason=why, grace=grace)
         if self.stats is not None:
             self.stats.detached += 1
         if self.trace is not None:

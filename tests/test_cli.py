@@ -176,7 +176,7 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
             await sockets[2].send(json.dumps({"exec": [CAT]}))
             await round_trip(sockets[2])
             opened = await relay.wait_event("connection opened", 3)
-            pids.update(record["pid"] for record in opened)
+            pids.update(record["agent_pid"] for record in opened)
             pids.update(relay.agents())
             assert len(pids) == 5  # two stubborn agents with a child each, one cat
 
@@ -860,9 +860,9 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
     opened = relay.events("connection opened")
     closed = relay.events("connection closed")
     assert [r["subject"] for r in opened] == ["alice", "bob"]
-    assert [r["conn"] for r in closed] == [r["conn"] for r in opened]
-    assert len({r["conn"] for r in opened}) == 2
-    assert [r["pid"] for r in closed] == [r["pid"] for r in opened]
+    assert [r["connection_id"] for r in closed] == [r["connection_id"] for r in opened]
+    assert len({r["connection_id"] for r in opened}) == 2
+    assert [r["agent_pid"] for r in closed] == [r["agent_pid"] for r in opened]
     for record, messages in zip(closed, (1, 2), strict=True):
         assert record["exit_status"] is not None
         assert (record["messages_in"], record["messages_out"]) == (messages, messages)

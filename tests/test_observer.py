@@ -79,7 +79,7 @@ def test_opened_and_closed_log_the_connection_with_its_figures() -> None:
         observer.lines([b"abc"])
         observer.closed(Exit(3, stopped=True), 1011, "agent exited with status 3")
     assert [e["event"] for e in events] == ["connection opened", "connection closed"]
-    assert (events[0]["pid"], events[0]["remote"], events[0]["subject"]) == (
+    assert (events[0]["agent_pid"], events[0]["remote"], events[0]["subject"]) == (
         42,
         PEER.remote,
         "alice",

@@ -226,7 +226,7 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
         error = context.get("exception")
         limited.warning(
             str(context.get("message", "event loop error")),
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            reason=None if error is None else f"{type(error).__name__}: {error}",
         )
 
     return handle
@@ -306,7 +306,7 @@ async def serve_with(
         url=f"ws://{bracketed(config.host)}:{relay.port}{config.path}",  # as bound
         addresses=relay.addresses,
         agent=shlex.join(config.agent_argv),
-        pid=os.getpid(),
+        relay_pid=os.getpid(),
         open_files=open_files,
         watchdog_pid=watchdog.pid,
     )

@@ -169,7 +169,7 @@ class RelayRun:
 
     async def cleanup(self) -> None:
         """Kill whatever is left: the relay, then its agents' process groups."""
-        agents = {r["pid"] for r in self.events("connection opened")}
+        agents = {r["agent_pid"] for r in self.events("connection opened")}
         if self.proc.returncode is None:
             agents.update(children_of(self.pid))
             self.proc.kill()
