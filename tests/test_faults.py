@@ -443,7 +443,7 @@ async def test_sigterm_under_load_closes_every_socket_1001_and_leaves_no_process
 
         streams = [asyncio.create_task(stream(n, ws)) for n, ws in enumerate(sockets)]
         opened = await relay.wait_event("connection opened", clients)
-        agents = [record_["pid"] for record_ in opened]
+        agents = [record_["agent_pid"] for record_ in opened]
         await until(lambda: all(carried), what=lambda: f"every client streaming: {carried}")
         assert all(carried)  # under load
         signalled = time.monotonic()
