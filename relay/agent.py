@@ -18,7 +18,7 @@ import subprocess
 from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any, Protocol
 
 from relay.framing import Dropped, Line, LineSplitter
 
@@ -28,15 +28,69 @@ STDERR_CHUNK = 1 << 16  # bytes asked of the agent's stderr per read
 _GROUP_POLL = 0.02
 
 
+class Guard(Protocol):
+    """What stops the agents if the relay dies (:class:`relay.watchdog.Watchdog`)."""
+
+    def watch(self, pgid: int) -> None: ...
+
+    def forget(self, pgid: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Account:
+    """Another account the agents run as (``--agent-user``, the relay running as root).
+
+    With ``setpriv`` (util-linux's, its path) the agent is started through it: the relay
+    keeps its vfork spawn and setpriv switches ids before it execs the agent. Without it
+    Popen switches them itself, which costs a fork of the relay (see docs/performance.md).
+    """
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]  # the supplementary groups, as initgroups would set them
+    home: str
+    setpriv: str | None = None
+
+    def environment(self) -> tuple[tuple[str, str], ...]:
+        """HOME, USER and LOGNAME of the account, for the agent's environment."""
+        return (("HOME", self.home), ("USER", self.name), ("LOGNAME", self.name))
+
+
+def spawn_arguments(
+    argv: Sequence[str], account: Account | None
+) -> tuple[list[str], dict[str, Any]]:
+    """The argv to start and Popen's extra arguments, to run ``argv`` as ``account``."""
+    if account is None:
+        return list(argv), {}
+    if account.setpriv is None:
+        return list(argv), {
+            "user": account.uid,
+            "group": account.gid,
+            "extra_groups": list(account.groups),
+        }
+    groups = ",".join(str(g) for g in account.groups)
+    switch = [f"--reuid={account.uid}", f"--regid={account.gid}"]
+    switch.append(f"--groups={groups}" if groups else "--clear-groups")
+    return [account.setpriv, *switch, "--", *argv], {}
+
+
 class AgentStartError(Exception):
     """The agent command could not be started; the message says why."""
 
 
 @dataclass(frozen=True)
 class Exit:
-    """How the agent ended, as a WebSocket close code and reason."""
+    """How the agent ended, as a WebSocket close code and reason; ``stopped`` when the
+    relay had signalled it (SIGTERM, SIGKILL) before it exited."""
 
     returncode: int
+    stopped: bool = False
+
+    @property
+    def failed(self) -> bool:
+        """The agent ended badly on its own: a non-zero status, or a signal not the relay's."""
+        return self.returncode != 0 and not self.stopped
 
     @property
     def close_code(self) -> int:
@@ -67,30 +121,47 @@ class AgentProcess:
     pidfd, so the agent's exit is seen at once even while its children hold its pipes.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes], pipes: _Pipes) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], pipes: _Pipes, guard: Guard | None = None
+    ) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.stdin, self.stdout, self.stderr = pipes.stdin, pipes.stdout, pipes.stderr
         self._pipes = pipes
+        self._guard = guard
+        self._signalled = False  # the relay signalled the group while the agent ran
         self._exited: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         _watch_exit(popen, self._exited)
 
     @classmethod
-    async def start(cls, argv: Sequence[str], *, cwd: str, env: dict[str, str]) -> AgentProcess:
-        """Start ``argv`` (never through a shell) in a new process group."""
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        guard: Guard | None = None,
+        account: Account | None = None,
+    ) -> AgentProcess:
+        """Start ``argv`` (never through a shell) in a new process group, as ``account``
+        if given, watched by ``guard`` (if any) until :meth:`release`."""
+        command, switch = spawn_arguments(argv, account)
         try:
             # vfork + exec blocks the loop about 0.2 ms: cheaper than the loop's own spawn.
             popen = subprocess.Popen(  # noqa: ASYNC220
-                list(argv),
+                command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
+                **switch,
             )
         except OSError as exc:
             raise AgentStartError(describe_start_error(argv, cwd, exc)) from exc
+        if guard is not None:
+            guard.watch(popen.pid)
         try:
             pipes = await _connect_pipes(popen)
         except BaseException:
@@ -98,8 +169,10 @@ class AgentProcess:
             for pipe in (popen.stdin, popen.stdout, popen.stderr):
                 if pipe is not None:
                     pipe.close()
+            if guard is not None:
+                guard.forget(popen.pid)
             raise
-        return cls(popen, pipes)
+        return cls(popen, pipes, guard)
 
     @property
     def returncode(self) -> int | None:
@@ -107,7 +180,8 @@ class AgentProcess:
 
     async def wait(self) -> Exit:
         """Wait for the agent itself to exit (its children may still hold its pipes)."""
-        return Exit(await asyncio.shield(self._exited))
+        returncode = await asyncio.shield(self._exited)
+        return Exit(returncode, stopped=self._signalled)
 
     async def stop(self, grace: float, *, eof_first: bool = True) -> Exit:
         """Close stdin, wait ``grace``, SIGTERM the group, wait ``grace``, SIGKILL; reap.
@@ -139,9 +213,13 @@ class AgentProcess:
             self._signal_group(signal.SIGKILL)
 
     def release(self) -> None:
-        """Close the relay's ends of the pipes (uvloop keeps them open past EOF)."""
+        """The relay is done with the agent, stopped: close the relay's ends of the pipes
+        (uvloop keeps them open past EOF) and take it off the guard's list."""
         for transport in self._pipes.transports:
             transport.close()
+        if self._guard is not None:
+            self._guard.forget(self.pid)
+            self._guard = None
 
     def kill_group(self) -> None:
         """SIGKILL the agent's whole process group at once."""
@@ -160,6 +238,8 @@ class AgentProcess:
         return True
 
     def _signal_group(self, sig: signal.Signals) -> None:
+        if not self._exited.done():
+            self._signalled = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 

@@ -159,7 +159,7 @@ class Bridge:
                 self.stdin, self, max_bytes=self.config.max_message_bytes, observer=self.observer
             )
         except OSError as exc:
-            self.log.warning("reading stdin failed", error=str(exc))
+            self.log.warning("reading stdin failed", reason=str(exc))
 
     async def _carry(
         self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
@@ -264,7 +264,7 @@ class Bridge:
         """From now on every request gets ``failure``; answer those in flight at once."""
         self.failure = failure = failure.redacted(self.ticket)
         log = self.log.error if failure.exit_status else self.log.warning
-        log("relay connection failed", error=failure.message, **failure.data)
+        log("relay connection failed", **failure.log_fields())
         for request in self.in_flight.settle_all():
             self._write(failure.error_response(request))
         await self._drain()

@@ -28,6 +28,9 @@ from relay.trace import MIN_MAX_BYTES
 ENV_PREFIX = "ACP_RELAY_"
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
+TICKET_ENV = "ACP_RELAY_TICKET"  # connect's ticket
+# Read by the other commands (connect), not by serve: no warning for them.
+OTHER_COMMANDS_ENV = frozenset({TICKET_ENV})
 # Not for the agent: systemd's credentials folder holds the relay's secret file.
 PRIVATE_ENV = frozenset({"CREDENTIALS_DIRECTORY"})
 
@@ -137,6 +140,11 @@ OPTIONS: tuple[Option, ...] = (
            default_text="current directory", is_path=True),
     Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
            convert.env_entry, repeatable=True, default_text="none"),
+    Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
+           "root), so that they can read neither the relay's secret nor its memory",
+           None, "USER", convert.non_empty, default_text="none, the relay's own user"),
+    Option("agent-group", "the agents' group under --agent-user", None, "GROUP",
+           convert.non_empty, default_text="the --agent-user's primary group"),
     Option("secret-file", f"file of ticket secrets, one per line: the first signs, all "
            f"verify; or put the secret itself in env {SECRET_ENV}", None, "FILE",
            convert.non_empty, is_path=True),
@@ -260,6 +268,8 @@ class Settings:
     state_dir: str | None = None
     metrics_listen: tuple[str, int] | None = None
     dev_allow_remote: bool = False
+    agent_user: str | None = None
+    agent_group: str | None = None
 
 
 # --- argparse
@@ -322,8 +332,15 @@ def config_file_path(flags: Mapping[str, object], env: Mapping[str, str]) -> str
 
 
 def unknown_env_names(env: Mapping[str, str]) -> tuple[str, ...]:
-    """``ACP_RELAY_*`` variables that match no option (likely typos; worth a warning)."""
-    return tuple(sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in _KNOWN_ENV))
+    """``ACP_RELAY_*`` variables (any case) that match no option nor a variable another
+    command reads (likely typos; worth a warning)."""
+    known = _KNOWN_ENV | OTHER_COMMANDS_ENV
+    return tuple(sorted(k for k in env if k.upper().startswith(ENV_PREFIX) and k not in known))
+
+
+def known_env_names() -> frozenset[str]:
+    """Every ``ACP_RELAY_*`` variable ``serve`` reads."""
+    return _KNOWN_ENV
 
 
 @dataclass(frozen=True)
@@ -361,6 +378,25 @@ def resolve(
         config_file=name if file_text is not None else None,
         **values,
     )
+
+
+def resolve_some(
+    options: Iterable[Option],
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    file_text: str | None,
+    *,
+    cwd: str,
+    file_name: str | None = None,
+) -> dict[str, Any]:
+    """Some of serve's options, by ``dest``, layered as :func:`resolve` layers them all
+    (for ``acp-relay ticket``, which reads the relay's secret, audience and ticket TTL)."""
+    table = {} if file_text is None else _read_file(file_text, file_name)
+    values = {each.dest: resolve_option(each, flags, env, table) for each in options}
+    for each in options:
+        if each.is_path and values[each.dest] is not None:
+            values[each.dest] = _absolute(values[each.dest], cwd)
+    return values
 
 
 def resolve_option(

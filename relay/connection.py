@@ -25,7 +25,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr
+from relay.agent import AgentProcess, AgentStartError, Exit, Guard, drain_stderr
 from relay.ending import (
     CloseSocket,
     Detach,
@@ -93,12 +93,14 @@ class RelayContext:
     """What a connection needs of the relay that holds it, passed in explicitly.
 
     ``agents`` is the relay's registry of running agents (for a last-resort kill),
-    ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics.
+    ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics,
+    ``guard`` stops the agents should the relay die (:mod:`relay.watchdog`).
     """
 
     agents: set[AgentProcess]
     shutting_down: Callable[[], bool]
     stats: RelayStats | None = None
+    guard: Guard | None = None
 
 
 class Connection:
@@ -112,8 +114,9 @@ class Connection:
         self.config = config
         self.agents = context.agents
         self.shutting_down = context.shutting_down
+        self.guard = context.guard
         stats = context.stats
-        log = get_logger("relay.session", conn=conn_id)
+        log = get_logger("relay.session", connection_id=conn_id)
         trace = None
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)
@@ -136,7 +139,11 @@ class Connection:
         started = time.monotonic()
         try:
             agent = await AgentProcess.start(
-                self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
+                self.config.agent_argv,
+                cwd=self.config.workspace,
+                env=self.config.agent_env,
+                guard=self.guard,
+                account=self.config.agent_account,
             )
         except AgentStartError as exc:
             self.observer.start_failed(str(exc), peer, self.config.agent_argv)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -66,6 +67,14 @@ class Failure:
         error = {"code": self.code, "message": self.message, "data": dict(self.data)}
         response = {"jsonrpc": "2.0", "id": request_id, "error": error}
         return json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def log_fields(self) -> dict[str, Any]:
+        """The failure as log keys: ``reason`` its words, its data's keys in snake_case
+        (``cause`` as ``kind``, the relay's own ``reason`` as ``status_reason``)."""
+        fields: dict[str, Any] = {"reason": self.message}
+        for key, value in self.data.items():
+            fields[_LOG_KEYS.get(key) or _snake_case(key)] = value
+        return fields
 
     def redacted(self, secret: str | None) -> Failure:
         """This failure with every occurrence of ``secret`` (the ticket) replaced."""
@@ -215,6 +224,13 @@ def _closed_by_connect(url: str, close: Close, ping_timeout: float) -> Failure:
     else:
         message = f"connection to the relay at {url} failed ({_describe(close)})"
     return Failure(message, data)
+
+
+_LOG_KEYS = {"cause": "kind", "reason": "status_reason", "lastError": "last_reason"}
+
+
+def _snake_case(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
 
 
 def _describe(close: Close) -> str:

@@ -9,15 +9,21 @@ records, so that each happening is logged once, with one vocabulary.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from relay.agent import Exit
 from relay.framing import Dropped, Line
-from relay.logs import Logger
+from relay.logs import Logger, shortened
 from relay.outcome import Forward, Outcome, Refuse, Skip
 from relay.stats import RelayStats
 from relay.tracefile import ConnectionTrace
+
+SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
+STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning
+STDERR_TAIL_CHARS = 4096  # ... at most this many characters of them
+STDERR_TAIL_LINE_CHARS = 1024  # ... each line at most this long
 
 
 @dataclass
@@ -106,6 +112,7 @@ class ConnectionObserver(PumpObserver):
         self.stats = stats
         self.started = time.monotonic()
         self._told_stdin_closed = False
+        self.stderr_tail = StderrTail()
 
     # -- the pumps ------------------------------------------------------------------
 
@@ -161,7 +168,8 @@ class ConnectionObserver(PumpObserver):
     def opened(self, peer: Peer, agent: Sequence[str], pid: int | None) -> None:
         """The agent runs (``pid``), or failed to start (None): the first record."""
         if pid is not None:
-            self.log = self.log.bind(pid=pid, remote=peer.remote, subject=peer.subject)
+            subject = shortened(peer.subject, SUBJECT_CHARS)
+            self.log = self.log.bind(agent_pid=pid, remote=peer.remote, subject=subject)
             self.log.info("connection opened")
             if self.stats is not None:
                 self.stats.opened_connection(self)
@@ -177,12 +185,13 @@ class ConnectionObserver(PumpObserver):
 
     def start_failed(self, why: str, peer: Peer, agent: Sequence[str]) -> None:
         """The agent could not be started."""
-        self.log.error("agent failed to start", why=why, remote=peer.remote)
+        self.log.error("agent failed to start", reason=why, remote=peer.remote)
         self.opened(peer, agent, None)
 
     def agent_stderr(self, text: str) -> None:
-        """One line the agent wrote to its stderr."""
+        """One line the agent wrote to its stderr (the last ones are kept, should it fail)."""
         self.log.info("agent stderr", line=text)
+        self.stderr_tail.add(text)
 
     def warn(self, event: str) -> None:
         """Something the operator should know about this connection."""
@@ -196,7 +205,7 @@ class ConnectionObserver(PumpObserver):
 
     def detached(self, why: str, grace: float) -> None:
         """The socket went; the agent runs on, waiting ``grace`` seconds for a resume."""
-        self.log.info("connection detached", why=why, grace=grace)
+        self.log.info("connection detached", reason=why, grace=grace)
         if self.stats is not None:
             self.stats.detached += 1
         if self.trace is not None:
@@ -230,6 +239,12 @@ class ConnectionObserver(PumpObserver):
             returncode = None if exit_ is None else exit_.returncode
             seconds = time.monotonic() - self.started
             self.stats.ended_connection(self, close_code, returncode, seconds)
+        if exit_ is not None and exit_.failed:
+            # Its stderr is logged at info: a crash's traceback must show at warning too.
+            self.log.warning(
+                "agent failed", exit_status=exit_.returncode, reason=exit_.reason,
+                stderr_tail=self.stderr_tail.lines(),
+            )  # fmt: skip
         if exit_ is not None:
             self.log.info(
                 "connection closed",
@@ -254,3 +269,24 @@ class ConnectionObserver(PumpObserver):
                 dropped_out=self.down.dropped,
             )
             self.trace = None
+
+
+class StderrTail:
+    """The last lines an agent wrote to its stderr, bounded in lines and in characters."""
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+
+    def add(self, line: str) -> None:
+        self._lines.append(shortened(line, STDERR_TAIL_LINE_CHARS))
+
+    def lines(self) -> list[str]:
+        """The last lines, oldest first, as many as fit in ``STDERR_TAIL_CHARS``."""
+        kept: list[str] = []
+        size = 0
+        for line in reversed(self._lines):
+            size += len(line)
+            if size > STDERR_TAIL_CHARS:
+                break
+            kept.append(line)
+        return kept[::-1]

@@ -173,7 +173,7 @@ class ResumingLink:
         except ConnectionClosed:
             self.stdout.flush()
         except ProfileError as exc:
-            self.bridge.log.error("relay broke the resume profile", error=str(exc))
+            self.bridge.log.error("relay broke the resume profile", reason=str(exc))
             await ws.close(1002, f"breaks {PROFILE}: {exc}"[:120])
         return None
 
@@ -202,7 +202,7 @@ class ResumingLink:
         started = time.monotonic()
         deadline = started + self.welcome.grace
         self.bridge.log.warning(
-            "lost the relay, resuming", error=lost.message, grace=self.welcome.grace
+            "lost the relay, resuming", reason=lost.message, grace=self.welcome.grace
         )
         why = lost
         attempt = 0

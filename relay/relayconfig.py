@@ -7,10 +7,14 @@ files or the environment past this point.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from relay import defaults
 from relay.admission import Policy
 from relay.rewrite import RewritePolicy
+
+if TYPE_CHECKING:
+    from relay.agent import Account
 
 
 @dataclass(frozen=True)
@@ -38,3 +42,4 @@ class RelayConfig:
     resume_buffer: int = defaults.RESUME_BUFFER  # agent output kept until acknowledged
     state_dir: str | None = None  # spent ticket ids kept there across restarts
     metrics_listen: tuple[str, int] | None = None  # /metrics on a port of its own, too
+    agent_account: Account | None = None  # run agents as another user (--agent-user)

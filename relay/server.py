@@ -28,7 +28,7 @@ from websockets.typing import Subprotocol
 
 from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
-from relay.agent import AgentProcess
+from relay.agent import AgentProcess, Guard
 from relay.connection import Attachment, Connection, RelayContext
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
@@ -66,7 +66,13 @@ class Admission:
 class Relay:
     """The relay server: admission, connection bookkeeping, /healthz and /busy."""
 
-    def __init__(self, config: RelayConfig, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: RelayConfig,
+        *,
+        clock: Callable[[], float] = time.time,
+        guard: Guard | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.replay_guard = ReplayGuard()
@@ -82,7 +88,7 @@ class Relay:
         self.console = _console(config) if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
-        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats)
+        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats, guard)
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
@@ -128,6 +134,12 @@ class Relay:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    @property
+    def addresses(self) -> list[str]:
+        """Where the relay listens, as bound: ``HOST:PORT`` per socket (IPv6 in brackets)."""
+        assert self._server is not None
+        return [bracketed_address(sock.getsockname()) for sock in self._server.sockets]
+
     async def shutdown(self) -> None:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
@@ -164,9 +176,9 @@ class Relay:
         if path == webassets.MODULE_PATH and not _is_upgrade(request):
             origin = request.headers.get("Origin")
             return webassets.module_response(origin, self.config.policy.allow_origins)
-        if path == "/healthz":
+        if path == "/healthz" and not _is_upgrade(request):
             return text_response(200, "ok\n")
-        if path == "/busy":
+        if path == "/busy" and not _is_upgrade(request):
             return json_response(200, self.busy_report())
         if path == METRICS_PATH and not _is_upgrade(request):
             body, content_type = self.exposition.render()
@@ -386,6 +398,12 @@ def _console(config: RelayConfig) -> devconsole.Console:
     return devconsole.Console(
         assets, config.console_token, allow, config.path, config.workspace, __version__
     )
+
+
+def bracketed_address(address: Any) -> str:
+    """``HOST:PORT`` of a socket address, an IPv6 host in brackets."""
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _is_upgrade(request: Request) -> bool:

@@ -103,7 +103,9 @@ class TraceFile:
             while view and self._fd is not None:
                 view = view[os.write(self._fd, view) :]
         except OSError as exc:
-            self.log.error("trace write failed; trace stopped", path=str(self.path), why=str(exc))
+            self.log.error(
+                "trace write failed; trace stopped", path=str(self.path), reason=str(exc)
+            )
             self._buffer.clear()
             if self._fd is not None:
                 os.close(self._fd)
@@ -134,7 +136,7 @@ class ConnectionTrace:
         try:
             file = TraceFile(path, log)
         except OSError as exc:
-            log.error("cannot create trace file; no trace", path=str(path), why=exc.strerror)
+            log.error("cannot create trace file; no trace", path=str(path), reason=exc.strerror)
             return None
         return cls(file, max_bytes)
 

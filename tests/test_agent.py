@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from relay.agent import AgentProcess, AgentStartError, Exit, drain_stderr, signal_name
+from relay.agent import (
+    Account,
+    AgentProcess,
+    AgentStartError,
+    Exit,
+    drain_stderr,
+    signal_name,
+    spawn_arguments,
+)
 from tests.support.agents import AGENTS
 from tests.support.processes import pid_alive
 
@@ -78,6 +88,25 @@ async def test_missing_workspace_is_named(tmp_path: Path) -> None:
         await AgentProcess.start(["cat"], cwd=str(missing), env=ENV)
 
 
+@pytest.mark.parametrize(
+    ("exit_", "failed"),
+    [(Exit(0), False), (Exit(2), True), (Exit(-9), True), (Exit(-9, stopped=True), False)],
+)
+def test_an_exit_failed_unless_0_or_the_relays_doing(exit_: Exit, failed: bool) -> None:
+    """An agent failed when it exited non-zero, or died of a signal, the relay not stopping it."""
+    assert exit_.failed is failed
+
+
+async def test_an_agent_that_crashes_by_itself_was_not_stopped(tmp_path: Path) -> None:
+    """An agent exiting 3 on its own, then its children stopped, is an unstopped exit 3."""
+    agent = await AgentProcess.start(["sh", "-c", "exit 3"], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(10):
+        exit_ = await agent.wait()
+        await agent.stop_children(0.5)
+        assert await agent.wait() == exit_ == Exit(3, stopped=False)
+    agent.release()
+
+
 async def test_stop_closes_stdin_first(tmp_path: Path) -> None:
     """An agent that exits on stdin EOF is stopped cleanly, with status 0, before any signal."""
     agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV)
@@ -101,6 +130,7 @@ async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -
         exit_ = await agent.stop(0.3)
     assert loop.time() - started < 2 * 0.3 + 0.5
     assert exit_.reason == "agent killed by SIGKILL"
+    assert (exit_.stopped, exit_.failed) == (True, False)  # the relay's doing, not a crash
     assert not pid_alive(agent.pid)
     assert not pid_alive(child)
 
@@ -134,3 +164,81 @@ async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
         "[10000 bytes, over 8192: not shown]",
         "last",
     ]
+
+
+class ListedGroups:
+    """A guard that keeps the list the watchdog would keep."""
+
+    def __init__(self) -> None:
+        self.groups: list[int] = []
+
+    def watch(self, pgid: int) -> None:
+        self.groups.append(pgid)
+
+    def forget(self, pgid: int) -> None:
+        self.groups.remove(pgid)
+
+
+async def test_the_guard_watches_an_agent_from_its_start_to_its_release(tmp_path: Path) -> None:
+    """An agent's process group is on the guard's list from its start until released."""
+    guard = ListedGroups()
+    agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV, guard=guard)
+    assert guard.groups == [agent.pid]
+    await agent.stop(0.5)
+    assert guard.groups == [agent.pid]  # stopped, not yet released
+    agent.release()
+    agent.release()
+    assert guard.groups == []
+
+
+NOBODY = Account("nobody", 65534, 65534, (65534, 100), "/nonexistent", "/usr/bin/setpriv")
+
+
+@pytest.mark.parametrize(
+    ("account", "argv", "extra"),
+    [
+        (None, ["my-agent", "--acp"], {}),
+        (
+            NOBODY,
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=65534,100", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, groups=()),
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, setpriv=None),
+            ["my-agent", "--acp"],
+            {"user": 65534, "group": 65534, "extra_groups": [65534, 100]},
+        ),
+    ],
+)  # fmt: skip
+def test_spawn_arguments(
+    account: Account | None, argv: list[str], extra: dict[str, object]
+) -> None:
+    """Another account is switched to by setpriv before the agent's exec, else by Popen."""
+    assert spawn_arguments(["my-agent", "--acp"], account) == (argv, extra)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to start agents as nobody")
+@pytest.mark.parametrize("through_setpriv", [True, False], ids=["setpriv", "popen"])
+async def test_an_agent_runs_as_its_account(through_setpriv: bool) -> None:
+    """Started as another account, the agent has its uid, gid and groups, none of root's."""
+    setpriv = shutil.which("setpriv") if through_setpriv else None
+    if through_setpriv and setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    account = Account("nobody", 65534, 65534, (65534,), "/nonexistent", setpriv)
+    agent = await AgentProcess.start(["id"], cwd="/", env=ENV, account=account)
+    async with asyncio.timeout(10):
+        out = await agent.stdout.read()
+        assert (await agent.wait()).returncode == 0
+    agent.release()
+    ids = dict(part.split("=", 1) for part in out.decode().split())
+    assert ids["uid"].startswith("65534(")
+    assert ids["gid"].startswith("65534(")
+    assert ids["groups"].split("(")[0] == "65534"
+    assert "0(root)" not in out.decode()

@@ -28,14 +28,14 @@ from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config import OPTIONS, options_table
-from relay.ticket import TicketError, verify
-from tests.support.agents import CHOOSER, STUBBORN
+from relay.ticket import Claims, TicketError, verify
+from tests.support.accounts import NOBODY, is_root, python_for, relay_for
+from tests.support.agents import CHOOSER, STUBBORN, python_agent
 from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
 from tests.support.clients import ChunkClient
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.live import SECRET, make_ticket
-from tests.support.processes import children_of
-from tests.support.sockets import closed_with, refused, round_trip
+from tests.support.sockets import closed_with, free_port, refused, round_trip
 from tests.support.waiting import until, until_gone
 
 CAT = "cat"
@@ -113,12 +113,13 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
     """The banner's "More tickets" command, run as printed, prints a URL that connects."""
     async with serve("--dev", env=clean_env()) as relay:
         banner_url, more = await dev_banner(relay)
-        argv = shlex.split(more)
+        setting, *argv = shlex.split(more)
+        assert setting == "ACP_RELAY_TICKET_TTL=28800"  # the --dev relay's, for `ticket`
         assert argv[:4] == [sys.executable, "-m", "relay", "ticket"]  # how it was started
         assert argv[argv.index("--url") + 1] == relay.url
         secret_file = Path(argv[argv.index("--secret-file") + 1])
         dev_secret = read_secret(secret_file)
-        status, out, err = await run_async(argv, env=clean_env())
+        status, out, err = await run_async(argv, env=clean_env(ACP_RELAY_TICKET_TTL="28800"))
         assert (status, err) == (0, "")
         url = out.strip()
         assert url.startswith(f"{relay.url}?ticket=")
@@ -131,6 +132,9 @@ async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
         assert reply["id"] == 1
         assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo"
         assert await relay.stop() == 0
+    claims = verify(url.partition("ticket=")[2], [dev_secret], now=time.time(), max_age=28800)
+    assert claims.exp is not None
+    assert claims.exp > time.time() + 28000  # lives as long as the --dev relay accepts it
     assert not secret_file.parent.exists()  # the throwaway secret goes with the relay
     stderr = "\n".join(relay.stderr)
     for needle in (dev_secret, banner_url.partition("ticket=")[2], url.partition("ticket=")[2]):
@@ -190,9 +194,12 @@ def read_secret(path: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Signals) -> None:
-    """On SIGTERM/SIGINT every socket gets 1001, the relay exits 0 in time, no agent is left."""
+    """On SIGTERM, SIGINT or SIGHUP every socket gets 1001, the relay exits 0 in time, logging
+    which signal stopped it, and no agent is left."""
     args = ("--agent", shlex.join(CHOOSER), "--kill-grace", str(KILL_GRACE))
     async with serve(*args, env=secret_env()) as relay:
         sockets: list[ClientConnection] = []
@@ -209,8 +216,8 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
             await sockets[2].send(json.dumps({"exec": [CAT]}))
             await round_trip(sockets[2])
             opened = await relay.wait_event("connection opened", 3)
-            pids.update(record["pid"] for record in opened)
-            pids.update(children_of(relay.pid))
+            pids.update(record["agent_pid"] for record in opened)
+            pids.update(relay.agents())
             assert len(pids) == 5  # two stubborn agents with a child each, one cat
 
             closing = [asyncio.create_task(closed_with(ws)) for ws in sockets]
@@ -225,9 +232,156 @@ async def test_signal_closes_sockets_1001_and_stops_every_agent(sig: signal.Sign
     assert took < KILL_GRACE + 2
     assert codes == [1001, 1001, 1001]
     assert await until_gone(pids, seconds=1)
-    assert [r["connections"] for r in relay.events("shutting down")] == [3]
+    assert [(r["signal"], r["connections"]) for r in relay.events("shutting down")] == [
+        (sig.name, 3)
+    ]
     assert len(relay.events("connection closed")) == 3
     assert relay.events("stopped")
+
+
+@pytest.mark.slow
+async def test_agents_and_their_children_die_with_a_killed_relay() -> None:
+    """SIGKILL the relay: its agents and their children, deaf to stdin EOF and SIGTERM, are
+    stopped by the watchdog within the kill grace, and the watchdog exits."""
+    args = ("--agent", shlex.join(STUBBORN), "--kill-grace", str(KILL_GRACE))
+    async with serve(*args, env=secret_env()) as relay:
+        watchdog = relay.events("listening")[0]["watchdog_pid"]
+        sockets = [await connect(relay.ticket_url()) for _ in range(2)]
+        pids: list[int] = []
+        for ws in sockets:
+            async with asyncio.timeout(10):
+                ready = str(await ws.recv()).split()
+            assert ready[0] == "ready"
+            pids += [int(pid) for pid in ready[1:]]
+        killed = time.monotonic()
+        assert await relay.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert await until_gone([*pids, watchdog], seconds=KILL_GRACE + 2)
+        took = time.monotonic() - killed
+        for ws in sockets:
+            ws.transport.abort()
+    assert len(set(pids)) == 4  # two agents, a child each
+    assert took < KILL_GRACE + 2
+    stopping = relay.events("relay gone: stopping its agents")
+    assert [sorted(r["process_groups"]) for r in stopping] == [sorted(pids[::2])]
+
+
+# -- what an agent can see of the relay ----------------------------------------------------
+
+ROOT_ONLY = pytest.mark.skipif(
+    not is_root(), reason="needs root: to run the relay or its agents as nobody"
+)
+
+# An agent that reports who it runs as and what of its relay (its parent) it can read.
+PROBE = (
+    "import json, os, sys\n"
+    "def attempt(path, size):\n"
+    "    try:\n"
+    "        with open(path, 'rb') as f:\n"
+    "            f.read(size)\n"
+    "        return 'read'\n"
+    "    except OSError as e:\n"
+    "        return type(e).__name__\n"
+    "relay = os.getppid()\n"
+    "print(json.dumps({\n"
+    "    'uid': os.getuid(), 'gid': os.getgid(), 'groups': sorted(os.getgroups()),\n"
+    "    'home': os.environ.get('HOME'), 'user': os.environ.get('USER'),\n"
+    "    'environ': attempt(f'/proc/{relay}/environ', 4096),\n"
+    "    'mem': attempt(f'/proc/{relay}/mem', 0),\n"
+    "    'secret_file': attempt(sys.argv[1], 64) if len(sys.argv) > 1 else None,\n"
+    "}), flush=True)\n"
+    "sys.stdin.read()\n"
+)
+
+
+def probe_agent(*args: str) -> str:
+    """--agent for the PROBE, run by a Python nobody can run (else the test is skipped)."""
+    python = python_for(NOBODY)
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that nobody can run")
+    return shlex.join([python, "-c", PROBE, *args])
+
+
+async def probe(relay: RelayRun) -> dict[str, Any]:
+    """What the PROBE agent of one connection reports."""
+    async with connect(relay.ticket_url()) as ws:
+        async with asyncio.timeout(10):
+            report = json.loads(await ws.recv())
+    assert isinstance(report, dict)
+    return report
+
+
+def relay_as_nobody() -> tuple[tuple[str, ...], dict[str, str]]:
+    """How nobody runs ``acp-relay``, or the test is skipped saying why."""
+    found = relay_for(NOBODY)
+    if found is None:
+        pytest.skip("no Python with the relay's packages that nobody can run")
+    return found
+
+
+@ROOT_ONLY
+async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_memory() -> None:
+    """The relay is non-dumpable: an agent of its own user (here both nobody) can read
+    neither /proc/<relay>/environ, where its secret is, nor open its memory."""
+    command, extra = relay_as_nobody()
+    args = ("--agent", probe_agent(), "--workspace", "/")
+    env = secret_env(**extra)
+    async with serve(*args, env=env, command=command) as relay:
+        report = await probe(relay)
+    assert (report["uid"], report["gid"]) == (NOBODY.uid, NOBODY.gid)
+    assert (report["environ"], report["mem"]) == ("PermissionError", "PermissionError")
+
+
+@ROOT_ONLY
+async def test_agents_run_as_the_agent_user(tmp_path: Path) -> None:
+    """A root relay with --agent-user nobody runs its agents as nobody: its ids, groups,
+    HOME and USER; the relay's environment and its 0600 secret file are out of reach."""
+    secrets = write(tmp_path / "secret", SECRET + "\n")
+    os.chmod(secrets, 0o600)
+    args = ("--agent", probe_agent(secrets), "--agent-user", "nobody", "--secret-file", secrets)
+    async with serve(*args, "--workspace", "/", env=clean_env(HOME="/root")) as relay:
+        report = await probe(relay)
+    assert (report["uid"], report["gid"], report["groups"]) == (65534, 65534, [65534])
+    assert (report["home"], report["user"]) == ("/nonexistent", "nobody")
+    assert report["environ"] == report["mem"] == report["secret_file"] == "PermissionError"
+
+
+def run_cli_as_nobody(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """``python -m relay ARGS`` as nobody when the tests run as root, else as they run."""
+    command: tuple[str, ...] = ACP_RELAY
+    extra: dict[str, str] = {}
+    if is_root():
+        command, extra = relay_as_nobody()
+    return subprocess.run(
+        [*command, *args],
+        env={**env, **extra},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+        cwd="/",
+    )
+
+
+def test_agent_user_without_root_exits_2_with_the_fix() -> None:
+    """--agent-user in a relay that is not root stops start-up: only root can switch users."""
+    args = ("serve", "--agent", CAT, "--agent-user", "nobody", "--listen", "127.0.0.1:0")
+    message = refusal(run_cli_as_nobody(*args, env=secret_env()))
+    assert message.startswith("acp-relay: --agent-user nobody: only a relay running as root ")
+    assert "start the relay as root, or drop --agent-user" in message
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--agent-user", "no-such-user-xyz"], "--agent-user no-such-user-xyz: no such user"),
+        (["--agent-group", "nogroup"], "--agent-group nogroup needs --agent-user USER too"),
+    ],
+)
+def test_a_bad_agent_account_exits_2_at_start_up(args: list[str], says: str) -> None:
+    """An --agent-user that does not exist, or --agent-group alone, stops start-up."""
+    result = run_cli("serve", "--agent", CAT, "--listen", "127.0.0.1:0", *args, env=secret_env())
+    assert refusal(result).startswith(f"acp-relay: {says}")
 
 
 # -- secrets ----------------------------------------------------------------------------
@@ -261,6 +415,20 @@ def test_no_secret_exits_2_saying_how_to_give_one(tmp_path: Path, how: str) -> N
         assert f"--secret-file {tmp_path if how != 'none' else 'FILE'}" in message
     if how in ("blank env", "empty file"):
         assert "no secret found; put one secret per line" in message
+
+
+async def test_listening_logs_the_addresses_as_bound() -> None:
+    """The "listening" line gives the host as given and every address bound (localhost may
+    be two), not an address it made up; the relay's own pid and the watchdog's."""
+    args = ("--agent", CAT, "--listen", "localhost:0")
+    async with serve(*args, env=secret_env(), listen=False) as relay:
+        [listening] = relay.events("listening")
+        async with connect(relay.ticket_url()) as ws:
+            await round_trip(ws)
+    port = relay.port
+    assert listening["url"] == f"ws://localhost:{port}/acp"
+    assert f"127.0.0.1:{port}" in listening["addresses"]
+    assert all(re.fullmatch(r"(127\.0\.0\.1|\[::1\]):\d+", a) for a in listening["addresses"])
 
 
 def test_no_agent_exits_2_naming_the_flag() -> None:
@@ -443,6 +611,40 @@ async def test_secret_file_rotation(tmp_path: Path) -> None:
         verify(minted, [old], now=time.time(), max_age=60)
 
 
+async def test_start_up_warns_once_about_typos_short_secrets_and_open_secret_files(
+    tmp_path: Path,
+) -> None:
+    """An unknown ACP_RELAY_* variable, a short secret and a secret file others can read are
+    each one warning at start-up, naming the fix; the relay starts all the same."""
+    short = "short-secret-0123456789"  # 23 bytes
+    secrets = write(tmp_path / "secrets", f"{SECRET}\n{short}\n")
+    os.chmod(secrets, 0o644)
+    env = clean_env(ACP_RELAY_MAX_CONECTIONS="3", ACP_RELAY_TICKET="for connect, not serve")
+    async with serve("--agent", CAT, "--secret-file", secrets, env=env) as relay:
+        async with connect(relay.ticket_url(make_ticket(short))) as ws:
+            await round_trip(ws)
+        assert await relay.stop() == 0
+    warnings = [r for r in parse_json_lines(relay.stderr) if r["level"] == "warning"]
+    assert [(r["event"], r.get("name"), r.get("did_you_mean")) for r in warnings] == [
+        ("unknown environment variable ignored", "ACP_RELAY_MAX_CONECTIONS",
+         "ACP_RELAY_MAX_CONNECTIONS"),
+        ("short ticket secret", None, None),
+        ("secret file readable by group or others", None, None),
+    ]  # fmt: skip
+    assert (warnings[1]["secret"], warnings[1]["bytes"]) == (2, 23)
+    assert warnings[2]["fix"] == f"chmod 600 {secrets}"
+    assert short not in "\n".join(relay.stderr)
+
+
+def test_a_secret_under_16_bytes_exits_2_with_the_fix() -> None:
+    """A ticket secret under 16 bytes stops start-up, saying how to make a good one."""
+    env = clean_env(ACP_RELAY_SECRET="hunter2-hunter")
+    message = refusal(run_cli("serve", "--agent", CAT, "--listen", "127.0.0.1:0", env=env))
+    assert message.startswith("acp-relay: ACP_RELAY_SECRET: secret 1 is 14 bytes, under the 16")
+    assert "secrets.token_urlsafe(32)" in message
+    assert "hunter2" not in message
+
+
 # -- acp-relay ticket ---------------------------------------------------------------------
 
 
@@ -505,6 +707,72 @@ async def test_ticket_audience_must_match_the_relay() -> None:
     assert status == 401
     assert "another audience" in body
     assert opened[0]["subject"] == "erin"
+
+
+def minted(result: subprocess.CompletedProcess[str], secret: str = SECRET) -> Claims:
+    """The claims of the ticket `acp-relay ticket` printed, verified with ``secret``."""
+    assert (result.returncode, result.stdout.count("\n")) == (0, 1), result.stderr
+    return verify(result.stdout.strip(), [secret], now=time.time(), max_age=3600)
+
+
+@pytest.mark.parametrize("how", ["config", "env"])
+def test_ticket_command_reads_the_relays_settings(tmp_path: Path, how: str) -> None:
+    """`acp-relay ticket` takes the relay's secret-file, audience and ticket-ttl from its
+    --config file or its ACP_RELAY_* variables, as serve would."""
+    secrets = write(tmp_path / "secret", f"{OTHER_SECRET}\n")
+    os.chmod(secrets, 0o600)
+    settings = {"secret-file": secrets, "audience": "box-17", "ticket-ttl": 120}
+    if how == "config":
+        toml = "".join(f"{key} = {json.dumps(value)}\n" for key, value in settings.items())
+        args, env = ["--config", write(tmp_path / "relay.toml", toml)], clean_env()
+    else:
+        names = {k: "ACP_RELAY_" + k.upper().replace("-", "_") for k in settings}
+        args, env = [], clean_env(**{names[k]: str(v) for k, v in settings.items()})
+    result = run_cli("ticket", *args, env=env)
+    claims = minted(result, OTHER_SECRET)
+    assert result.stderr == ""
+    assert claims.aud == "box-17"
+    assert claims.exp is not None
+    assert time.time() + 110 < claims.exp <= time.time() + 121
+    given = minted(
+        run_cli("ticket", "--audience", "box-9", "--ttl", "30", *args, env=env), OTHER_SECRET
+    )
+    assert given.aud == "box-9"
+
+
+@pytest.mark.slow
+async def test_a_ticket_minted_from_the_relays_config_file_opens_it(tmp_path: Path) -> None:
+    """A relay run from a config file with an audience accepts what `ticket --config` mints."""
+    secrets = write(tmp_path / "secret", f"{SECRET}\n")
+    os.chmod(secrets, 0o600)
+    toml = f'secret-file = "{secrets}"\naudience = "box-17"\nagent = "{CAT}"\n'
+    config = write(tmp_path / "relay.toml", toml)
+    async with serve("--config", config, env=clean_env()) as relay:
+        ticket = await mint_with_cli("--config", config, env=clean_env())
+        async with connect(relay.ticket_url(ticket)) as ws:
+            await round_trip(ws)
+        status, body, _ = await refused(relay.ticket_url(make_ticket()))  # no audience
+    assert (status, "another audience" in body) == (401, True)
+
+
+def test_ticket_ttl_beyond_the_relays_gets_a_warning() -> None:
+    """A --ttl longer than the relay's --ticket-ttl is minted with a warning on stderr that
+    the relay refuses the ticket sooner; the help says so too."""
+    result = run_cli("ticket", "--ttl", "3600", env=secret_env(ACP_RELAY_TICKET_TTL="90"))
+    claims = minted(result)
+    assert claims.exp is not None
+    assert claims.exp > time.time() + 3500
+    assert result.stderr == (
+        "acp-relay: warning: --ttl 3600 is longer than the relay's --ticket-ttl of 90 s (read "
+        "from --config, ACP_RELAY_TICKET_TTL or its default): the relay refuses this ticket "
+        "90 s after it is minted; raise the relay's --ticket-ttl, or give this command the "
+        "relay's settings\n"
+    )
+    default = run_cli("ticket", "--ttl", "61", env=secret_env())
+    assert "of 60 s" in default.stderr
+    help_text = " ".join(run_cli("ticket", "--help", env=clean_env(COLUMNS="200")).stdout.split())
+    assert "the relay refuses a ticket older than its own --ticket-ttl" in help_text
+    assert "(default: the relay's --ticket-ttl)" in help_text
 
 
 # -- configuration -------------------------------------------------------------------------
@@ -632,9 +900,9 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
     opened = relay.events("connection opened")
     closed = relay.events("connection closed")
     assert [r["subject"] for r in opened] == ["alice", "bob"]
-    assert [r["conn"] for r in closed] == [r["conn"] for r in opened]
-    assert len({r["conn"] for r in opened}) == 2
-    assert [r["pid"] for r in closed] == [r["pid"] for r in opened]
+    assert [r["connection_id"] for r in closed] == [r["connection_id"] for r in opened]
+    assert len({r["connection_id"] for r in opened}) == 2
+    assert [r["agent_pid"] for r in closed] == [r["agent_pid"] for r in opened]
     for record, messages in zip(closed, (1, 2), strict=True):
         assert record["exit_status"] is not None
         assert (record["messages_in"], record["messages_out"]) == (messages, messages)
@@ -643,6 +911,31 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
         assert 0 <= record["duration"] < 10
     refusals = relay.events("connection refused")
     assert [r["status"] for r in refusals] == [401, 403]
+
+
+CRASHING = python_agent(
+    "import sys\n"
+    "sys.stdin.readline()\n"
+    "print('Traceback (most recent call last):', file=sys.stderr)\n"
+    "print('KeyError: ANTHROPIC_API_KEY', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+)
+
+
+async def test_an_agent_crash_shows_at_log_level_warning() -> None:
+    """Under --log-level warning an agent exiting non-zero has its last stderr lines logged."""
+    args = ("--agent", shlex.join(CRASHING), "--log-level", "warning")
+    async with serve(*args, env=secret_env(), port=free_port()) as relay:
+        async with connect(relay.ticket_url()) as ws:
+            await ws.send('{"jsonrpc":"2.0","method":"go"}')
+            assert (await closed_with(ws))[0] == 1011
+        [failed] = await relay.wait_event("agent failed")
+    assert failed["level"] == "warning"
+    assert failed["stderr_tail"] == [
+        "Traceback (most recent call last):",
+        "KeyError: ANTHROPIC_API_KEY",
+    ]
+    assert relay.events("agent stderr") == []  # info: below the level
 
 
 # -- help and version ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from relay.config import (
     parse_secrets,
     resolve,
     resolve_option,
+    resolve_some,
     unknown_env_names,
 )
 
@@ -516,3 +517,19 @@ def documented_table(name: str) -> str:
 def test_docs_serve_table_is_the_option_table() -> None:
     """docs/configuration.md holds exactly the table generated from OPTIONS."""
     assert documented_table("serve") == options_table(OPTIONS)
+
+
+def test_resolve_some_layers_a_few_options_like_resolve() -> None:
+    """A few of serve's options resolve as serve would: flag, env, file, default; paths made
+    absolute; the file's keys checked (for `acp-relay ticket`)."""
+    options = [option_named(n) for n in ("secret-file", "audience", "ticket-ttl")]
+    toml = 'secret-file = "s.txt"\naudience = "file-aud"\nticket-ttl = 90\nlisten = "x:1"\n'
+    found = resolve_some(options, {}, {"ACP_RELAY_AUDIENCE": "env-aud"}, toml, cwd=CWD)
+    assert found == {"secret_file": f"{CWD}/s.txt", "audience": "env-aud", "ticket_ttl": 90.0}
+    assert resolve_some(options, {"audience": "flag"}, {}, None, cwd=CWD) == {
+        "secret_file": None,
+        "audience": "flag",
+        "ticket_ttl": 60.0,
+    }
+    with pytest.raises(ConfigError, match="unknown key 'audiense'"):
+        resolve_some(options, {}, {}, 'audiense = "x"\n', cwd=CWD, file_name="r.toml")

@@ -383,7 +383,7 @@ async def test_entrypoint_under_tini_reaps_orphans_and_stops_on_sigterm(tmp_path
     orphan = 0
     try:
         await tini.started()
-        relay_pid = tini.events("listening")[0]["pid"]
+        relay_pid = tini.events("listening")[0]["relay_pid"]
         assert children_of(tini.pid) == [relay_pid]  # tini, then the relay
         async with connect(tini.ticket_url()) as ws:
             await round_trip(ws)

@@ -41,8 +41,6 @@ from tests.support.http import busy, exchange, status_of, upgrade_request
 from tests.support.live import live_relay, until_idle
 from tests.support.processes import (
     agents_running,
-    child_states,
-    children_of,
     fd_count,
     pid_alive,
     rss_kib,
@@ -495,7 +493,7 @@ async def test_sigterm_under_load_closes_every_socket_1001_and_leaves_no_process
 
         streams = [asyncio.create_task(stream(n, ws)) for n, ws in enumerate(sockets)]
         opened = await relay.wait_event("connection opened", clients)
-        agents = [record_["pid"] for record_ in opened]
+        agents = [record_["agent_pid"] for record_ in opened]
         await until(lambda: all(carried), what=lambda: f"every client streaming: {carried}")
         assert all(carried)  # under load
         signalled = time.monotonic()
@@ -539,7 +537,7 @@ async def test_burst_over_max_connections_admits_exactly_the_limit(audit: LogAud
                 await ws.send("{}")
                 async with asyncio.timeout(5):
                     assert await ws.recv() == "{}"
-            assert len(children_of(relay.pid)) == limit
+            assert len(relay.agents()) == limit
             assert (await busy(relay.port))["connections"] == limit
             with pytest.raises(InvalidStatus) as one_more:  # at the limit
                 await connect(relay.ticket_url(audit.ticket()))
@@ -623,7 +621,7 @@ async def test_1000_bad_tickets_start_nothing_and_a_good_one_works_at_once(
         started = time.monotonic()
         statuses = await asyncio.gather(*(refused(t, h) for t, h in requests))
         storm_s = time.monotonic() - started
-        assert child_states(relay.pid) == {}
+        assert relay.agent_states() == {}
         good = time.monotonic()
         async with connect(relay.ticket_url(audit.ticket(audience=AUDIENCE))) as ws:
             await ws.send('{"after":"storm"}')

@@ -5,15 +5,20 @@ from __future__ import annotations
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from relay.agent import Account
 from relay.cli.files import (
     Kind,
+    agent_account,
+    check_account_reaches,
     check_agent_program,
     check_workspace,
     demo_sdk_installed,
+    first_blocked,
     load_secrets,
     private_directory,
     program_problem,
@@ -136,3 +141,71 @@ def test_check_workspace(tmp_path: Path) -> None:
 def test_demo_sdk_installed() -> None:
     """The test environment has the demo extra (the ACP SDK)."""
     assert demo_sdk_installed()
+
+
+# -- the agents' account
+
+NOBODY = Account("nobody", 65534, 65534, (65534,), "/nonexistent")
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the relay switches accounts")
+
+
+def test_no_agent_user_is_no_account() -> None:
+    """Without --agent-user agents run as the relay's user; --agent-group alone is refused."""
+    assert agent_account(None, None) is None
+    with pytest.raises(UsageError, match=r"^--agent-group staff needs --agent-user USER too"):
+        agent_account(None, "staff")
+
+
+@pytest.mark.parametrize(
+    ("user", "group", "says"),
+    [
+        ("no-such-user-xyz", None, "--agent-user no-such-user-xyz: no such user; create it"),
+        ("nobody", "no-such-group-xyz", "--agent-group no-such-group-xyz: no such group"),
+    ],
+)
+def test_an_unknown_account_is_refused_with_the_fix(
+    user: str, group: str | None, says: str
+) -> None:
+    """An --agent-user or --agent-group that does not exist stops start-up, naming it."""
+    with pytest.raises(UsageError, match=f"^{re.escape(says)}"):
+        agent_account(user, group)
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize(("user", "group"), [("nobody", None), ("65534", "nogroup")])
+def test_the_agents_account_as_root(user: str, group: str | None) -> None:
+    """As root, --agent-user (name or uid) gives the ids, groups and home of the account."""
+    account = agent_account(user, group)
+    assert account is not None
+    assert (account.name, account.uid, account.gid, account.home) == (
+        "nobody", 65534, 65534, "/nonexistent",
+    )  # fmt: skip
+    assert account.groups == (65534,)
+    assert account.environment() == (
+        ("HOME", "/nonexistent"), ("USER", "nobody"), ("LOGNAME", "nobody"),
+    )  # fmt: skip
+
+
+@ROOT_ONLY
+def test_an_account_that_cannot_reach_the_workspace_or_agent_is_refused() -> None:
+    """Every directory to the workspace and the agent's program needs x for the account."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:  # pytest's own is root's only
+        os.chmod(top, 0o755)
+        private = Path(top) / "private"
+        (private / "ws").mkdir(parents=True)
+        agent = private / "agent"
+        agent.write_text("#!/bin/sh\n")
+        agent.chmod(0o755)
+        private.chmod(0o700)
+        assert first_blocked(str(private / "ws"), NOBODY) == str(private)
+        with pytest.raises(UsageError) as caught:
+            check_account_reaches(NOBODY, str(private / "ws"), str(agent))
+        assert str(caught.value) == (
+            f"--workspace {private / 'ws'}: --agent-user nobody cannot reach it: {private} "
+            f"lacks the x permission for it; chmod o+x {private}, or chown/chgrp it"
+        )
+        private.chmod(0o711)
+        check_account_reaches(NOBODY, str(private / "ws"), str(agent))
+        agent.chmod(0o700)
+        with pytest.raises(UsageError, match=f"^--agent {re.escape(str(agent))}: .* {agent} lacks"):
+            check_account_reaches(NOBODY, str(private / "ws"), str(agent))

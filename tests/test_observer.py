@@ -90,9 +90,9 @@ def test_opened_and_closed_log_the_connection_with_its_figures() -> None:
     with capture_logs() as events:
         observer.opened(PEER, ("agent",), 42)
         observer.lines([b"abc"])
-        observer.closed(Exit(3), 1011, "agent exited with status 3")
+        observer.closed(Exit(3, stopped=True), 1011, "agent exited with status 3")
     assert [e["event"] for e in events] == ["connection opened", "connection closed"]
-    assert (events[0]["pid"], events[0]["remote"], events[0]["subject"]) == (
+    assert (events[0]["agent_pid"], events[0]["remote"], events[0]["subject"]) == (
         42,
         PEER.remote,
         "alice",
@@ -140,3 +140,46 @@ def test_trace_gets_every_outcome_and_verdict_in_order(tmp_path: Path) -> None:
     assert records[2]["refused"] == "a\nb"
     assert records[-1]["exit_status"] == 0
     assert observer.trace is None  # closed: later reports write nothing
+
+
+def test_a_long_subject_is_cut_in_the_log_lines() -> None:
+    """The ticket's subject, the client's to choose, is at most 64 characters in log lines."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        observer.opened(Peer("127.0.0.1:5", "s" * 5000, "/acp"), ["cat"], 42)
+        observer.agent_stderr("hello")
+    assert [e["subject"] for e in events] == [f"{'s' * 63}…(5000 chars)"] * 2
+
+
+def test_an_agent_that_fails_gets_its_last_stderr_lines_at_warning() -> None:
+    """An agent that exits non-zero on its own has its last stderr lines logged at warning,
+    bounded (20 lines, 4 KiB, 1 KiB a line), before the closing line."""
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs() as events:
+        for n in range(30):
+            observer.agent_stderr(f"line {n}")
+        observer.closed(Exit(1), 1011, "agent exited with status 1")
+    warning = [e for e in events if e["log_level"] == "warning"]
+    assert [e["event"] for e in warning] == ["agent failed"]
+    assert warning[0]["stderr_tail"] == [f"line {n}" for n in range(10, 30)]
+    assert (warning[0]["exit_status"], warning[0]["reason"]) == (1, "agent exited with status 1")
+    assert events[-1]["event"] == "connection closed"
+
+    observer = ConnectionObserver("c2", LOG)
+    with capture_logs() as events:
+        for _ in range(10):
+            observer.agent_stderr("x" * 5000)
+        observer.closed(Exit(-11), 1011, "agent killed by SIGSEGV")
+    [tail] = [e["stderr_tail"] for e in events if e["event"] == "agent failed"]
+    assert [len(line) for line in tail] == [len(f"{'x' * 1023}…(5000 chars)")] * 3
+    assert sum(map(len, tail)) <= 4096
+
+
+def test_an_agent_that_exits_0_or_is_stopped_by_the_relay_has_not_failed() -> None:
+    """Exit 0, or a status after the relay's own SIGTERM or SIGKILL, logs no warning."""
+    for exit_ in (Exit(0), Exit(-15, stopped=True), Exit(1, stopped=True)):
+        observer = ConnectionObserver("c1", LOG)
+        with capture_logs() as events:
+            observer.agent_stderr("bye")
+            observer.closed(exit_, 1000, "x")
+        assert [e["event"] for e in events] == ["agent stderr", "connection closed"]

@@ -686,12 +686,14 @@ async def test_a_header_given_twice_is_400_not_a_traceback(
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
+@pytest.mark.parametrize("path", ["/wrong", "/healthz", "/busy", "/metrics"])
 async def test_an_upgrade_to_another_path_is_404_and_logged(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
-    """A WebSocket upgrade to the wrong path is refused 404 and logged like other refusals."""
+    """A WebSocket upgrade to the wrong path, the plain endpoints' included, is refused 404
+    and logged like other refusals."""
     async with live_relay(CAT) as live:
-        status, body, _ = await refused(live.url(make_ticket(), path="/wrong"))
+        status, body, _ = await refused(live.url(make_ticket(), path=path))
     assert (status, "the ACP endpoint is /acp" in body) == (404, True)
     assert any("connection refused" in str(r.msg) and "404" in str(r.msg) for r in caplog.records)
 

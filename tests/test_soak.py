@@ -25,7 +25,7 @@ from tests.support.cli import serve
 from tests.support.env import secret_env
 from tests.support.figures import record
 from tests.support.http import exchange, status_of, upgrade_request
-from tests.support.processes import child_states, fd_count, rss_kib, zombies
+from tests.support.processes import fd_count, rss_kib, zombies
 from tests.support.reliability import assert_no_leak, connect_disconnect_cycles
 from tests.support.waiting import until
 
@@ -122,7 +122,7 @@ async def test_concurrent_churn_with_faulty_agents_leaks_nothing(audit: LogAudit
             "fds_after": fd_count(relay.pid),
             "rss_kib_before_and_after_each_round": rss,
             "zombies_after": len(zombies(relay.pid)),
-            "children_after": len(child_states(relay.pid)),
+            "children_after": len(relay.agent_states()),
         }
     record("concurrent churn with faulty agents (soak)", **figures)
     assert figures["zombies_after"] == figures["children_after"] == 0

@@ -183,7 +183,7 @@ async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_pa
         opened = relay.events("connection opened")
         assert len(opened) == 1
         [relay_resumed] = await relay.wait_event("connection resumed")
-        assert relay_resumed["conn"] == opened[0]["conn"]
+        assert relay_resumed["connection_id"] == opened[0]["connection_id"]
         closed = await relay.wait_event("connection closed")
         assert (closed[0]["close_code"], closed[0]["exit_status"]) == (1000, 0)
 
@@ -418,4 +418,4 @@ async def test_chromium_reloaded_page_resumes_from_session_storage(
         assert second[0] <= len(first)  # what the first load had not acknowledged comes again
         assert len(relay.events("connection opened")) == 1
         [resumed] = await relay.wait_event("connection resumed")
-        assert resumed["conn"] == relay.events("connection opened")[0]["conn"]
+        assert resumed["connection_id"] == relay.events("connection opened")[0]["connection_id"]

@@ -8,15 +8,20 @@ relay stops with exit status 2 and the fix instead of failing at the first conne
 
 from __future__ import annotations
 
+import grp
 import importlib.util
 import os
+import pwd
+import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from relay.agent import Account
 from relay.config import SECRET_ENV, parse_secrets
 from relay.errors import UsageError
+from relay.startup import may_search
 
 Kind = Literal["missing", "directory", "not executable", "executable"]
 
@@ -134,3 +139,90 @@ def kind_of(path: str) -> Kind:
 def demo_sdk_installed() -> bool:
     """Whether the ACP Python SDK, which the demo agent is written with, can be imported."""
     return importlib.util.find_spec("acp") is not None
+
+
+# --- the agents' account
+
+
+def agent_account(user: str | None, group: str | None) -> Account | None:
+    """The account of ``--agent-user`` (and ``--agent-group``), checked: it exists and the
+    relay runs as root. None without ``--agent-user``."""
+    if user is None:
+        if group is not None:
+            raise UsageError(f"--agent-group {group} needs --agent-user USER too; add it")
+        return None
+    entry = _user_entry(user)
+    gid = entry.pw_gid if group is None else _group_id(group)
+    if os.geteuid() != 0:
+        raise UsageError(
+            f"--agent-user {user}: only a relay running as root can start agents as another "
+            f"user (this one runs as uid {os.geteuid()}); start the relay as root, or drop "
+            "--agent-user"
+        )
+    return Account(
+        name=entry.pw_name,
+        uid=entry.pw_uid,
+        gid=gid,
+        groups=tuple(sorted(set(os.getgrouplist(entry.pw_name, gid)))),
+        home=entry.pw_dir,
+        setpriv=shutil.which("setpriv"),
+    )
+
+
+def _user_entry(user: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except KeyError:
+        raise UsageError(
+            f"--agent-user {user}: no such user; create it (useradd --system {user}) "
+            "or name an existing one"
+        ) from None
+
+
+def _group_id(group: str) -> int:
+    try:
+        return grp.getgrgid(int(group)).gr_gid if group.isdigit() else grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise UsageError(
+            f"--agent-group {group}: no such group; create it (groupadd --system {group}) "
+            "or name an existing one"
+        ) from None
+
+
+def check_account_reaches(account: Account, workspace: str, program: str) -> None:
+    """A UsageError unless ``account`` can enter the workspace and run the agent's program
+    (``program``, as found on its PATH): every directory on the way needs its x bit."""
+    for flag, path in (("--workspace", workspace), ("--agent", program)):
+        blocked = first_blocked(path, account)
+        if blocked is not None:
+            raise UsageError(
+                f"{flag} {path}: --agent-user {account.name} cannot reach it: {blocked} "
+                f"lacks the x permission for it; chmod o+x {blocked}, or chown/chgrp it"
+            )
+
+
+def first_blocked(path: str, account: Account) -> str | None:
+    """The first of ``path`` and the directories above it that ``account`` may not search
+    (or, for the last, run), or None; along the path as given, then where its symbolic
+    links lead."""
+    groups = (account.gid, *account.groups)
+    for way in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+        parts = way.split(os.sep)
+        for end in range(1, len(parts) + 1):
+            here = os.sep.join(parts[:end]) or os.sep
+            try:
+                info = os.stat(here)
+            except OSError:
+                return None  # missing: the other start-up checks say so
+            if not may_search(info.st_mode, info.st_uid, info.st_gid, account.uid, groups):
+                return here
+    return None
+
+
+def found_program(argv: Sequence[str], env: Mapping[str, str], workspace: str) -> str:
+    """The file exec will run for ``argv[0]`` (after :func:`check_agent_program`)."""
+    search_path = env.get("PATH", os.defpath)
+    for path in program_candidates(argv[0], search_path, workspace):
+        if kind_of(path) == "executable":
+            return path
+    return argv[0]

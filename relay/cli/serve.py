@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import os
 import resource
 import secrets as random_secrets
@@ -27,14 +28,18 @@ import uvloop
 from relay import devconsole, logs
 from relay.admission import Policy
 from relay.cli.files import (
+    agent_account,
+    check_account_reaches,
     check_agent_program,
     check_workspace,
     demo_sdk_installed,
+    found_program,
     load_secrets,
     private_directory,
     read_named,
 )
 from relay.config import (
+    SECRET_ENV,
     Settings,
     add_serve_arguments,
     agent_environment,
@@ -49,12 +54,24 @@ from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
 from relay.rewrite import RewritePolicy
 from relay.server import Relay, RelayConfig, fresh_ticket
+from relay.startup import (
+    StartupWarning,
+    environment_warnings,
+    secret_file_warnings,
+    secret_warnings,
+)
 from relay.urls import with_ticket
+from relay.watchdog import Watchdog
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
 TOKEN_BYTES = devconsole.TOKEN_BYTES
 SHUTDOWN_MARGIN = 2.0
+# A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PR_SET_DUMPABLE = 4  # linux/prctl.h
+NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
+WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 
 
@@ -72,13 +89,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    """Resolve the configuration, then run the relay until SIGTERM or SIGINT."""
+    """Resolve the configuration, then run the relay until SIGTERM, SIGINT or SIGHUP."""
+    private = keep_memory_private()
     settings = read_settings(vars(args), os.environ)
     logs.configure(settings.log_level, settings.log_format)
-    if settings.dev:
-        secrets = _dev_secrets(settings)
-    else:
-        secrets = load_secrets(settings.secret_file, settings.secret_env)
+    warn(environment_warnings(os.environ))
+    if not private and sys.platform == "linux":
+        logs.get_logger("relay").warning(NOT_PRIVATE)
+    secrets = read_secrets(settings)
     for secret in secrets:
         register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
@@ -90,6 +108,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def keep_memory_private() -> bool:
+    """Make this process non-dumpable (Linux): other processes of the same user, agents
+    included, can then read neither its environment nor its memory in /proc, nor ptrace
+    it. Whether it worked."""
+    if sys.platform != "linux":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+
+
 def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settings:
     """Flags, environment and config file, merged by :func:`relay.config.resolve`."""
     flags = {k: v for k, v in flags.items() if k not in ("func", "command")}
@@ -98,10 +126,24 @@ def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settin
     return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
 
 
-def _dev_secrets(settings: Settings) -> tuple[str, ...]:
-    if settings.secret_file or settings.secret_env:
-        return load_secrets(settings.secret_file, settings.secret_env)
-    return (random_secrets.token_urlsafe(32),)
+def read_secrets(settings: Settings) -> tuple[str, ...]:
+    """The ticket secrets, checked (a warning if short or exposed, exit 2 if too short);
+    under --dev without any, a throwaway one."""
+    if settings.dev and not (settings.secret_file or settings.secret_env):
+        return (random_secrets.token_urlsafe(32),)
+    secrets = load_secrets(settings.secret_file, settings.secret_env)
+    source = f"--secret-file {settings.secret_file}" if settings.secret_file else SECRET_ENV
+    warn(secret_warnings(secrets, source))
+    if settings.secret_file:
+        warn(secret_file_warnings(settings.secret_file, os.stat(settings.secret_file).st_mode))
+    return secrets
+
+
+def warn(warnings: Sequence[StartupWarning]) -> None:
+    """Log each start-up warning, once."""
+    log = logs.get_logger("relay")
+    for each in warnings:
+        log.warning(each.event, **each.fields)
 
 
 def agent_command(settings: Settings) -> tuple[str, ...]:
@@ -130,9 +172,14 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         if remote is not None:
             raise UsageError(remote)
     argv = agent_command(settings)
-    agent_env = agent_environment(env, settings.agent_env)
+    account = agent_account(settings.agent_user, settings.agent_group)
+    extra_env = () if account is None else account.environment()
+    agent_env = agent_environment(env, (*extra_env, *settings.agent_env))
     check_agent_program(argv, agent_env, settings.workspace)
     check_workspace(settings.workspace)
+    if account is not None:
+        program = found_program(argv, agent_env, settings.workspace)
+        check_account_reaches(account, settings.workspace, program)
     ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
     policy = Policy(
         secrets=tuple(secrets),
@@ -162,6 +209,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         resume_buffer=settings.resume_buffer,
         state_dir=private_directory(settings.state_dir, "--state-dir"),
         metrics_listen=settings.metrics_listen,
+        agent_account=account,
     )
 
 
@@ -188,7 +236,7 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
         error = context.get("exception")
         limited.warning(
             str(context.get("message", "event loop error")),
-            error=None if error is None else f"{type(error).__name__}: {error}",
+            reason=None if error is None else f"{type(error).__name__}: {error}",
         )
 
     return handle
@@ -224,12 +272,36 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
 async def run_relay(
     config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
-    relay = Relay(config)
+    """Serve until SIGTERM, SIGINT or SIGHUP, then shut down within kill-grace + 2 s.
+
+    The agents' watchdog (:mod:`relay.watchdog`) runs alongside: should this process die
+    without shutting down (SIGKILL, a crash), it stops the agents.
+    """
+    log = logs.get_logger("relay")
+    try:
+        watchdog = Watchdog.start(config.kill_grace, lambda: log.error(WATCHDOG_LOST))
+    except OSError as exc:
+        raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
+    try:
+        await serve_with(config, settings, secrets, open_files, watchdog)
+    finally:
+        watchdog.close()
+
+
+async def serve_with(
+    config: RelayConfig,
+    settings: Settings,
+    secrets: Sequence[str],
+    open_files: int | None,
+    watchdog: Watchdog,
+) -> None:
+    """The relay's life, from listening to every agent stopped."""
+    relay = Relay(config, guard=watchdog)
     stop = asyncio.Event()
+    stopped_by: list[str] = []
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stop_on, sig, stop, stopped_by)
     loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
         await relay.start()
@@ -238,13 +310,15 @@ async def run_relay(
         where = f"{bracketed(config.host)}:{config.port}"
         raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
     log = logs.get_logger("relay")
-    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
+    url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"  # one to connect to
     log.info(
         "listening",
-        url=url,
+        url=f"ws://{bracketed(config.host)}:{relay.port}{config.path}",  # as bound
+        addresses=relay.addresses,
         agent=shlex.join(config.agent_argv),
-        pid=os.getpid(),
+        relay_pid=os.getpid(),
         open_files=open_files,
+        watchdog_pid=watchdog.pid,
     )
     if config.rewrite is not None:
         log.info(
@@ -258,13 +332,19 @@ async def run_relay(
         if settings.dev:
             print_dev_banner(url, secrets[0], settings, config, Path(scratch))
         await stop.wait()
-    log.info("shutting down", connections=len(relay.connections))
+    log.info("shutting down", signal=stopped_by[0], connections=len(relay.connections))
     try:
         await asyncio.wait_for(relay.shutdown(), config.kill_grace + SHUTDOWN_MARGIN)
     except TimeoutError:
         log.error("shutdown took too long; killing what is left")
         relay.kill_agents()
     log.info("stopped")
+
+
+def _stop_on(sig: signal.Signals, stop: asyncio.Event, stopped_by: list[str]) -> None:
+    if not stop.is_set():
+        stopped_by.append(sig.name)
+    stop.set()
 
 
 def _url_host(host: str) -> str:
@@ -315,8 +395,13 @@ def print_dev_banner(
     browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
     editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     me = self_command()
-    more = f"{me} ticket --secret-file {shlex.quote(str(secret_file))} --ttl {DEV_TICKET_TTL}"
-    more += f" --url {url}"
+    # The relay's ticket lifetime goes in as the relay's setting, as `ticket` reads it.
+    more = (
+        f"ACP_RELAY_TICKET_TTL={DEV_TICKET_TTL} {me} ticket"
+        f" --secret-file {shlex.quote(str(secret_file))}"
+        + ("" if audience is None else f" --audience {shlex.quote(audience)}")
+        + f" --url {url}"
+    )
     base = "http://" + url.split("/")[2]  # ws://HOST:PORT/path -> http://HOST:PORT
     console = devconsole.console_url(base, config.console_token)
     print(

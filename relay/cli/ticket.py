@@ -1,30 +1,52 @@
 """``acp-relay ticket``: print a single-use ticket (or a URL carrying one) for a control plane.
 
-Signs with the first secret of ``--secret-file`` (or ``ACP_RELAY_SECRET_FILE``), else of
-``ACP_RELAY_SECRET``, the way ``serve`` finds its secrets.
+Reads the relay's own settings the way ``serve`` does (``--config`` or
+``ACP_RELAY_CONFIG``, the ``ACP_RELAY_*`` environment): it signs with the first secret of
+``--secret-file`` (or ``ACP_RELAY_SECRET_FILE``), else of ``ACP_RELAY_SECRET``; the
+audience is the relay's ``--audience`` unless given; the ticket lives as long as the
+relay's ``--ticket-ttl`` unless ``--ttl`` says otherwise, with a warning when it says more
+than the relay accepts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from dataclasses import replace
 
-from relay import convert, defaults
-from relay.cli.files import load_secrets
-from relay.config import SECRET_ENV, Option, add_options, option_named, resolve_option
+from relay import convert
+from relay.cli.files import load_secrets, read_named
+from relay.config import (
+    CONFIG_ENV,
+    SECRET_ENV,
+    Option,
+    add_options,
+    config_file_path,
+    option_named,
+    resolve_some,
+)
 from relay.server import fresh_ticket
 from relay.urls import with_ticket
 
 SECRET_FILE = option_named("secret-file")  # serve's: the flag, else ACP_RELAY_SECRET_FILE
+AUDIENCE = replace(
+    option_named("audience"),  # serve's: the flag, else ACP_RELAY_AUDIENCE, else the file
+    help="the relay it is for (its aud)",
+    default_text="the relay's --audience, read like serve: env, then --config",
+)
+RELAY_TTL = option_named("ticket-ttl")  # the relay's limit: env, else the file, else 60 s
 
 OPTIONS: tuple[Option, ...] = (
+    Option("config", f"the relay's TOML config file (or env {CONFIG_ENV}), read for its "
+           "secret-file, audience and ticket-ttl", None, "FILE", convert.text, layered=False),
     SECRET_FILE,
-    Option("ttl", "seconds the ticket stays valid", defaults.TICKET_TTL, "SECONDS",
-           convert.positive_seconds, layered=False),
+    Option("ttl", "seconds the ticket stays valid; the relay refuses a ticket older than its "
+           "own --ticket-ttl whatever this says (a warning says so)", None, "SECONDS",
+           convert.positive_seconds, default_text="the relay's --ticket-ttl", layered=False),
     Option("subject", "who the ticket is for, shown in logs", None, "SUBJECT", convert.text,
            default_text="$USER", layered=False),
-    Option("audience", "the relay it is for (--audience there)", None, "AUD", convert.text,
-           layered=False),
+    AUDIENCE,
     Option("url", "print the full ws:// URL with ?ticket=", None, "URL", convert.text,
            layered=False),
 )  # fmt: skip
@@ -36,7 +58,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "ticket",
         help="mint a single-use ticket (for a control plane)",
         description="Print a single-use ticket signed with the first secret of "
-        f"--secret-file or ${SECRET_ENV}.",
+        f"--secret-file or ${SECRET_ENV}. Reads the relay's settings as serve does (--config, "
+        "ACP_RELAY_* variables): its secret, audience and ticket lifetime.",
     )
     add_options(parser, OPTIONS)
     parser.set_defaults(func=run)
@@ -44,9 +67,29 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Print a ticket, or a URL carrying one."""
-    secret_file = resolve_option(SECRET_FILE, vars(args), os.environ)
-    signing = load_secrets(secret_file, os.environ.get(SECRET_ENV))[0]
+    flags = vars(args)
+    path = config_file_path(flags, os.environ)
+    text = read_named(path, "--config") if path else None
+    relay = resolve_some(
+        (SECRET_FILE, AUDIENCE, RELAY_TTL), flags, os.environ, text, cwd=os.getcwd(),
+        file_name=path,
+    )  # fmt: skip
+    signing = load_secrets(relay["secret_file"], os.environ.get(SECRET_ENV))[0]
     subject = args.subject or os.environ.get("USER") or "acp-relay-ticket"
-    ticket = fresh_ticket(signing, subject=subject, audience=args.audience, ttl=args.ttl)
+    limit: float = relay["ticket_ttl"]
+    ttl: float = limit if args.ttl is None else args.ttl
+    if ttl > limit:
+        print(f"acp-relay: warning: {ttl_beyond_the_relays(ttl, limit)}", file=sys.stderr)
+    ticket = fresh_ticket(signing, subject=subject, audience=relay["audience"], ttl=ttl)
     print(with_ticket(args.url, ticket) if args.url else ticket)
     return 0
+
+
+def ttl_beyond_the_relays(ttl: float, limit: float) -> str:
+    """Why a ``--ttl`` over the relay's ``--ticket-ttl`` does not buy a longer life."""
+    return (
+        f"--ttl {ttl:g} is longer than the relay's --ticket-ttl of {limit:g} s (read from "
+        f"--config, ACP_RELAY_TICKET_TTL or its default): the relay refuses this ticket "
+        f"{limit:g} s after it is minted; raise the relay's --ticket-ttl, or give this "
+        "command the relay's settings"
+    )

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from tests.support.http import busy
+from tests.support.http import busy, http_get
 from tests.support.live import make_ticket
 from tests.support.processes import child_states, children_of, pid_alive
 from tests.support.waiting import until, until_async
@@ -79,6 +79,7 @@ class RelayRun:
         self.stderr: list[str] = []
         self.url = ""
         self.port = 0
+        self.watchdog_pid = 0  # the agents' watchdog, a child of the relay but no agent
         assert proc.stdout is not None
         assert proc.stderr is not None
         self._readers = [
@@ -114,21 +115,46 @@ class RelayRun:
             found, seconds=seconds, what=lambda: f"{count} x {name!r} in {self.stderr}"
         )
 
+    def agent_states(self) -> dict[int, str]:
+        """The relay's child processes but its watchdog (zombies included), by state."""
+        states = child_states(self.pid)
+        states.pop(self.watchdog_pid, None)
+        return states
+
+    def agents(self) -> list[int]:
+        """The relay's live agents: its live children but the watchdog."""
+        return [pid for pid, state in self.agent_states().items() if state not in ("Z", "X")]
+
     async def until_idle(self, seconds: float = 10) -> None:
-        """Until the relay reports no connection and has no child process left, zombies
+        """Until the relay reports no connection and has no agent process left, zombies
         included."""
 
         async def idle() -> bool:
-            return not (await busy(self.port))["connections"] and not child_states(self.pid)
+            return not (await busy(self.port))["connections"] and not self.agent_states()
 
         await until_async(idle, seconds=seconds, what=lambda: f"relay {self.pid} idle")
 
+    async def started_on(self, port: int) -> None:
+        """Until the relay answers /healthz on ``port`` (for logs without "listening")."""
+
+        async def answers() -> bool:
+            with suppress(OSError):
+                return (await http_get(port, "/healthz")).status == 200
+            if self.proc.returncode is not None:
+                raise AssertionError(f"relay exited: {self.stderr}")
+            return False
+
+        await until_async(answers, what=f"/healthz on port {port}")
+        self.port = port
+        self.url = f"ws://127.0.0.1:{port}/acp"
+
     async def started(self) -> None:
         listening = (await self.wait_event("listening"))[0]
-        self.url = listening["url"]
-        match = re.fullmatch(r"ws://127\.0\.0\.1:(\d+)/acp", self.url)
-        assert match, self.url
-        self.port = int(match[1])
+        self.watchdog_pid = listening.get("watchdog_pid", 0)
+        match = re.fullmatch(r"ws://(127\.0\.0\.1|localhost):(\d+)/acp", listening["url"])
+        assert match, listening["url"]
+        self.port = int(match[2])
+        self.url = f"ws://127.0.0.1:{self.port}/acp"
 
     async def finished(self, seconds: float = 10) -> int:
         """Wait for the relay to exit and for its output to be read; its exit status."""
@@ -143,7 +169,7 @@ class RelayRun:
 
     async def cleanup(self) -> None:
         """Kill whatever is left: the relay, then its agents' process groups."""
-        agents = {r["pid"] for r in self.events("connection opened")}
+        agents = {r["agent_pid"] for r in self.events("connection opened")}
         if self.proc.returncode is None:
             agents.update(children_of(self.pid))
             self.proc.kill()
@@ -166,11 +192,19 @@ async def _collect(stream: asyncio.StreamReader, into: list[str]) -> None:
 
 
 @asynccontextmanager
-async def serve(*args: str, env: Mapping[str, str], listen: bool = True) -> AsyncIterator[RelayRun]:
-    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block."""
-    where = ("--listen", "127.0.0.1:0") if listen else ()
+async def serve(
+    *args: str,
+    env: Mapping[str, str],
+    listen: bool = True,
+    command: Sequence[str] = ACP_RELAY,
+    port: int | None = None,
+) -> AsyncIterator[RelayRun]:
+    """Run ``acp-relay serve ARGS`` (on 127.0.0.1:0 unless ``listen`` is False) for the block,
+    ``command`` being ``acp-relay``; on ``port`` if given, found up by /healthz rather than
+    by its "listening" line (which --log-level warning hides)."""
+    where = ("--listen", f"127.0.0.1:{port or 0}") if listen else ()
     proc = await asyncio.create_subprocess_exec(
-        *ACP_RELAY,
+        *command,
         "serve",
         *where,
         *args,
@@ -182,7 +216,7 @@ async def serve(*args: str, env: Mapping[str, str], listen: bool = True) -> Asyn
     )
     run = RelayRun(proc)
     try:
-        await run.started()
+        await (run.started() if port is None else run.started_on(port))
         yield run
     finally:
         await run.cleanup()

@@ -176,6 +176,6 @@ def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: 
         assert (error.code, str(error), error.data) == (-32603, message, data)
     assert refused.exit_status == 1
     failed = [r for r in log_records(refused.stderr) if r["event"] == "relay connection failed"]
-    assert [r["error"] for r in failed] == [message]
+    assert [r["reason"] for r in failed] == [message]
     assert secret not in refused.stderr
     assert secret not in message + json.dumps(data)

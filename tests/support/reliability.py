@@ -19,7 +19,7 @@ from tests.support.cli import RelayRun, serve
 from tests.support.env import secret_env
 from tests.support.figures import record
 from tests.support.http import exchange, status_of, upgrade_request
-from tests.support.processes import child_states, fd_count, rss_kib, zombies
+from tests.support.processes import fd_count, rss_kib, zombies
 from tests.support.waiting import until
 
 SERVE_GRACE = 0.5  # --kill-grace of relay_process
@@ -97,7 +97,7 @@ async def connect_disconnect_cycles(audit: LogAudit, cycles: int, name: str) -> 
             "tasks_after": after["tasks"],
             "zombies_seen_during": seen_zombies,
             "zombies_after": len(zombies(relay.pid)),
-            "children_after": len(child_states(relay.pid)),
+            "children_after": len(relay.agent_states()),
         }
     record(name, **figures)
     return figures
