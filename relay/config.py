@@ -202,6 +202,13 @@ OPTIONS: tuple[Option, ...] = (
            "(created if missing, mode 0700); without it a ticket used before a restart "
            "works once more within its lifetime", None, "DIR", convert.non_empty,
            default_text="none, spent tickets kept in memory only", is_path=True),
+    Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
+           "open (same command, workspace and environment): a new socket takes one instead "
+           "of waiting for a start; not connections (/busy stays false, --max-connections "
+           "does not count them)", None, "N", convert.count, default_text="0; 1 under --dev"),
+    Option("warm-max-age", "seconds a warm agent waits for a connection before it is "
+           "replaced by a fresh one (for agents that read configuration or credentials at "
+           "start-up); 0: never", defaults.WARM_MAX_AGE, "SECONDS", convert.seconds),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
@@ -255,6 +262,8 @@ class Settings:
     resume_buffer: int = defaults.RESUME_BUFFER
     state_dir: str | None = None
     metrics_listen: tuple[str, int] | None = None
+    warm_agents: int | None = None  # None: 0, or 1 under --dev
+    warm_max_age: float = defaults.WARM_MAX_AGE
 
 
 # --- argparse

@@ -48,6 +48,7 @@ from relay.rewrite import SessionRewriter
 from relay.stats import RelayStats
 from relay.ticket import Claims
 from relay.tracefile import ConnectionTrace
+from relay.warm import WarmAgents
 
 STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
@@ -93,12 +94,19 @@ class RelayContext:
     """What a connection needs of the relay that holds it, passed in explicitly.
 
     ``agents`` is the relay's registry of running agents (for a last-resort kill),
-    ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics.
+    ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics,
+    ``warm`` holds the agents started ahead of demand (``--warm-agents``).
     """
 
     agents: set[AgentProcess]
     shutting_down: Callable[[], bool]
     stats: RelayStats | None = None
+    warm: WarmAgents | None = None
+
+
+async def launch_agent(config: RelayConfig) -> AgentProcess:
+    """Start the configured agent: a connection's own (cold) start, and each warm agent's."""
+    return await AgentProcess.start(config.agent_argv, cwd=config.workspace, env=config.agent_env)
 
 
 class Connection:
@@ -111,6 +119,7 @@ class Connection:
         self.claims = claims
         self.config = config
         self.agents = context.agents
+        self.warm = context.warm
         self.shutting_down = context.shutting_down
         stats = context.stats
         log = get_logger("relay.session", conn=conn_id)
@@ -131,18 +140,19 @@ class Connection:
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
 
     async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
-        """Start the agent (logged, traced, registered); why not, if it could not start."""
+        """Take a warm agent, else start one (logged, traced, registered); why not, if it
+        could not start."""
         peer = Peer(attachment.remote, self.claims.sub, attachment.path)
-        started = time.monotonic()
-        try:
-            agent = await AgentProcess.start(
-                self.config.agent_argv, cwd=self.config.workspace, env=self.config.agent_env
-            )
-        except AgentStartError as exc:
-            self.observer.start_failed(str(exc), peer, self.config.agent_argv)
-            return str(exc)
-        if self.stats is not None:
-            self.stats.agent_start.observe(time.monotonic() - started)
+        agent = None if self.warm is None else await self.warm.take()
+        if agent is None:
+            started = time.monotonic()
+            try:
+                agent = await launch_agent(self.config)
+            except AgentStartError as exc:
+                self.observer.start_failed(str(exc), peer, self.config.agent_argv)
+                return str(exc)
+            if self.stats is not None:
+                self.stats.agent_start.observe(time.monotonic() - started)
         self.observer.opened(peer, self.config.agent_argv, agent.pid)
         self.agents.add(agent)
         return agent

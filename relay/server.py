@@ -13,6 +13,7 @@ import asyncio
 import http
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,7 +30,7 @@ from websockets.typing import Subprotocol
 from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
-from relay.connection import Attachment, Connection, RelayContext
+from relay.connection import Attachment, Connection, RelayContext, launch_agent
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
 from relay.logs import get_logger
@@ -45,6 +46,8 @@ from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, par
 from relay.spent import SpentTickets
 from relay.stats import RelayStats
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
+from relay.warm import WarmAgents
+from relay.warmpool import WarmPolicy
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
 
@@ -82,23 +85,32 @@ class Relay:
         self.console = devconsole.load() if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
-        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats)
+        self.warm: WarmAgents | None = None
+        if config.warm_agents > 0:
+            self.warm = WarmAgents(
+                WarmPolicy(config.warm_agents, config.warm_max_age),
+                lambda: launch_agent(config),
+                self.agents,
+                grace=config.kill_grace,
+                stats=self.stats,
+            )
+        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats, self.warm)
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
             self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
 
-    async def start(self) -> None:
-        """Listen; the bound port is then in :attr:`port` (and /metrics', if apart, in
-        :attr:`metrics_port`)."""
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen (on ``sock`` when it is bound already, see :mod:`relay.listener`); the bound
+        port is then in :attr:`port` (and /metrics', if apart, in :attr:`metrics_port`)."""
         c = self.config
         if c.metrics_listen is not None:
             host, port = c.metrics_listen
             self._metrics_server = await serve_metrics(host, port, self.exposition.render)
+        address: dict[str, Any] = {"sock": sock} if sock else {"host": c.host, "port": c.port}
         self._server = await serve(
             self._handle,
-            c.host,
-            c.port,
+            **address,
             process_request=self._process_request,
             process_response=self._process_response,
             compression=None,
@@ -114,6 +126,8 @@ class Relay:
             select_subprotocol=self._select_subprotocol,
             create_connection=guarded(self.gate, self.log, c.path, self.stats),
         )
+        if self.warm is not None:
+            self.warm.start()
 
     @property
     def metrics_port(self) -> int | None:
@@ -131,6 +145,7 @@ class Relay:
     async def shutdown(self) -> None:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
+        warm = asyncio.create_task(self.warm.close()) if self.warm is not None else None
         for connection in list(self.connections.values()):
             if isinstance(connection, ResumableConnection):
                 connection.request_stop()
@@ -139,6 +154,8 @@ class Relay:
             await self._server.wait_closed()
         if self.lives:
             await asyncio.gather(*self.lives, return_exceptions=True)
+        if warm is not None:
+            await warm
         if self.spent is not None:
             self.spent.close()
             self.spent = None
@@ -271,10 +288,12 @@ class Relay:
     def _gauges(self) -> dict[str, float]:
         report = self.busy_report()
         detached = report["detached"]
-        return {"attached": len(self.connections) - detached, "detached": detached, "warm": 0}
+        attached = len(self.connections) - detached
+        return {"attached": attached, "detached": detached, "warm": report["warm"]}
 
     def busy_report(self) -> dict[str, Any]:
-        """The supervisor's view: busy while any connection lives, attached or detached."""
+        """The supervisor's view: busy while any connection lives, attached or detached;
+        warm agents waiting for a connection are no connection (``warm`` counts them)."""
         count = self._open_count()  # sockets in their upgrade count too: they will be open
         idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
         idle = None if idle is None else round(idle, 3)
@@ -283,7 +302,14 @@ class Relay:
             for connection in self.connections.values()
             if isinstance(connection, ResumableConnection) and connection.attachment is None
         )
-        return {"busy": count > 0, "connections": count, "detached": detached, "idle_seconds": idle}
+        warm = 0 if self.warm is None else self.warm.ready
+        return {
+            "busy": count > 0,
+            "connections": count,
+            "detached": detached,
+            "warm": warm,
+            "idle_seconds": idle,
+        }
 
     # -- after the upgrade --------------------------------------------------------
 

@@ -3,12 +3,16 @@
 Reads the environment, the config file, the secret file and the MCP servers file, hands
 them to the pure :mod:`relay.config`, and builds the server's
 :class:`relay.server.RelayConfig` from the result.
+
+The listening socket is bound (:mod:`relay.listener`) as soon as the settings are
+checked, before the server's modules (websockets, structlog, the connection code) are
+imported: a client that connects meanwhile waits in the backlog and is answered once
+the server runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import resource
 import secrets as random_secrets
@@ -19,11 +23,8 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvloop
-
-from relay import logs
 from relay.admission import Policy
 from relay.cli.files import (
     check_agent_program,
@@ -41,14 +42,20 @@ from relay.config import (
     resolve,
 )
 from relay.errors import UsageError
-from relay.httpedge import RateLimitedLog
+from relay.listener import bind_early, cannot_listen
 from relay.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
 from relay.origins import bracketed
 from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
+from relay.relayconfig import RelayConfig
 from relay.rewrite import RewritePolicy
-from relay.server import Relay, RelayConfig, fresh_ticket
 from relay.urls import with_ticket
+
+if TYPE_CHECKING:
+    import asyncio
+    import socket
+
+    from relay import logs
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
@@ -72,7 +79,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, then run the relay until SIGTERM or SIGINT."""
     settings = read_settings(vars(args), os.environ)
-    logs.configure(settings.log_level, settings.log_format)
     if settings.dev:
         secrets = _dev_secrets(settings)
     else:
@@ -80,8 +86,15 @@ def run(args: argparse.Namespace) -> int:
     for secret in secrets:
         register_secret(secret)
     config = relay_config(settings, secrets, os.environ)
+    listening = bind_early(config.host, config.port)
+    # Only now the server's own modules: the socket above already takes connections.
+    import uvloop
+
+    from relay import logs
+
+    logs.configure(settings.log_level, settings.log_format)
     open_files = raise_open_files_limit()
-    uvloop.run(run_relay(config, settings, secrets, open_files))
+    uvloop.run(run_relay(config, settings, secrets, open_files, listening))
     return 0
 
 
@@ -152,7 +165,17 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         resume_buffer=settings.resume_buffer,
         state_dir=private_directory(settings.state_dir, "--state-dir"),
         metrics_listen=settings.metrics_listen,
+        warm_agents=warm_agents(settings),
+        warm_max_age=settings.warm_max_age,
     )
+
+
+def warm_agents(settings: Settings) -> int:
+    """--warm-agents as given; when not, 1 under --dev (its console's sockets start at once)
+    and 0 otherwise."""
+    if settings.warm_agents is not None:
+        return settings.warm_agents
+    return 1 if settings.dev else 0
 
 
 def raise_open_files_limit() -> int:
@@ -172,6 +195,8 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
 
     Failed accepts (out of file descriptors, say) come this way, as many as connections try.
     """
+    from relay.httpedge import RateLimitedLog
+
     limited = RateLimitedLog(log)
 
     def handle(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -212,9 +237,19 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
 
 
 async def run_relay(
-    config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
+    config: RelayConfig,
+    settings: Settings,
+    secrets: Sequence[str],
+    open_files: int | None = None,
+    listening: socket.socket | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT, then shut down within kill-grace + 2 s."""
+    """Serve (on ``listening`` if bound already) until SIGTERM/SIGINT, then shut down
+    within kill-grace + 2 s."""
+    import asyncio
+
+    from relay import logs
+    from relay.server import Relay
+
     relay = Relay(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -222,11 +257,9 @@ async def run_relay(
         loop.add_signal_handler(sig, stop.set)
     loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
-        await relay.start()
+        await relay.start(listening)
     except OSError as exc:
-        why = os.strerror(exc.errno) if exc.errno else str(exc)
-        where = f"{bracketed(config.host)}:{config.port}"
-        raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
+        raise cannot_listen(config.host, config.port, exc) from exc
     log = logs.get_logger("relay")
     url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"
     log.info(
@@ -276,6 +309,8 @@ def self_command() -> str:
 
 def print_dev_banner(url: str, secret: str, audience: str | None, scratch: Path) -> None:
     """Print ready-to-use URLs on stdout (never in the logs): each ticket works once."""
+    from relay.server import fresh_ticket
+
     secret_file = scratch / "secret"
     secret_file.write_text(secret + "\n")
     secret_file.chmod(0o600)
