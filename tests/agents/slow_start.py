@@ -26,7 +26,7 @@ for text in sys.stdin:
     message = json.loads(text)
     if "id" not in message or "method" not in message:
         continue
-    result = {"_meta": {"pid": os.getpid(), "ready": ready}}
+    result: dict[str, object] = {"_meta": {"pid": os.getpid(), "ready": ready}}
     if message["method"] == "initialize":
         result |= {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
