@@ -63,7 +63,7 @@ class WarmAgents:
     @property
     def ready(self) -> int:
         """Warm agents waiting for a connection now (what /busy reports as ``warm``)."""
-        return self.pool.ready
+        return 0 if self._closed else self.pool.ready
 
     def start(self) -> None:
         """Start keeping the pool full, from now until :meth:`close`."""
@@ -72,9 +72,9 @@ class WarmAgents:
 
     async def take(self) -> AgentProcess | None:
         """The agent that has waited longest, now the caller's; None if none is ready."""
-        for number in self.pool.waiting():
+        for number in [] if self._closed else self.pool.waiting():
             waiting = self._waiting[number]
-            if self._closed or waiting.agent.returncode is not None:
+            if waiting.agent.returncode is not None:
                 continue  # ended meanwhile: its watch reports it
             since = self.pool.take(number)
             del self._waiting[number]
@@ -143,6 +143,7 @@ class WarmAgents:
         if self._closed:  # closed while it started: close() no longer sees it
             del self._waiting[number]
             await self._stop(waiting, eof_first=False)
+        self._wake.set()  # its max age (or its start-up window) is a time to plan again
 
     async def _watch(self, number: int, waiting: _Waiting) -> None:
         """Wait for the agent's exit while it waits; then report, clean up and replace it."""
@@ -263,7 +264,7 @@ async def read_stderr_lines(stream: asyncio.StreamReader, on_line: Callable[[str
 
 
 def _text(line: bytes, overlong: int) -> str:
-    size = overlong + len(line)
-    if size > STDERR_LINE_BYTES:
-        return f"[{size} bytes, over {STDERR_LINE_BYTES}: not shown]"
+    """The line as text; by its size only when over the cap (or its start was dropped)."""
+    if overlong or len(line) > STDERR_LINE_BYTES:
+        return f"[{overlong + len(line)} bytes, over {STDERR_LINE_BYTES}: not shown]"
     return line.decode("utf-8", "replace")

@@ -14,7 +14,7 @@ import time
 
 delay = float(sys.argv[1])
 noise = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-line = b"slow_start agent loading its runtime " + b"." * 60 + b"\n"
+line = b"slow_start agent loading its runtime " + b"." * 3963 + b"\n"  # 4000 bytes
 for _ in range(noise // len(line)):
     sys.stderr.buffer.write(line)
 sys.stderr.buffer.flush()
