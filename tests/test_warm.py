@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,7 +25,7 @@ from tests.support.sockets import closed_with
 from tests.support.waiting import until, until_gone
 
 CRASHING = python_agent("import sys\nprint('no credentials found', file=sys.stderr)\nsys.exit(3)")
-Events = list[dict[str, Any]]
+Events = Sequence[MutableMapping[str, Any]]
 
 
 async def initialize(ws: ClientConnection) -> dict[str, Any]:
@@ -36,7 +36,7 @@ async def initialize(ws: ClientConnection) -> dict[str, Any]:
     return reply
 
 
-def logged(events: Events, event: str) -> list[dict[str, Any]]:
+def logged(events: Events, event: str) -> list[MutableMapping[str, Any]]:
     """The captured log events named ``event``."""
     return [each for each in events if each["event"] == event]
 
