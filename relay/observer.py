@@ -11,13 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from relay.agent import Exit
 from relay.framing import Dropped, Line
 from relay.logs import Logger
 from relay.outcome import Forward, Outcome, Refuse, Skip
-from relay.stats import RelayStats
-from relay.tracefile import ConnectionTrace
+
+if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
+    from relay.agent import Exit
+    from relay.stats import RelayStats
+    from relay.tracefile import ConnectionTrace
 
 
 @dataclass

@@ -17,8 +17,8 @@ import uvloop
 
 from relay import convert, defaults, logs
 from relay.bridge import BridgeConfig, run_bridge
-from relay.config import Option, add_options
 from relay.errors import UsageError
+from relay.options import Option, add_options
 from relay.redact import register_secret
 from relay.ticketsource import TicketSource
 from relay.urls import ticket_in, without_ticket
