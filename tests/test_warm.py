@@ -21,6 +21,7 @@ from relay.warmpool import WarmPolicy
 from tests.support.agents import ECHO_AGENT, SLOW_START, STUBBORN, python_agent
 from tests.support.live import live_relay, relay_config
 from tests.support.processes import children_of, pid_alive
+from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with
 from tests.support.waiting import until, until_gone
 
@@ -81,6 +82,23 @@ async def test_a_socket_takes_the_agent_that_was_ready_and_a_replacement_starts(
     meta = reply["result"]["_meta"]
     assert (meta["pid"], meta["ready"] < opened, len(replacement)) == (waiting, True, 1)
     assert [each["pid"] for each in logged(events, "warm agent taken")] == [waiting]
+
+
+async def test_a_resumable_connection_takes_a_warm_agent_too() -> None:
+    """A socket of the resume profile is served by the waiting agent, like a plain one."""
+    with capture_logs() as events:
+        async with live_relay((*SLOW_START, "0.3"), warm_agents=1) as live:
+            await until(lambda: ready_line_logged(events), "the warm agent to be ready")
+            (waiting,) = pids(live.relay.agents)
+            client = await ResumeClient.open(live.ticket_url())
+            try:
+                await client.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x"}).encode())
+                async with asyncio.timeout(10):
+                    while (record := await client.record()) is None:
+                        pass
+            finally:
+                await client.close()
+    assert json.loads(record[1])["result"]["_meta"]["pid"] == waiting
 
 
 async def test_a_connection_starts_its_agent_cold_when_none_is_ready() -> None:
