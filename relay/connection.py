@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -48,7 +48,9 @@ from relay.rewrite import SessionRewriter
 from relay.stats import RelayStats
 from relay.ticket import Claims
 from relay.tracefile import ConnectionTrace
-from relay.warm import WarmAgents
+
+if TYPE_CHECKING:
+    from relay.warm import WarmAgents
 
 STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -46,8 +46,9 @@ from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, par
 from relay.spent import SpentTickets
 from relay.stats import RelayStats
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
-from relay.warm import WarmAgents
-from relay.warmpool import WarmPolicy
+
+if TYPE_CHECKING:
+    from relay.warm import WarmAgents
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
 
@@ -87,6 +88,9 @@ class Relay:
         self.stats = RelayStats()
         self.warm: WarmAgents | None = None
         if config.warm_agents > 0:
+            from relay.warm import WarmAgents  # only with --warm-agents
+            from relay.warmpool import WarmPolicy
+
             self.warm = WarmAgents(
                 WarmPolicy(config.warm_agents, config.warm_max_age),
                 lambda: launch_agent(config),
