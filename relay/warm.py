@@ -8,7 +8,8 @@ number of lines; the last few go with the log line of an agent that ends while w
 its stdout is left in its pipe, for the connection that takes it to carry.
 
 A connection takes the agent that has waited longest (:meth:`WarmAgents.take`) and
-owns it from then on, like one it started itself; a replacement is started at once.
+owns it from then on, like one it started itself; a replacement is started right after
+(a tenth of a second, see :mod:`relay.warmpool`).
 Every warm agent is in the relay's registry of agents from its start, so the relay's
 last-resort kill reaches it, and :meth:`WarmAgents.close` stops every waiting one.
 """
@@ -76,7 +77,7 @@ class WarmAgents:
             waiting = self._waiting[number]
             if waiting.agent.returncode is not None:
                 continue  # ended meanwhile: its watch reports it
-            since = self.pool.take(number)
+            since = self.pool.take(number, self.clock())
             del self._waiting[number]
             await waiting.stop_watching()
             self._wake.set()

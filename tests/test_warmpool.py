@@ -42,12 +42,14 @@ def test_a_full_pool_waits_until_its_oldest_agent_reaches_its_max_age() -> None:
     assert (pool.ready, pool.plan(5.0)) == (2, Plan(wake_at=100.0))
 
 
-def test_a_taken_agent_is_replaced_at_once() -> None:
-    """A connection takes the longest-waiting agent; the next plan starts one replacement."""
+def test_a_taken_agent_is_replaced_right_after() -> None:
+    """A connection takes the longest-waiting agent; its replacement starts once the refill
+    delay has passed (so as not to slow that socket's first exchange)."""
     pool = pool_with_waiting(0.0, 3.0)
     first = pool.waiting()[0]
-    assert pool.take(first) == 0.0
-    assert (pool.ready, len(pool.plan(5.0).start)) == (1, 1)
+    assert pool.take(first, 5.0) == 0.0
+    assert (pool.ready, pool.plan(5.0)) == (1, Plan(wake_at=5.0 + POLICY.refill_delay))
+    assert len(pool.plan(5.0 + POLICY.refill_delay).start) == 1
 
 
 def test_the_longest_waiting_agent_is_taken_first() -> None:
@@ -63,8 +65,8 @@ def test_taking_an_agent_no_longer_waiting_gives_nothing() -> None:
     """A number that is not waiting (taken already, never started) cannot be taken."""
     pool = pool_with_waiting(0.0, 0.0)
     number = pool.waiting()[0]
-    pool.take(number)
-    assert (pool.take(number), pool.take(999)) == (None, None)
+    pool.take(number, 1.0)
+    assert (pool.take(number, 1.0), pool.take(999, 1.0)) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -173,5 +175,5 @@ def test_an_exit_of_an_agent_no_longer_waiting_is_ignored() -> None:
     """The exit of an agent a connection took (or that was retired) is not the pool's."""
     pool = pool_with_waiting(0.0, 0.0)
     number = pool.waiting()[0]
-    pool.take(number)
+    pool.take(number, 0.2)
     assert (pool.exited(number, 0.5), pool.crashes) == (None, 0)
