@@ -74,7 +74,7 @@ class _Collector:
         )
         warm = CounterMetricFamily(
             f"{PREFIX}_warm_agent_events",
-            "Warm agents started, taken by a connection, ended while waiting, recycled",
+            "Warm agents started, failed to start, taken, ended while waiting, recycled",
             labels=["event"],
         )
         for event in WARM_EVENTS:

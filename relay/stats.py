@@ -28,9 +28,10 @@ REFUSAL_REASONS = (
 CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
 DROP_REASONS = ("too_large", "not_utf8")
-# What became of warm agents (relay.warm): started ahead of demand, taken by a connection,
-# ended while waiting (crashed, or exited by themselves), recycled after --warm-max-age.
-WARM_EVENTS = ("started", "taken", "ended", "recycled")
+# What became of warm agents (relay.warm): started ahead of demand (or failed to start at
+# all), taken by a connection, ended while waiting (crashed, or exited by themselves),
+# recycled after --warm-max-age.
+WARM_EVENTS = ("started", "failed", "taken", "ended", "recycled")
 
 
 def close_class(code: int | None) -> str:

@@ -129,6 +129,7 @@ class WarmAgents:
             agent = await self.launch()
         except AgentStartError as exc:
             self._log_ended(self.pool.start_failed(number, self.clock()), None, str(exc), ())
+            self._count("failed")
             self._wake.set()
             return
         if self.stats is not None:

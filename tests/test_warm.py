@@ -131,10 +131,11 @@ async def test_an_agent_that_cannot_start_is_logged_and_retried_later() -> None:
     """An agent program that cannot be executed is a start-up crash too, saying why."""
     policy = WarmPolicy(size=1, max_age=0.0, backoff_first=0.05, backoff_max=0.1)
     with capture_logs() as events:
-        async with warm_agents(("/nonexistent/agent",), policy) as (warm, _, _):
+        async with warm_agents(("/nonexistent/agent",), policy) as (warm, _, stats):
             await until(lambda: warm.pool.crashes >= 2, "two failed starts")
     crash = next(e for e in events if "crash" in e["event"])
     assert (crash["exit_status"], "command not found" in crash["why"]) == (None, True)
+    assert (stats.warm["failed"] >= 2, "started" in stats.warm) == (True, False)
 
 
 async def test_an_agent_that_waited_its_max_age_is_replaced_by_a_fresh_one() -> None:
