@@ -30,7 +30,7 @@ from websockets.typing import Subprotocol
 from relay import __version__, devconsole, webassets
 from relay.admission import Refusal, admit, ticket_from_request
 from relay.agent import AgentProcess
-from relay.connection import Attachment, Connection, RelayContext, launch_agent
+from relay.connection import Attachment, Connection, RelayContext
 from relay.handshake import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.httpedge import guarded, json_response, response, serve_metrics, text_response
 from relay.logs import get_logger
@@ -88,16 +88,9 @@ class Relay:
         self.stats = RelayStats()
         self.warm: WarmAgents | None = None
         if config.warm_agents > 0:
-            from relay.warm import WarmAgents  # only with --warm-agents
-            from relay.warmpool import WarmPolicy
+            from relay.warm import relays_warm_agents  # loaded only with --warm-agents
 
-            self.warm = WarmAgents(
-                WarmPolicy(config.warm_agents, config.warm_max_age),
-                lambda: launch_agent(config),
-                self.agents,
-                grace=config.kill_grace,
-                stats=self.stats,
-            )
+            self.warm = relays_warm_agents(config, self.agents, self.stats)
         self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats, self.warm)
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None

@@ -24,7 +24,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from relay.agent import STDERR_LINE_BYTES, AgentProcess, AgentStartError
+from relay.connection import launch_agent
 from relay.logs import Logger, get_logger
+from relay.relayconfig import RelayConfig
 from relay.stats import RelayStats
 from relay.warmpool import Ended, WarmPolicy, WarmPool
 
@@ -33,6 +35,19 @@ STDERR_TAIL = 5  # last stderr lines logged with an agent that ended while waiti
 STDERR_AFTER_EXIT = 0.5  # seconds to read what an ended agent left in its stderr pipe
 
 Launch = Callable[[], Awaitable[AgentProcess]]
+
+
+def relays_warm_agents(
+    config: RelayConfig, registry: set[AgentProcess], stats: RelayStats | None
+) -> WarmAgents:
+    """The warm agents of a relay with ``config``: started like its connections' own."""
+    return WarmAgents(
+        WarmPolicy(config.warm_agents, config.warm_max_age),
+        lambda: launch_agent(config),
+        registry,
+        grace=config.kill_grace,
+        stats=stats,
+    )
 
 
 class WarmAgents:
