@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -21,14 +21,19 @@ from typing import Any
 from relay import convert, defaults
 from relay.errors import UsageError
 from relay.mcp import MERGES, Merge
+
+# Option and add_options live in relay.options (connect needs them without the rest); the
+# names stay importable from here.
+from relay.options import ENV_PREFIX as ENV_PREFIX
+from relay.options import Option as Option
+from relay.options import add_options as add_options
 from relay.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
 from relay.paths import FALLBACKS, CwdRule, Fallback, parse_rule
 from relay.trace import MIN_MAX_BYTES
 
-ENV_PREFIX = "ACP_RELAY_"
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
-TICKET_ENV = "ACP_RELAY_TICKET"  # connect's ticket
+TICKET_ENV = defaults.TICKET_ENV
 # Read by the other commands (connect), not by serve: no warning for them.
 OTHER_COMMANDS_ENV = frozenset({TICKET_ENV})
 # Not for the agent: systemd's credentials folder holds the relay's secret file.
@@ -64,69 +69,6 @@ def agent_environment(base: Mapping[str, str], extra: Sequence[tuple[str, str]])
 
 
 # --- options
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option: flag ``--name``; when layered also env ``ACP_RELAY_NAME`` and TOML key.
-
-    ``convert`` takes one raw value (of each item, for a repeatable option). A layered
-    option's flag is kept raw and resolved with the other layers by :func:`resolve`; a
-    flag-only option (``connect``, ``ticket``) is converted by argparse itself.
-    """
-
-    name: str
-    help: str
-    default: object
-    metavar: str | None
-    convert: Callable[[object], object]
-    repeatable: bool = False
-    is_flag: bool = False
-    default_text: str | None = None
-    negatable: bool = False  # a boolean flag with a --no- form (its default is on)
-    attribute: str | None = None  # the Settings field, when not named like the option
-    is_path: bool = False  # a relative path is taken against the working directory
-    layered: bool = True  # False: a flag only, no environment variable nor config key
-
-    @property
-    def dest(self) -> str:
-        return self.name.replace("-", "_")
-
-    @property
-    def field(self) -> str:
-        return self.attribute or self.dest
-
-    @property
-    def flag(self) -> str:
-        return f"--{self.name}"
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.dest.upper()
-
-    def shown_default(self) -> str:
-        if self.default_text is not None:
-            return self.default_text
-        if isinstance(self.default, float) and self.default.is_integer():
-            return str(int(self.default))
-        return "none" if self.default in (None, ()) else str(self.default)
-
-    def help_text(self) -> str:
-        notes = ["repeatable"] if self.repeatable else []
-        if self.layered or self.default is not None or self.default_text is not None:
-            notes.append(f"default: {self.shown_default()}")
-        if self.layered:
-            notes.append(f"env {self.env}" + (", split like a shell" if self.repeatable else ""))
-        return f"{self.help} ({'; '.join(notes)})" if notes else self.help
-
-    def parse(self, value: object) -> Any:
-        """The typed value of a raw one; a repeatable option's is a tuple of its items'."""
-        if self.repeatable:
-            return tuple(self.convert(item) for item in convert.strings(value))
-        return self.convert(value)
-
-    def default_value(self) -> Any:
-        return None if self.default is None else self.parse(self.default)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -210,6 +152,13 @@ OPTIONS: tuple[Option, ...] = (
            "(created if missing, mode 0700); without it a ticket used before a restart "
            "works once more within its lifetime", None, "DIR", convert.non_empty,
            default_text="none, spent tickets kept in memory only", is_path=True),
+    Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
+           "open (same command, workspace and environment): a new socket takes one instead "
+           "of waiting for a start; not connections (/busy stays false, --max-connections "
+           "does not count them)", None, "N", convert.count, default_text="0; 1 under --dev"),
+    Option("warm-max-age", "seconds a warm agent waits for a connection before it is "
+           "replaced by a fresh one (for agents that read configuration or credentials at "
+           "start-up); 0: never", defaults.WARM_MAX_AGE, "SECONDS", convert.seconds),
     Option("dev",
            "development mode, not for production: throwaway secret, demo agent unless "
            "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
@@ -270,6 +219,8 @@ class Settings:
     dev_allow_remote: bool = False
     agent_user: str | None = None
     agent_group: str | None = None
+    warm_agents: int | None = None  # None: 0, or 1 under --dev
+    warm_max_age: float = defaults.WARM_MAX_AGE
 
 
 # --- argparse
@@ -284,40 +235,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"TOML file of these options, keys named like the flags (env {CONFIG_ENV})",
     )
     add_options(parser, OPTIONS)
-
-
-def add_options(parser: argparse._ActionsContainer, options: Iterable[Option]) -> None:
-    """One flag per option: a layered one stays out of the Namespace unless given (see
-    :func:`resolve`); a flag-only one is converted by argparse and has its default."""
-    for each in options:
-        parser.add_argument(each.flag, **_argument(each))
-
-
-def _argument(option: Option) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"dest": option.dest, "help": option.help_text().replace("%", "%%")}
-    kwargs["default"] = argparse.SUPPRESS if option.layered else option.default_value()
-    if option.negatable:
-        kwargs["action"] = argparse.BooleanOptionalAction
-    elif option.is_flag:
-        kwargs["action"] = "store_true"
-    else:
-        kwargs["metavar"] = option.metavar
-        kwargs["action"] = "append" if option.repeatable else "store"
-        if not option.layered:
-            kwargs["type"] = _argparse_type(option)
-    if option.repeatable and not option.layered:
-        kwargs["default"] = list(kwargs["default"] or ())  # argparse appends to it
-    return kwargs
-
-
-def _argparse_type(option: Option) -> Callable[[str], object]:
-    def parse(text: str) -> object:
-        try:
-            return option.convert(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return parse
 
 
 # --- resolution

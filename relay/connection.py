@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
@@ -48,6 +48,9 @@ from relay.rewrite import SessionRewriter
 from relay.stats import RelayStats
 from relay.ticket import Claims
 from relay.tracefile import ConnectionTrace
+
+if TYPE_CHECKING:
+    from relay.warm import WarmAgents
 
 STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
@@ -95,12 +98,26 @@ class RelayContext:
     ``agents`` is the relay's registry of running agents (for a last-resort kill),
     ``shutting_down`` tells whether the relay is stopping, ``stats`` counts for /metrics,
     ``guard`` stops the agents should the relay die (:mod:`relay.watchdog`).
+    ``warm`` holds the agents started ahead of demand (``--warm-agents``).
     """
 
     agents: set[AgentProcess]
     shutting_down: Callable[[], bool]
     stats: RelayStats | None = None
     guard: Guard | None = None
+    warm: WarmAgents | None = None
+
+
+async def launch_agent(config: RelayConfig, guard: Guard | None = None) -> AgentProcess:
+    """Start the configured agent (watched by ``guard``, as ``--agent-user`` if given): a
+    connection's own (cold) start, and each warm agent's."""
+    return await AgentProcess.start(
+        config.agent_argv,
+        cwd=config.workspace,
+        env=config.agent_env,
+        guard=guard,
+        account=config.agent_account,
+    )
 
 
 class Connection:
@@ -113,6 +130,7 @@ class Connection:
         self.claims = claims
         self.config = config
         self.agents = context.agents
+        self.warm = context.warm
         self.shutting_down = context.shutting_down
         self.guard = context.guard
         stats = context.stats
@@ -134,22 +152,19 @@ class Connection:
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
 
     async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
-        """Start the agent (logged, traced, registered); why not, if it could not start."""
+        """Take a warm agent, else start one (logged, traced, registered); why not, if it
+        could not start."""
         peer = Peer(attachment.remote, self.claims.sub, attachment.path)
-        started = time.monotonic()
-        try:
-            agent = await AgentProcess.start(
-                self.config.agent_argv,
-                cwd=self.config.workspace,
-                env=self.config.agent_env,
-                guard=self.guard,
-                account=self.config.agent_account,
-            )
-        except AgentStartError as exc:
-            self.observer.start_failed(str(exc), peer, self.config.agent_argv)
-            return str(exc)
-        if self.stats is not None:
-            self.stats.agent_start.observe(time.monotonic() - started)
+        agent = None if self.warm is None else await self.warm.take()
+        if agent is None:
+            started = time.monotonic()
+            try:
+                agent = await launch_agent(self.config, self.guard)
+            except AgentStartError as exc:
+                self.observer.start_failed(str(exc), peer, self.config.agent_argv)
+                return str(exc)
+            if self.stats is not None:
+                self.stats.agent_start.observe(time.monotonic() - started)
         self.observer.opened(peer, self.config.agent_argv, agent.pid)
         self.agents.add(agent)
         return agent

@@ -101,15 +101,19 @@ def seconds(value: object) -> float:
 
 
 def positive_int(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        number = int(value)
-    else:
-        raise ValueError(f"expected a whole number such as 64, got {value!r}")
+    number = count(value)
     if number < 1:
         raise ValueError(f"must be at least 1, got {value!r}")
     return number
+
+
+def count(value: object) -> int:
+    """A whole number, 0 or more."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value)
+    raise ValueError(f"expected a whole number such as 64, got {value!r}")
 
 
 def parse_size(value: str | int) -> int:

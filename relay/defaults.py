@@ -22,3 +22,5 @@ TRACE_MAX_BYTES = 16 * MIB
 RESUME_GRACE = 60.0  # seconds a detached resumable connection waits for a resume
 RESUME_BUFFER = 16 * MIB  # agent output kept per resumable connection until acknowledged
 LOG_LEVEL = "info"
+TICKET_ENV = "ACP_RELAY_TICKET"  # connect's ticket (serve does not read it)
+WARM_MAX_AGE = 600.0  # seconds a warm agent waits for a connection before it is recycled

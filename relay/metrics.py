@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from relay import __version__
-from relay.stats import DROP_REASONS, REFUSAL_REASONS, Histogram, RelayStats
+from relay.stats import DROP_REASONS, REFUSAL_REASONS, WARM_EVENTS, Histogram, RelayStats
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -83,6 +83,14 @@ class _Collector:
         yield GaugeMetricFamily(
             f"{PREFIX}_warm_agents", "Agents started ahead of demand, ready", gauges.get("warm", 0)
         )
+        warm = CounterMetricFamily(
+            f"{PREFIX}_warm_agent_events",
+            "Warm agents started, failed to start, taken, ended while waiting, recycled",
+            labels=["event"],
+        )
+        for event in WARM_EVENTS:
+            warm.add_metric([event], s.warm.get(event, 0))
+        yield warm
         yield CounterMetricFamily(f"{PREFIX}_connections_opened", "Connections opened", s.opened)
         ended = CounterMetricFamily(
             f"{PREFIX}_connections_ended",
@@ -123,7 +131,9 @@ class _Collector:
             ("expiries", s.expired, "Detached connections that waited past their grace"),
         ):
             yield CounterMetricFamily(f"{PREFIX}_{name}", what, value)
-        yield _histogram("agent_start_seconds", "Agent start, exec to running", s.agent_start)
+        yield _histogram(
+            "agent_start_seconds", "Agent start, exec to running (cold and warm)", s.agent_start
+        )
         yield _histogram(
             "first_byte_seconds", "Socket admitted to the agent's first line sent", s.first_byte
         )

@@ -12,13 +12,16 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from relay.agent import Exit
 from relay.framing import Dropped, Line
 from relay.logs import Logger, shortened
 from relay.outcome import Forward, Outcome, Refuse, Skip
-from relay.stats import RelayStats
-from relay.tracefile import ConnectionTrace
+
+if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
+    from relay.agent import Exit
+    from relay.stats import RelayStats
+    from relay.tracefile import ConnectionTrace
 
 SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
 STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from relay.framing import FrameRefused, error_reply, frame_to_line
-from relay.rewrite import RewriteReport, Rewritten
+
+if TYPE_CHECKING:  # only serve rewrites: connect loads none of it
+    from relay.rewrite import RewriteReport, Rewritten
 
 SkipReason = Literal["blank", "binary", "duplicate"]
 
@@ -61,7 +63,7 @@ class Skip:
 Outcome = Forward | Refuse | Skip
 """The one value each client frame yields."""
 
-Rewrite = Callable[[bytes], bytes | FrameRefused | Rewritten]
+Rewrite = Callable[[bytes], "bytes | FrameRefused | Rewritten"]
 """The session-opening rewrite of one line (:meth:`relay.rewrite.SessionRewriter.client_line`)."""
 
 
@@ -115,6 +117,6 @@ def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
     result = rewrite(line)
     if isinstance(result, bytes):
         return Forward(result, data)
-    if isinstance(result, Rewritten):
-        return Forward(result.line, data, result.report)
-    return Refuse(result.reply, result.reason, data, session=True)
+    if isinstance(result, FrameRefused):
+        return Refuse(result.reply, result.reason, data, session=True)
+    return Forward(result.line, data, result.report)

@@ -13,11 +13,12 @@ import asyncio
 import http
 import logging
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -45,6 +46,9 @@ from relay.resume import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, par
 from relay.spent import SpentTickets
 from relay.stats import RelayStats
 from relay.ticket import Claims, ReplayGuard, mint, new_nonce
+
+if TYPE_CHECKING:
+    from relay.warm import WarmAgents
 
 __all__ = ["Relay", "RelayConfig", "fresh_ticket"]
 
@@ -88,23 +92,30 @@ class Relay:
         self.console = _console(config) if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
-        self.context = RelayContext(self.agents, lambda: self.shutting_down, self.stats, guard)
+        self.warm: WarmAgents | None = None
+        if config.warm_agents > 0:
+            from relay.warm import relays_warm_agents  # loaded only with --warm-agents
+
+            self.warm = relays_warm_agents(config, self.agents, self.stats, guard)
+        self.context = RelayContext(
+            self.agents, lambda: self.shutting_down, self.stats, guard, self.warm
+        )
         self.exposition = Exposition(self.stats, self._gauges)
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
             self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
 
-    async def start(self) -> None:
-        """Listen; the bound port is then in :attr:`port` (and /metrics', if apart, in
-        :attr:`metrics_port`)."""
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen (on ``sock`` when it is bound already, see :mod:`relay.listener`); the bound
+        port is then in :attr:`port` (and /metrics', if apart, in :attr:`metrics_port`)."""
         c = self.config
         if c.metrics_listen is not None:
             host, port = c.metrics_listen
             self._metrics_server = await serve_metrics(host, port, self.exposition.render)
+        address: dict[str, Any] = {"sock": sock} if sock else {"host": c.host, "port": c.port}
         self._server = await serve(
             self._handle,
-            c.host,
-            c.port,
+            **address,
             process_request=self._process_request,
             process_response=self._process_response,
             compression=None,
@@ -120,6 +131,8 @@ class Relay:
             select_subprotocol=self._select_subprotocol,
             create_connection=guarded(self.gate, self.log, c.path, self.stats),
         )
+        if self.warm is not None:
+            self.warm.start()
 
     @property
     def metrics_port(self) -> int | None:
@@ -143,6 +156,7 @@ class Relay:
     async def shutdown(self) -> None:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
+        warm = asyncio.create_task(self.warm.close()) if self.warm is not None else None
         for connection in list(self.connections.values()):
             if isinstance(connection, ResumableConnection):
                 connection.request_stop()
@@ -151,6 +165,8 @@ class Relay:
             await self._server.wait_closed()
         if self.lives:
             await asyncio.gather(*self.lives, return_exceptions=True)
+        if warm is not None:
+            await warm
         if self.spent is not None:
             self.spent.close()
             self.spent = None
@@ -260,10 +276,12 @@ class Relay:
     def _gauges(self) -> dict[str, float]:
         report = self.busy_report()
         detached = report["detached"]
-        return {"attached": len(self.connections) - detached, "detached": detached, "warm": 0}
+        attached = len(self.connections) - detached
+        return {"attached": attached, "detached": detached, "warm": report["warm"]}
 
     def busy_report(self) -> dict[str, Any]:
-        """The supervisor's view: busy while any connection lives, attached or detached."""
+        """The supervisor's view: busy while any connection lives, attached or detached;
+        warm agents waiting for a connection are no connection (``warm`` counts them)."""
         count = self._open_count()  # sockets in their upgrade count too: they will be open
         idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
         idle = None if idle is None else round(idle, 3)
@@ -272,7 +290,14 @@ class Relay:
             for connection in self.connections.values()
             if isinstance(connection, ResumableConnection) and connection.attachment is None
         )
-        return {"busy": count > 0, "connections": count, "detached": detached, "idle_seconds": idle}
+        warm = 0 if self.warm is None else self.warm.ready
+        return {
+            "busy": count > 0,
+            "connections": count,
+            "detached": detached,
+            "warm": warm,
+            "idle_seconds": idle,
+        }
 
     # -- after the upgrade --------------------------------------------------------
 

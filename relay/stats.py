@@ -29,6 +29,10 @@ CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
 # Agent lines over --max-message-bytes or not UTF-8; client messages after the agent's stdin closed.
 DROP_REASONS = ("too_large", "not_utf8", "stdin_closed")
+# What became of warm agents (relay.warm): started ahead of demand (or failed to start at
+# all), taken by a connection, ended while waiting (crashed, or exited by themselves),
+# recycled after --warm-max-age.
+WARM_EVENTS = ("started", "failed", "taken", "ended", "recycled")
 
 
 def close_class(code: int | None) -> str:
@@ -108,6 +112,10 @@ class RelayStats:
     duration: Histogram = field(default_factory=lambda: Histogram(DURATION_BUCKETS))
     carried_before: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     live: set[Carried] = field(default_factory=set)
+    warm: dict[str, int] = field(default_factory=dict)  # WARM_EVENTS
+
+    def warm_event(self, event: str) -> None:
+        self.warm[event] = self.warm.get(event, 0) + 1
 
     def refusal(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1

@@ -27,6 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
+from relay.cli.serve import read_settings, warm_agents
 from relay.config import OPTIONS, options_table
 from relay.ticket import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
@@ -34,9 +35,11 @@ from tests.support.agents import CHOOSER, STUBBORN, python_agent
 from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
 from tests.support.clients import ChunkClient
 from tests.support.env import VENV_BIN, clean_env, secret_env
+from tests.support.http import busy
 from tests.support.live import SECRET, make_ticket
+from tests.support.processes import children_of
 from tests.support.sockets import closed_with, free_port, refused, round_trip
-from tests.support.waiting import until, until_gone
+from tests.support.waiting import until, until_async, until_gone
 
 CAT = "cat"
 KILL_GRACE = 0.5
@@ -1047,3 +1050,87 @@ def test_clean_env_leaves_out_the_shells_pythonpath_and_relay_settings(
     assert env["PATH"].startswith(f"{VENV_BIN}{os.pathsep}")
     assert "PYTHONPATH" not in secret_env()
     assert secret_env()["ACP_RELAY_SECRET"] == SECRET
+
+
+# -- what each command loads, warm agents ------------------------------------------------------
+
+LOADS = (
+    "import sys\nfrom relay.cli import build_parser\n"
+    "build_parser(sys.argv[1])\n__import__(f'relay.cli.{sys.argv[1]}')\n"
+    "print(' '.join(sorted(sys.modules)))\n"
+)
+
+
+def modules_loaded_by(command: str) -> set[str]:
+    """The modules loaded once ``acp-relay COMMAND``'s parser and module are."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADS, command],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    return set(done.stdout.split())
+
+
+def test_serve_loads_none_of_the_server_before_it_listens() -> None:
+    """serve binds its port (relay.listener) before anything heavy is loaded: no asyncio,
+    websockets, structlog, server, connect code, ACP SDK nor console until then."""
+    heavy = {"asyncio", "websockets", "structlog", "uvloop", "ssl", "relay.server",
+             "relay.connection", "relay.bridge", "relay.devconsole", "acp",
+             "prometheus_client"}  # fmt: skip
+    loaded = modules_loaded_by("serve")
+    assert "relay.listener" in loaded
+    assert heavy & loaded == set()
+
+
+def test_connect_loads_none_of_serves_modules() -> None:
+    """connect loads neither the server nor serve's settings (paths, MCP, TOML, traces)."""
+    serve_only = {"relay.server", "relay.cli.serve", "relay.config", "relay.rewrite",
+                  "relay.mcp", "relay.paths", "relay.tracefile", "relay.stats", "tomllib",
+                  "websockets.asyncio.server", "relay.connection"}  # fmt: skip
+    loaded = modules_loaded_by("connect")
+    assert "relay.bridge" in loaded
+    assert serve_only & loaded == set()
+
+
+def test_top_level_help_lists_every_command() -> None:
+    """`acp-relay --help` (no command named) loads every command to list them all."""
+    result = run_cli("--help", env=clean_env())
+    assert result.returncode == 0
+    for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
+                          ("connect", "be the agent for an editor")]:  # fmt: skip
+        assert re.search(rf"^ +{command} +{says}", result.stdout, re.M), result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [({}, 0), ({"dev": True}, 1), ({"dev": True, "warm_agents": "0"}, 0),
+     ({"warm_agents": "3"}, 3)],
+)  # fmt: skip
+def test_dev_keeps_one_warm_agent_unless_told_otherwise(
+    flags: dict[str, object], expected: int
+) -> None:
+    """--warm-agents defaults to 0, and to 1 under --dev; a given value wins either way."""
+    settings = read_settings(flags, {})
+    assert warm_agents(settings) == expected
+
+
+async def test_warm_agents_wait_without_making_the_relay_busy_and_stop_with_it() -> None:
+    """--warm-agents 2: two agents wait, /busy says warm 2 and busy false; SIGTERM stops
+    them (the relay exits 0 with no child left)."""
+    async with serve("--agent", CAT, "--warm-agents", "2", env=secret_env()) as relay:
+        report = await until_async(
+            lambda: _warm_report(relay.port, 2), what="two warm agents in /busy"
+        )
+        agents = children_of(relay.pid)
+        status = await relay.stop()
+    assert (report["busy"], report["connections"], len(agents)) == (False, 0, 2)
+    assert status == 0
+    assert await until_gone(agents, seconds=5)
+
+
+async def _warm_report(port: int, count: int) -> dict[str, Any] | None:
+    report = await busy(port)
+    return report if report["warm"] == count else None

@@ -114,3 +114,16 @@ def test_from_text_refuses_other_types() -> None:
     assert upper("abc") == "ABC"
     with pytest.raises(ValueError, match="expected a string, got 5"):
         upper(5)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0), ("0", 0), (3, 3), (" 12 ", 12)])
+def test_count(value: object, expected: int) -> None:
+    """A count is a whole number, 0 or more, as a TOML integer or a string of digits."""
+    assert convert.count(value) == expected
+
+
+@pytest.mark.parametrize("value", [-1, "-1", 1.5, "1.5", "two", True, None, ""])
+def test_count_refuses_all_but_whole_numbers(value: object) -> None:
+    """Negative, fractional, boolean and non-numeric counts are refused."""
+    with pytest.raises(ValueError, match="whole number"):
+        convert.count(value)

@@ -233,3 +233,22 @@ def test_the_runbooks_alerts_pass_promtool(tmp_path: Path) -> None:
     documented = set(re.findall(r"^\| `(acp_relay_\w+)`", OPERATIONS.read_text(), re.M))
     used = set(re.findall(r"\b(acp_relay_\w+?)(?:_bucket)?\b", runbook_rules()))
     assert used <= documented
+
+
+async def test_warm_agents_are_a_gauge_and_their_events_counted() -> None:
+    """Warm agents waiting show as a gauge; started and taken ones are counted."""
+    async with live_relay(ECHO_AGENT, warm_agents=1) as live:
+        await until(lambda: live.relay.busy_report()["warm"] == 1, "a warm agent")
+        async with connect(live.ticket_url()) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                await ws.recv()
+            await until(lambda: live.relay.busy_report()["warm"] == 1, "its replacement")
+            scraped = await scrape(live)
+
+    def event(name: str) -> tuple[str, Labels]:
+        return ("acp_relay_warm_agent_events_total", (("event", name),))
+
+    assert scraped[("acp_relay_warm_agents", ())] == 1
+    assert (scraped[event("started")], scraped[event("taken")]) == (2, 1)
+    assert (scraped[event("ended")], scraped[event("recycled")]) == (0, 0)

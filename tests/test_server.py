@@ -22,9 +22,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy, Fallback, parse_rule
 from relay.rewrite import RewritePolicy
-from tests.support.agents import AGENTS, DEMO_AGENT, STUBBORN
+from tests.support.agents import AGENTS, DEMO_AGENT, ECHO_AGENT, STUBBORN
 from tests.support.clients import ChunkClient
-from tests.support.http import http_get, status_line, upgrade_request
+from tests.support.http import busy, http_get, status_line, upgrade_request
 from tests.support.live import SECRET, live_relay, make_ticket, until_idle
 from tests.support.processes import agents_running, bytes_written
 from tests.support.sockets import closed_with, one_echo, refused
@@ -261,7 +261,7 @@ async def test_other_paths_404_healthz_and_busy() -> None:
             busy = json.loads((await http_get(live.relay.port, "/busy")).body)
     assert (idle["busy"], idle["connections"]) == (False, 0)
     assert isinstance(idle["idle_seconds"], float)
-    assert busy == {"busy": True, "connections": 1, "detached": 0, "idle_seconds": None}
+    assert busy == {"busy": True, "connections": 1, "detached": 0, "warm": 0, "idle_seconds": None}
 
 
 # -- lifecycle ---------------------------------------------------------------------
@@ -708,3 +708,19 @@ async def test_with_a_state_dir_a_used_ticket_stays_used_after_a_restart(tmp_pat
     assert (status, "already used" in body) == (401, True)
     async with live_relay(CAT) as live, connect(live.url(ticket)) as ws:  # memory only
         assert ws.subprotocol is None
+
+
+async def test_warm_agents_are_no_connections() -> None:
+    """Warm agents leave /busy false (reported as warm) and take no place under
+    --max-connections: the second socket is refused though agents wait."""
+    async with live_relay(ECHO_AGENT, warm_agents=2, max_connections=1) as live:
+        await until(lambda: live.relay.busy_report()["warm"] == 2, "two warm agents")
+        idle = await busy(live.relay.port)
+        async with connect(live.ticket_url()) as ws:
+            await ws.send("{}")
+            async with asyncio.timeout(5):
+                assert await ws.recv() == "{}"
+            status, _, _ = await refused(live.ticket_url())
+            during = await busy(live.relay.port)
+    assert (idle["busy"], idle["connections"], idle["warm"]) == (False, 0, 2)
+    assert (status, during["busy"], during["connections"]) == (503, True, 1)

@@ -6,37 +6,54 @@ its flags name, hands them to the pure :mod:`relay.config`, then runs. Every com
 flags are :class:`relay.config.Option` rows with the defaults of :mod:`relay.defaults`.
 Diagnostics go to stderr; stdout only carries what a command is asked to print. A
 :class:`relay.errors.UsageError` is one line on stderr and exit status 2.
+
+Only the module of the command being run is imported: ``serve`` does not load
+``connect``'s TLS and stdio code, nor ``connect`` the server's (both are on the
+critical path of a start, see docs/performance.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from relay import __version__
-from relay.cli import connect, serve, ticket
 from relay.errors import UsageError
 
 __all__ = ["build_parser", "main"]
 
+COMMANDS = ("serve", "ticket", "connect")  # each a module of this package with register()
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``acp-relay`` parser with its subcommands."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``acp-relay`` parser: with ``command``, only that subcommand's flags are loaded
+    (the others are there by name); without, every subcommand's."""
     parser = argparse.ArgumentParser(
         prog="acp-relay",
         description="Serve an ACP agent over WebSocket, one agent process per socket.",
     )
     parser.add_argument("--version", action="version", version=f"acp-relay {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (serve, ticket, connect):
-        command.register(commands)
+    for name in COMMANDS:
+        if command is None or name == command:
+            importlib.import_module(f"relay.cli.{name}").register(commands)
+        else:
+            commands.add_parser(name)
     return parser
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs, when its first word that is not a flag names one."""
+    word = next((each for each in argv if not each.startswith("-")), None)
+    return word if word in COMMANDS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(chosen_command(words)).parse_args(words)
     try:
         status: int = args.func(args)
     except UsageError as exc:

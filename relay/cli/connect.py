@@ -17,12 +17,13 @@ import uvloop
 
 from relay import convert, defaults, logs
 from relay.bridge import BridgeConfig, run_bridge
-from relay.config import TICKET_ENV, Option, add_options
 from relay.errors import UsageError
+from relay.options import Option, add_options
 from relay.redact import register_secret
 from relay.ticketsource import TicketSource
 from relay.urls import ticket_in, without_ticket
 
+TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
 
 # At most one of these; with none, a ?ticket= in the URL, else $ACP_RELAY_TICKET.

@@ -3,12 +3,16 @@
 Reads the environment, the config file, the secret file and the MCP servers file, hands
 them to the pure :mod:`relay.config`, and builds the server's
 :class:`relay.server.RelayConfig` from the result.
+
+The listening socket is bound (:mod:`relay.listener`) as soon as the settings are
+checked, before the server's modules (websockets, structlog, the connection code) are
+imported: a client that connects meanwhile waits in the backlog and is answered once
+the server runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ctypes
 import os
 import resource
@@ -21,11 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvloop
-
-from relay import devconsole, logs
 from relay.admission import Policy
 from relay.cli.files import (
     agent_account,
@@ -47,13 +48,13 @@ from relay.config import (
     resolve,
 )
 from relay.errors import UsageError
-from relay.httpedge import RateLimitedLog
+from relay.listener import bind_early, cannot_listen
 from relay.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
 from relay.origins import bracketed
 from relay.paths import CwdPolicy, describe_rules
 from relay.redact import register_secret
+from relay.relayconfig import RelayConfig
 from relay.rewrite import RewritePolicy
-from relay.server import Relay, RelayConfig, fresh_ticket
 from relay.startup import (
     StartupWarning,
     environment_warnings,
@@ -63,9 +64,14 @@ from relay.startup import (
 from relay.urls import with_ticket
 from relay.watchdog import Watchdog
 
+if TYPE_CHECKING:
+    import asyncio
+    import socket
+
+    from relay import logs
+
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 DEV_TICKET_TTL = 8 * 3600
-TOKEN_BYTES = devconsole.TOKEN_BYTES
 SHUTDOWN_MARGIN = 2.0
 # A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -92,20 +98,32 @@ def run(args: argparse.Namespace) -> int:
     """Resolve the configuration, then run the relay until SIGTERM, SIGINT or SIGHUP."""
     private = keep_memory_private()
     settings = read_settings(vars(args), os.environ)
-    logs.configure(settings.log_level, settings.log_format)
-    warn(environment_warnings(os.environ))
+    warnings = list(environment_warnings(os.environ))
     if not private and sys.platform == "linux":
-        logs.get_logger("relay").warning(NOT_PRIVATE)
-    secrets = read_secrets(settings)
-    for secret in secrets:
-        register_secret(secret)
-    config = relay_config(settings, secrets, os.environ)
-    if settings.dev:
-        config = replace(config, console_token=devconsole.new_token(os.urandom(TOKEN_BYTES)))
-        register_secret(config.console_token)
-    open_files = raise_open_files_limit()
-    uvloop.run(run_relay(config, settings, secrets, open_files))
+        warnings.append(StartupWarning(NOT_PRIVATE))
+    try:
+        secrets = read_secrets(settings, warnings)
+        for secret in secrets:
+            register_secret(secret)
+        config = relay_config(settings, secrets, os.environ)
+        if settings.dev:
+            config = replace(config, console_token=new_console_token())
+            register_secret(config.console_token)
+        open_files = raise_open_files_limit()
+        listening = bind_early(config.host, config.port)
+    finally:  # the warnings first, even when start-up stops (they may say why)
+        warn(settings, warnings)
+    import uvloop  # only now the server's own modules: the socket above takes connections
+
+    uvloop.run(run_relay(config, settings, secrets, open_files, listening))
     return 0
+
+
+def new_console_token() -> str:
+    """A fresh per-run token for the dev console's address (see :mod:`relay.devconsole`)."""
+    from relay import devconsole
+
+    return devconsole.new_token(os.urandom(devconsole.TOKEN_BYTES))
 
 
 def keep_memory_private() -> bool:
@@ -126,21 +144,25 @@ def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settin
     return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
 
 
-def read_secrets(settings: Settings) -> tuple[str, ...]:
-    """The ticket secrets, checked (a warning if short or exposed, exit 2 if too short);
-    under --dev without any, a throwaway one."""
+def read_secrets(settings: Settings, warnings: list[StartupWarning]) -> tuple[str, ...]:
+    """The ticket secrets, checked (a warning added if short or exposed, exit 2 if too
+    short); under --dev without any, a throwaway one."""
     if settings.dev and not (settings.secret_file or settings.secret_env):
         return (random_secrets.token_urlsafe(32),)
     secrets = load_secrets(settings.secret_file, settings.secret_env)
     source = f"--secret-file {settings.secret_file}" if settings.secret_file else SECRET_ENV
-    warn(secret_warnings(secrets, source))
+    warnings.extend(secret_warnings(secrets, source))
     if settings.secret_file:
-        warn(secret_file_warnings(settings.secret_file, os.stat(settings.secret_file).st_mode))
+        mode = os.stat(settings.secret_file).st_mode
+        warnings.extend(secret_file_warnings(settings.secret_file, mode))
     return secrets
 
 
-def warn(warnings: Sequence[StartupWarning]) -> None:
-    """Log each start-up warning, once."""
+def warn(settings: Settings, warnings: Sequence[StartupWarning]) -> None:
+    """Set up the logs, then log each start-up warning, once."""
+    from relay import logs
+
+    logs.configure(settings.log_level, settings.log_format)
     log = logs.get_logger("relay")
     for each in warnings:
         log.warning(each.event, **each.fields)
@@ -168,6 +190,8 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
     """The server's configuration, once the agent's program and workspace are checked;
     the agent defaults to the demo agent under --dev."""
     if settings.dev:
+        from relay import devconsole
+
         remote = devconsole.remote_dev_refusal(settings.host, settings.dev_allow_remote)
         if remote is not None:
             raise UsageError(remote)
@@ -210,7 +234,17 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         state_dir=private_directory(settings.state_dir, "--state-dir"),
         metrics_listen=settings.metrics_listen,
         agent_account=account,
+        warm_agents=warm_agents(settings),
+        warm_max_age=settings.warm_max_age,
     )
+
+
+def warm_agents(settings: Settings) -> int:
+    """--warm-agents as given; when not, 1 under --dev (its console's sockets start at once)
+    and 0 otherwise."""
+    if settings.warm_agents is not None:
+        return settings.warm_agents
+    return 1 if settings.dev else 0
 
 
 def raise_open_files_limit() -> int:
@@ -230,6 +264,8 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
 
     Failed accepts (out of file descriptors, say) come this way, as many as connections try.
     """
+    from relay.httpedge import RateLimitedLog
+
     limited = RateLimitedLog(log)
 
     def handle(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -270,20 +306,27 @@ def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
 
 
 async def run_relay(
-    config: RelayConfig, settings: Settings, secrets: Sequence[str], open_files: int | None = None
+    config: RelayConfig,
+    settings: Settings,
+    secrets: Sequence[str],
+    open_files: int | None = None,
+    listening: socket.socket | None = None,
 ) -> None:
-    """Serve until SIGTERM, SIGINT or SIGHUP, then shut down within kill-grace + 2 s.
+    """Serve (on ``listening`` if bound already) until SIGTERM, SIGINT or SIGHUP, then shut
+    down within kill-grace + 2 s.
 
     The agents' watchdog (:mod:`relay.watchdog`) runs alongside: should this process die
     without shutting down (SIGKILL, a crash), it stops the agents.
     """
+    from relay import logs
+
     log = logs.get_logger("relay")
     try:
         watchdog = Watchdog.start(config.kill_grace, lambda: log.error(WATCHDOG_LOST))
     except OSError as exc:
         raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
     try:
-        await serve_with(config, settings, secrets, open_files, watchdog)
+        await serve_with(config, settings, secrets, open_files, watchdog, listening)
     finally:
         watchdog.close()
 
@@ -294,8 +337,14 @@ async def serve_with(
     secrets: Sequence[str],
     open_files: int | None,
     watchdog: Watchdog,
+    listening: socket.socket | None = None,
 ) -> None:
     """The relay's life, from listening to every agent stopped."""
+    import asyncio
+
+    from relay import logs
+    from relay.server import Relay
+
     relay = Relay(config, guard=watchdog)
     stop = asyncio.Event()
     stopped_by: list[str] = []
@@ -304,11 +353,9 @@ async def serve_with(
         loop.add_signal_handler(sig, _stop_on, sig, stop, stopped_by)
     loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
-        await relay.start()
+        await relay.start(listening)
     except OSError as exc:
-        why = os.strerror(exc.errno) if exc.errno else str(exc)
-        where = f"{bracketed(config.host)}:{config.port}"
-        raise UsageError(f"cannot listen on {where} (--listen): {why}") from exc
+        raise cannot_listen(config.host, config.port, exc) from exc
     log = logs.get_logger("relay")
     url = f"ws://{_url_host(config.host)}:{relay.port}{config.path}"  # one to connect to
     log.info(
@@ -385,6 +432,9 @@ def print_dev_banner(
 ) -> None:
     """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
     console's address carries the run's token."""
+    from relay import devconsole
+    from relay.server import fresh_ticket
+
     audience = settings.audience
     if settings.secret_file:
         secret_file = Path(settings.secret_file)

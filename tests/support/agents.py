@@ -14,6 +14,7 @@ DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
 STREAM = (sys.executable, str(AGENTS / "stream.py"))  # + COUNT [DELAY]
 STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
+SLOW_START = (sys.executable, str(AGENTS / "slow_start.py"))  # + SECONDS [STDERR_BYTES]
 
 # An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
 # lets one relay run different agents on different sockets.
