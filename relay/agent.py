@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from relay.account import Account
 from relay.framing import Dropped, Line, LineSplitter
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
@@ -34,27 +35,6 @@ class Guard(Protocol):
     def watch(self, pgid: int) -> None: ...
 
     def forget(self, pgid: int) -> None: ...
-
-
-@dataclass(frozen=True)
-class Account:
-    """Another account the agents run as (``--agent-user``, the relay running as root).
-
-    With ``setpriv`` (util-linux's, its path) the agent is started through it: the relay
-    keeps its vfork spawn and setpriv switches ids before it execs the agent. Without it
-    Popen switches them itself, which costs a fork of the relay (see docs/performance.md).
-    """
-
-    name: str
-    uid: int
-    gid: int
-    groups: tuple[int, ...]  # the supplementary groups, as initgroups would set them
-    home: str
-    setpriv: str | None = None
-
-    def environment(self) -> tuple[tuple[str, str], ...]:
-        """HOME, USER and LOGNAME of the account, for the agent's environment."""
-        return (("HOME", self.home), ("USER", self.name), ("LOGNAME", self.name))
 
 
 def spawn_arguments(

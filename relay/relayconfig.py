@@ -14,7 +14,7 @@ from relay.admission import Policy
 from relay.rewrite import RewritePolicy
 
 if TYPE_CHECKING:
-    from relay.agent import Account
+    from relay.account import Account
 
 
 @dataclass(frozen=True)

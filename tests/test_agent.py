@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from relay.account import Account
 from relay.agent import (
-    Account,
     AgentProcess,
     AgentStartError,
     Exit,

@@ -1124,7 +1124,7 @@ async def test_warm_agents_wait_without_making_the_relay_busy_and_stop_with_it()
         report = await until_async(
             lambda: _warm_report(relay.port, 2), what="two warm agents in /busy"
         )
-        agents = children_of(relay.pid)
+        agents = relay.agents()
         status = await relay.stop()
     assert (report["busy"], report["connections"], len(agents)) == (False, 0, 2)
     assert status == 0

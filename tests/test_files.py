@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.agent import Account
+from relay.account import Account
 from relay.cli.files import (
     Kind,
     agent_account,

@@ -81,7 +81,7 @@ async def test_a_socket_takes_the_agent_that_was_ready_and_a_replacement_starts(
                 replacement = pids(live.relay.agents) - {waiting}
     meta = reply["result"]["_meta"]
     assert (meta["pid"], meta["ready"] < opened, len(replacement)) == (waiting, True, 1)
-    assert [each["pid"] for each in logged(events, "warm agent taken")] == [waiting]
+    assert [each["agent_pid"] for each in logged(events, "warm agent taken")] == [waiting]
 
 
 async def test_a_resumable_connection_takes_a_warm_agent_too() -> None:
@@ -134,7 +134,7 @@ async def test_an_agent_that_cannot_start_is_logged_and_retried_later() -> None:
         async with warm_agents(("/nonexistent/agent",), policy) as (warm, _, stats):
             await until(lambda: warm.pool.crashes >= 2, "two failed starts")
     crash = next(e for e in events if "crash" in e["event"])
-    assert (crash["exit_status"], "command not found" in crash["why"]) == (None, True)
+    assert (crash["exit_status"], "command not found" in crash["reason"]) == (None, True)
     assert (stats.warm["failed"] >= 2, "started" in stats.warm) == (True, False)
 
 

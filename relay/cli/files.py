@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from relay.agent import Account
+from relay.account import Account
 from relay.config import SECRET_ENV, parse_secrets
 from relay.errors import UsageError
 from relay.startup import may_search

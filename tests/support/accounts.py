@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from relay.agent import Account
+from relay.account import Account
 from relay.cli.files import first_blocked
 
 NOBODY = Account("nobody", 65534, 65534, (65534,), "/nonexistent")
