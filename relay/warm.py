@@ -183,7 +183,9 @@ class WarmAgents:
 
     async def _retire(self, number: int, waiting: _Waiting) -> None:
         """Recycle an agent that waited past the policy's maximum age."""
-        self.log.info("warm agent recycled", agent_pid=waiting.agent.pid, reason="waited its max age")
+        self.log.info(
+            "warm agent recycled", agent_pid=waiting.agent.pid, reason="waited its max age"
+        )
         self._count("recycled")
         await self._stop(waiting, eof_first=True)
 
