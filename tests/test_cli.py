@@ -37,7 +37,6 @@ from tests.support.clients import ChunkClient
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.http import busy
 from tests.support.live import SECRET, make_ticket
-from tests.support.processes import children_of
 from tests.support.sockets import closed_with, free_port, refused, round_trip
 from tests.support.waiting import until, until_async, until_gone
 
