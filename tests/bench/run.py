@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SECRET = "bench-secret-0123456789abcdef0123"
 FIRST_BYTE_AGENT = "sh -c 'echo ready; exec cat'"
+STREAMER = f"{sys.executable} {HERE / 'streamer.py'}"  # the streaming agent
 KiB, MiB = 1024, 1024 * 1024
 
 

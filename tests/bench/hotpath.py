@@ -1,0 +1,234 @@
+"""The relay's small-message hot path, counted rather than timed: work per message.
+
+    .venv/bin/python -m tests.bench.hotpath                    # calls and /proc counts
+    .venv/bin/python -m tests.bench.hotpath --callgrind        # plus instructions (slow)
+    .venv/bin/python -m tests.bench.hotpath --top 25 --json out.json
+
+Wall-clock rates move with the machine's load; these figures do not, or much less. Each
+scenario opens one socket to a relay running ``cat`` (or the streaming agent), warms it
+up, then counts over a fixed number of messages, in the relay's process only:
+
+- ``calls``: Python function calls per message (:mod:`cProfile`, built-ins included),
+  and the functions that make most of them;
+- ``wakeups``: the times the relay's threads went to sleep (voluntary context switches),
+  per message: each one is an ``epoll_wait`` that found nothing to do;
+- ``syscalls``: read- and write-like system calls per message (``/proc/PID/io``);
+- ``instructions`` (``--callgrind``): user-space instructions per message, under
+  valgrind's callgrind, with the functions that execute most of them.
+
+Scenarios: ``echo_x1`` and ``echo_x64`` (200 B messages through ``cat`` and back, 1 or
+64 in flight: both directions) and ``stream`` (agent to client only: the streaming
+agent's notifications of 200 B).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay.server import fresh_ticket
+from tests.bench.run import HERE, SECRET, STREAMER, wait_for_port, with_group_killed
+from tests.support.sockets import free_port
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fixed workload: a load generator command and the messages it counts."""
+
+    name: str
+    agent: str
+    command: dict[str, Any]
+    messages: int  # relay-side messages in the counted part: frames in plus frames out
+
+    def loadgen(self, url: str) -> dict[str, Any]:
+        return {**self.command, "url": url, "gate": True, "timeout": 600}
+
+
+def scenarios(count: int) -> list[Scenario]:
+    """The three workloads, ``count`` round trips (or notifications) each."""
+    echo = {"command": "rate", "size": 200}
+    return [
+        Scenario("echo_x1", "cat", {**echo, "inflight": 1, "count": count // 4,
+                                    "warmup": 200}, 2 * (count // 4)),
+        Scenario("echo_x64", "cat", {**echo, "inflight": 64, "count": count,
+                                     "warmup": 2000}, 2 * count),
+        Scenario("stream", STREAMER, {"command": "stream", "size": 200, "updates": count,
+                                      "warmup": 1000}, count),
+    ]  # fmt: skip
+
+
+def proc_counts(pid: int) -> dict[str, int]:
+    """Voluntary context switches of every thread, and the syscall counts of /proc/PID/io."""
+    switches = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                switches += int(line.split()[1])
+    io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return {"wakeups": switches, "syscalls_read": int(io["syscr"]),
+            "syscalls_write": int(io["syscw"])}  # fmt: skip
+
+
+@contextmanager
+def relay_process(agent: str, prefix: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    argv = [*prefix, "serve", "--listen", f"127.0.0.1:{port}", "--agent", agent,
+            "--log-level", "warning"]  # fmt: skip
+    env = dict(os.environ, ACP_RELAY_SECRET=SECRET)
+    process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_port(port, seconds=120)
+        yield process, port
+    finally:
+        with_group_killed(process)
+
+
+def counted(scenario: Scenario, port: int, on_warm: Any, on_done: Any) -> dict[str, Any]:
+    """Run the scenario's load generator; call ``on_warm``/``on_done`` around the counted part."""
+    url = f"ws://127.0.0.1:{port}/acp?ticket={fresh_ticket(SECRET, subject='bench')}"
+    argv = ["node", str(HERE / "loadgen.mjs"), json.dumps(scenario.loadgen(url))]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as gen:
+        assert gen.stdin is not None
+        assert gen.stdout is not None
+        first = json.loads(gen.stdout.readline() or '{"error": "no answer"}')
+        if "warm" not in first:
+            raise RuntimeError(f"{scenario.name}: {first}")
+        before = on_warm()
+        gen.stdin.write("go\n")
+        gen.stdin.flush()
+        result: dict[str, Any] = json.loads(gen.stdout.readline() or '{"error": "no result"}')
+        after = on_done()
+    if "error" in result:
+        raise RuntimeError(f"{scenario.name}: {result['error']}")
+    return {"loadgen": result, "before": before, "after": after}
+
+
+def profile_calls(scenario: Scenario, top: int) -> dict[str, Any]:
+    """Python calls per message and /proc counts, under cProfile."""
+    stats_file = Path(tempfile.mkstemp(suffix=".pstats")[1])
+    prefix = [sys.executable, "-m", "tests.bench.profiled", str(stats_file), "--"]
+    with relay_process(scenario.agent, prefix) as (process, port):
+
+        def warm() -> dict[str, int]:
+            counts = proc_counts(process.pid)
+            process.send_signal(signal.SIGUSR1)
+            return counts
+
+        def done() -> dict[str, int]:
+            counts = proc_counts(process.pid)
+            stats_file.write_bytes(b"")
+            process.send_signal(signal.SIGUSR2)
+            deadline = time.monotonic() + 30
+            while not stats_file.stat().st_size and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return counts
+
+        run = counted(scenario, port, warm, done)
+    time.sleep(0.2)  # the dump may still be written
+    stats = pstats.Stats(str(stats_file))
+    stats_file.unlink()
+    n = scenario.messages
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    calls = sum(entry[1] for entry in raw.values())
+    functions = sorted(raw.items(), key=lambda kv: kv[1][1], reverse=True)[:top]
+    per = {k: (run["after"][k] - run["before"][k]) / n for k in run["before"]}
+    return {
+        "messages": n,
+        "python_calls_per_message": round(calls / n, 2),
+        **{f"{k}_per_message": round(v, 3) for k, v in per.items()},
+        "top_calls": [
+            {
+                "function": _name(key),
+                "calls_per_message": round(entry[1] / n, 3),
+                "own_s": round(entry[2], 3),
+            }
+            for key, entry in functions
+        ],
+        "loadgen": run["loadgen"],
+    }
+
+
+def _name(key: tuple[str, int, str]) -> str:
+    path, line, function = key
+    if path == "~":
+        return function
+    short = re.sub(r"^.*?/(site-packages|lib/python3\.\d+)/", "", path)
+    short = short.replace(str(Path.cwd()) + "/", "")
+    return f"{short}:{line}({function})"
+
+
+def profile_instructions(scenario: Scenario, top: int) -> dict[str, Any]:
+    """User-space instructions per message of the relay process, under callgrind."""
+    if shutil.which("valgrind") is None:
+        return {"error": "valgrind is not installed (tests/system/install-packages valgrind)"}
+    folder = Path(tempfile.mkdtemp())
+    out = folder / "callgrind.out"
+    prefix = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+              "--trace-children=no", "-q", sys.executable, "-m", "relay"]  # fmt: skip
+    with relay_process(scenario.agent, prefix) as (process, port):
+
+        def control(option: str) -> dict[str, int]:
+            subprocess.run(["callgrind_control", option, str(process.pid)], check=True,
+                           capture_output=True)  # fmt: skip
+            return {}
+
+        counted(scenario, port, lambda: control("-z"), lambda: control("-d"))
+    dumps = sorted(folder.glob("callgrind.out*"), key=lambda p: p.stat().st_mtime)
+    dump = next(p for p in dumps if p.name != "callgrind.out") if len(dumps) > 1 else dumps[-1]
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=no", str(dump)],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    total = int(re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", annotated)[1].replace(",", ""))  # type: ignore[index]
+    functions = re.findall(r"^\s*([\d,]+) \([ \d.]+%\)\s+(\S.*)$", annotated, re.M)[1 : top + 1]
+    shutil.rmtree(folder)
+    n = scenario.messages
+    return {
+        "messages": n,
+        "instructions_per_message": round(total / n),
+        "top_instructions": [
+            {"function": name.strip()[-100:], "per_message": round(int(ir.replace(",", "")) / n)}
+            for ir, name in functions
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20000, help="round trips at 64 in flight")
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions")
+    parser.add_argument("--only", help="one scenario by name")
+    parser.add_argument("--top", type=int, default=15, help="functions listed per scenario")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args(argv)
+    if not (HERE / "node_modules" / "ws").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], check=True)
+    found: dict[str, Any] = {}
+    for scenario in scenarios(args.count):
+        if args.only and scenario.name != args.only:
+            continue
+        found[scenario.name] = {"calls": profile_calls(scenario, args.top)}
+        if args.callgrind:
+            small = scenarios(args.count // 10)
+            slow = next(s for s in small if s.name == scenario.name)
+            found[scenario.name]["instructions"] = profile_instructions(slow, args.top)
+        print(json.dumps({scenario.name: found[scenario.name]}, indent=1), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(found, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
