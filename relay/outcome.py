@@ -82,7 +82,10 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
     """
     if isinstance(frame, bytes):
         return Skip("binary", len(frame))
-    return judge_client_text(frame.encode(), rewrite)
+    data = frame.encode()
+    if _one_line_object(data):  # nearly every frame: judged here, without the calls below
+        return Forward(data, data) if rewrite is None else _rewritten(data, data, rewrite)
+    return judge_client_text(data, rewrite)
 
 
 def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
@@ -90,6 +93,15 @@ def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
     if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
         return Refuse(BATCH_REPLY, BATCH_REASON, data)
     return judge_text(data, rewrite)
+
+
+def _one_line_object(data: bytes) -> bool:
+    """A frame that opens a JSON object and holds no raw line break: the line is the frame.
+
+    No batch, not blank, nothing to compact (:func:`relay.framing.frame_to_line` would
+    return it as it is).
+    """
+    return data[:1] == b"{" and b"\n" not in data and b"\r" not in data
 
 
 def _is_batch(data: bytes) -> bool:
@@ -112,6 +124,11 @@ def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
         return Refuse(line.reply, line.reason, data)
     if rewrite is None:
         return Forward(line, data)
+    return _rewritten(line, data, rewrite)
+
+
+def _rewritten(line: bytes, data: bytes, rewrite: Rewrite) -> Outcome:
+    """The outcome of ``line`` (made of the frame ``data``) once the rewrite saw it."""
     result = rewrite(line)
     if isinstance(result, bytes):
         return Forward(result, data)

@@ -21,7 +21,7 @@ import asyncio
 import enum
 import select
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
@@ -69,7 +69,8 @@ class FrameObserver(Protocol):
 class LineObserver(Protocol):
     """Told the verdict on each line read from the pipe, once the sent ones were sent."""
 
-    def lines(self, verdicts: Sequence[Line]) -> None: ...
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """``sent``: the lines among ``verdicts`` that were sent, in order."""
 
 
 def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
@@ -85,10 +86,11 @@ class TextFrames:
 
     websockets' ``send()`` writes and drains once per frame. Its ``send_context()``
     (what ``send()`` itself is built on) lets several frames be made by the connection's
-    sans-I/O protocol, as ``send()`` would make them, then written and drained once: the
-    protocol's state stays the one source of truth (a closing connection raises
-    ConnectionClosed as ``send()`` does). The only websockets API used past
-    ``send()``; pinned to the 17.x series in pyproject.toml.
+    sans-I/O protocol, as ``send()`` would make them, then written (one ``writelines``:
+    one system call) and drained once: the protocol's state stays the one source of
+    truth (a closing connection raises ConnectionClosed as ``send()`` does). The only
+    websockets API used past ``send()`` (with the sans-I/O ``data_to_send()``); pinned
+    to the 17.x series in pyproject.toml.
 
     A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
     full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
@@ -120,8 +122,13 @@ class TextFrames:
         self._sending = True
         try:
             async with ws.send_context():
+                protocol = ws.protocol
                 for frame in frames:
-                    ws.protocol.send_text(frame)
+                    protocol.send_text(frame)
+                # All the frames in one system call: on leaving, send_context() would
+                # write them one by one (its send_data() calls transport.write per frame).
+                # The state is OPEN and only data frames were made: no end-of-stream marker.
+                ws.transport.writelines(protocol.data_to_send())
         finally:
             self._sending = False
             self._sends += 1
@@ -174,23 +181,35 @@ async def lines_to_frames(
     """
     splitter = LineSplitter(max_bytes, utf8=True)
     while chunk := await reader.read(READ_CHUNK):
+        dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
-        inspect = await _send(verdicts, sink, observer, inspect)
+        clean = splitter.dropped == dropped  # nearly always: every line is sent
+        inspect = await _send(verdicts, clean, sink, observer, inspect)
     last = splitter.finish()
     if last is not None:
-        await _send([last], sink, observer, inspect)
+        await _send([last], False, sink, observer, inspect)
 
 
 async def _send(
-    verdicts: list[Line], sink: FrameSink, observer: LineObserver, inspect: Inspect | None
+    verdicts: list[Line],
+    clean: bool,
+    sink: FrameSink,
+    observer: LineObserver,
+    inspect: Inspect | None,
 ) -> Inspect | None:
-    """Send the lines of one read together; returns ``inspect`` unless it declined."""
-    frames = [line for line in verdicts if isinstance(line, bytes)]
+    """Send the lines of one read together; returns ``inspect`` unless it declined.
+
+    ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
+    """
+    if clean:
+        frames = cast(list[bytes], verdicts)
+    else:
+        frames = [line for line in verdicts if isinstance(line, bytes)]
     if inspect is not None and not all(map(inspect, frames)):
         inspect = None
     if frames:
         await sink.send_frames(frames)
-    observer.lines(verdicts)
+    observer.lines(verdicts, frames)
     return inspect
 
 
@@ -310,10 +329,12 @@ class LineWriter:
         peer_gone: Callable[[int], bool] = lambda _checks: False,
     ) -> None:
         self.writer = writer
+        self._transport = writer.transport  # what StreamWriter's write and is_closing call
         self.peer_gone = peer_gone
         self.peer_lost = False  # write() returned False because ``peer_gone`` said so
         self._joined = bytearray()
         self._scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # asked once: each ask is a getpid()
         self._waits = 0  # waits for the pipe so far
         self._waiting: asyncio.Task[Any] | None = None  # the task waiting for the pipe now
         self._timer: asyncio.TimerHandle | None = None
@@ -322,15 +343,16 @@ class LineWriter:
 
     async def write(self, line: bytes) -> bool:
         """Queue one line (``\n`` added); False once the pipe is closed or the peer gone."""
-        if self.writer.is_closing():
+        transport = self._transport
+        if transport.is_closing():
             return False
         if len(line) >= COALESCE_BYTES:
             self.flush()
-            self.writer.writelines((line, b"\n"))
+            transport.writelines((line, b"\n"))
         else:
             self._join(line)
         try:
-            if self.writer.transport.get_write_buffer_size():  # the pipe is full: wait
+            if transport.get_write_buffer_size():  # the pipe is full: wait
                 return await self._drain()
         except (BrokenPipeError, ConnectionResetError):
             return False
@@ -372,8 +394,10 @@ class LineWriter:
             # The first line of a loop iteration goes out at once (no added latency for
             # a lone message); the ones after it in the same iteration are joined.
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-            self.writer.writelines((line, b"\n"))
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self.flush)
+            self._transport.writelines((line, b"\n"))
             return
         self._joined += line
         self._joined += b"\n"
@@ -386,6 +410,6 @@ class LineWriter:
         self._write_joined()
 
     def _write_joined(self) -> None:
-        if self._joined and not self.writer.is_closing():
+        if self._joined and not self._transport.is_closing():
             joined, self._joined = self._joined, bytearray()
-            self.writer.write(joined)
+            self._transport.write(joined)

@@ -33,6 +33,8 @@ _NAME_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a
 
 def might_open_session(line: bytes) -> bool:
     """Cheap test on raw bytes: False means the line certainly opens no session."""
+    if _MARKER not in line and b"\\" not in line:
+        return False  # nearly every line: two scans, nothing else
     if _MARKER in line and any(m in line for m in _METHOD_BYTES):
         return True
     # JSON may spell the method with escapes ("session\/new", "\u0073ession/new"): any

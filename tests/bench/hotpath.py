@@ -171,7 +171,13 @@ def _name(key: tuple[str, int, str]) -> str:
     return f"{short}:{line}({function})"
 
 
-def profile_instructions(scenario: Scenario, top: int) -> dict[str, Any]:
+def _number(found: re.Match[str] | None) -> int:
+    if found is None:
+        raise RuntimeError("callgrind_annotate printed no program total")
+    return int(found[1].replace(",", ""))
+
+
+def profile_instructions(scenario: Scenario, top: int, keep: Path | None) -> dict[str, Any]:
     """User-space instructions per message of the relay process, under callgrind."""
     if shutil.which("valgrind") is None:
         return {"error": "valgrind is not installed (tests/system/install-packages valgrind)"}
@@ -189,20 +195,33 @@ def profile_instructions(scenario: Scenario, top: int) -> dict[str, Any]:
         counted(scenario, port, lambda: control("-z"), lambda: control("-d"))
     dumps = sorted(folder.glob("callgrind.out*"), key=lambda p: p.stat().st_mtime)
     dump = next(p for p in dumps if p.name != "callgrind.out") if len(dumps) > 1 else dumps[-1]
-    annotated = subprocess.run(["callgrind_annotate", "--inclusive=no", str(dump)],
-                               capture_output=True, text=True, check=True).stdout  # fmt: skip
-    total = int(re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", annotated)[1].replace(",", ""))  # type: ignore[index]
-    functions = re.findall(r"^\s*([\d,]+) \([ \d.]+%\)\s+(\S.*)$", annotated, re.M)[1 : top + 1]
+    argv = ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(dump)]
+    annotated = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(dump, keep / f"callgrind-{scenario.name}.out")
+        (keep / f"callgrind-{scenario.name}.txt").write_text(annotated)
     shutil.rmtree(folder)
+    total = _number(re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS", annotated))
+    # Entries over 99 % are callgrind's recursion cycles (the interpreter calling itself).
+    rows = re.findall(r"^\s*([\d,]+) \(\s*([\d.]+)%\)\s+(\S.*)$", annotated, re.M)
+    functions = [(ir, name) for ir, share, name in rows if float(share) < 99][:top]
     n = scenario.messages
     return {
         "messages": n,
         "instructions_per_message": round(total / n),
         "top_instructions": [
-            {"function": name.strip()[-100:], "per_message": round(int(ir.replace(",", "")) / n)}
+            {"function": _short(name), "per_message": round(int(ir.replace(",", "")) / n)}
             for ir, name in functions
         ],
     }
+
+
+def _short(name: str) -> str:
+    """``file:function [object]`` cut to the function and the object's base name."""
+    where, _, rest = name.strip().partition(":")
+    function, _, obj = rest.partition(" [")
+    return f"{function} ({Path(obj.rstrip(']')).name or Path(where).name})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="one scenario by name")
     parser.add_argument("--top", type=int, default=15, help="functions listed per scenario")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--keep", type=Path, help="keep callgrind's dumps in this folder")
     args = parser.parse_args(argv)
     if not (HERE / "node_modules" / "ws").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], check=True)
@@ -223,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.callgrind:
             small = scenarios(args.count // 10)
             slow = next(s for s in small if s.name == scenario.name)
-            found[scenario.name]["instructions"] = profile_instructions(slow, args.top)
+            found[scenario.name]["instructions"] = profile_instructions(slow, args.top, args.keep)
         print(json.dumps({scenario.name: found[scenario.name]}, indent=1), flush=True)
     if args.json:
         args.json.write_text(json.dumps(found, indent=2) + "\n")
