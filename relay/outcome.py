@@ -83,8 +83,13 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
     if isinstance(frame, bytes):
         return Skip("binary", len(frame))
     data = frame.encode()
-    if _one_line_object(data):  # nearly every frame: judged here, without the calls below
-        return Forward(data, data) if rewrite is None else _rewritten(data, data, rewrite)
+    if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
+        # Nearly every frame: one JSON object on one line, the line as it came (no batch,
+        # not blank, nothing to compact), judged here without the calls below.
+        if rewrite is None:
+            return Forward(data, data)
+        line = rewrite(data)
+        return Forward(data, data) if line is data else _rewritten(line, data)
     return judge_client_text(data, rewrite)
 
 
@@ -93,15 +98,6 @@ def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
     if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
         return Refuse(BATCH_REPLY, BATCH_REASON, data)
     return judge_text(data, rewrite)
-
-
-def _one_line_object(data: bytes) -> bool:
-    """A frame that opens a JSON object and holds no raw line break: the line is the frame.
-
-    No batch, not blank, nothing to compact (:func:`relay.framing.frame_to_line` would
-    return it as it is).
-    """
-    return data[:1] == b"{" and b"\n" not in data and b"\r" not in data
 
 
 def _is_batch(data: bytes) -> bool:
@@ -124,12 +120,11 @@ def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
         return Refuse(line.reply, line.reason, data)
     if rewrite is None:
         return Forward(line, data)
-    return _rewritten(line, data, rewrite)
+    return _rewritten(rewrite(line), data)
 
 
-def _rewritten(line: bytes, data: bytes, rewrite: Rewrite) -> Outcome:
-    """The outcome of ``line`` (made of the frame ``data``) once the rewrite saw it."""
-    result = rewrite(line)
+def _rewritten(result: bytes | FrameRefused | Rewritten, data: bytes) -> Outcome:
+    """The outcome of the frame ``data`` given what the rewrite made of its line."""
     if isinstance(result, bytes):
         return Forward(result, data)
     if isinstance(result, Rewritten):

@@ -84,13 +84,16 @@ def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
 class TextFrames:
     """Sends the lines of one pipe read as text frames in one socket write.
 
-    websockets' ``send()`` writes and drains once per frame. Its ``send_context()``
-    (what ``send()`` itself is built on) lets several frames be made by the connection's
-    sans-I/O protocol, as ``send()`` would make them, then written (one ``writelines``:
-    one system call) and drained once: the protocol's state stays the one source of
-    truth (a closing connection raises ConnectionClosed as ``send()`` does). The only
-    websockets API used past ``send()`` (with the sans-I/O ``data_to_send()``); pinned
-    to the 17.x series in pyproject.toml.
+    websockets' ``send()`` writes and drains once per frame. This does what its
+    ``send_context()`` (what ``send()`` is built on) does when the connection is open,
+    without the context manager's calls: the connection's sans-I/O protocol makes the
+    frames, as ``send()`` would, then they are written (one ``writelines``: one system
+    call) and drained once. The protocol's state stays the one source of truth: a
+    connection that is not open, or that fails during the drain, goes through
+    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
+    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
+    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
+    in pyproject.toml).
 
     A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
     full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
@@ -121,14 +124,21 @@ class TextFrames:
             self._arm()
         self._sending = True
         try:
-            async with ws.send_context():
-                protocol = ws.protocol
-                for frame in frames:
-                    protocol.send_text(frame)
-                # All the frames in one system call: on leaving, send_context() would
-                # write them one by one (its send_data() calls transport.write per frame).
-                # The state is OPEN and only data frames were made: no end-of-stream marker.
-                ws.transport.writelines(protocol.data_to_send())
+            protocol = ws.protocol
+            if protocol.state is not State.OPEN:
+                async with ws.send_context():  # closing or closed: raises ConnectionClosed
+                    pass
+            for frame in frames:
+                protocol.send_text(frame)
+            # All the frames in one system call (send_context() would write them one by
+            # one). OPEN, and only data frames made: no end-of-stream marker among them.
+            ws.transport.writelines(protocol.data_to_send())
+            try:
+                await ws.drain()
+            except Exception:
+                async with ws.send_context():  # the socket is gone: raises ConnectionClosed
+                    pass
+                raise
         finally:
             self._sending = False
             self._sends += 1
@@ -227,8 +237,11 @@ async def frames_to_lines(
     When the peer hangs up while the pipe is full (the socket is not being read, so
     nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
     """
-    lines = LineWriter(writer, peer_gone=_PeerWatch(ws))
+    waiting = frames_waiting(ws)
+    lines = LineWriter(writer, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None)
     while True:
+        if waiting is not None and lines.batch_open and not waiting():
+            lines.flush()  # nothing more is received yet: the batch ends before recv() waits
         try:
             frame = await ws.recv()
         except ConnectionClosed:
@@ -246,6 +259,20 @@ async def frames_to_lines(
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED
         observer.frame(outcome)
+
+
+def frames_waiting(ws: Connection) -> Callable[[], int] | None:
+    """How many received frames wait in websockets' queue for ``recv()``, as a function.
+
+    ``recv()`` returns a waiting frame without going through the event loop; when none
+    waits it will, and the lines joined meanwhile should go out first. This reads
+    websockets' receive queue (the 17.x asyncio implementation's ``recv_messages``);
+    None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
+    next turn instead.
+    """
+    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
+    length = getattr(queue, "__len__", None)
+    return length if callable(length) else None
 
 
 class _PeerWatch:
@@ -309,13 +336,16 @@ async def _reply(ws: Connection, reply: bytes) -> bool:
 
 
 class LineWriter:
-    """Writes lines into a pipe; small lines of one loop iteration go out in one write.
+    """Writes lines into a pipe; small lines of one batch go out in one write.
 
     Frames that are already received come out of ``recv()`` without a pause: the first
-    line of a loop iteration is written at once, the lines after it are joined and
-    written once the loop turns (``call_soon``), saving a system call per message under
-    load without delaying a lone message. At most ``COALESCE_BYTES`` wait in the join; a
-    full pipe makes :meth:`write` wait, which stops the reading of the socket.
+    line of a batch is written at once, the lines after it are joined and written when
+    the batch ends, saving a system call per message under load without delaying a lone
+    message. The batch ends when the loop turns (``call_soon``) or, with
+    ``caller_flushes``, when the caller calls :meth:`flush` (``frames_to_lines`` does so
+    when no received frame is waiting: no extra turn of the loop per message). At most
+    ``COALESCE_BYTES`` wait in the join; a full pipe makes :meth:`write` wait, which
+    stops the reading of the socket.
 
     While it waits, a timer (one per writer, only while writes wait) asks ``peer_gone``
     every ``PEER_CHECK_SECONDS`` of one uninterrupted wait; when it says yes, the wait
@@ -327,13 +357,16 @@ class LineWriter:
         self,
         writer: asyncio.StreamWriter,
         peer_gone: Callable[[int], bool] = lambda _checks: False,
+        *,
+        caller_flushes: bool = False,
     ) -> None:
         self.writer = writer
         self._transport = writer.transport  # what StreamWriter's write and is_closing call
         self.peer_gone = peer_gone
         self.peer_lost = False  # write() returned False because ``peer_gone`` said so
+        self.caller_flushes = caller_flushes
         self._joined = bytearray()
-        self._scheduled = False
+        self.batch_open = False  # a line of this batch went out: the next ones are joined
         self._loop: asyncio.AbstractEventLoop | None = None  # asked once: each ask is a getpid()
         self._waits = 0  # waits for the pipe so far
         self._waiting: asyncio.Task[Any] | None = None  # the task waiting for the pipe now
@@ -390,13 +423,14 @@ class LineWriter:
         self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
 
     def _join(self, line: bytes) -> None:
-        if not self._scheduled:
-            # The first line of a loop iteration goes out at once (no added latency for
-            # a lone message); the ones after it in the same iteration are joined.
-            self._scheduled = True
-            if self._loop is None:
-                self._loop = asyncio.get_running_loop()
-            self._loop.call_soon(self.flush)
+        if not self.batch_open:
+            # The first line of a batch goes out at once (no added latency for a lone
+            # message); the ones after it in the same batch are joined.
+            self.batch_open = True
+            if not self.caller_flushes:
+                if self._loop is None:
+                    self._loop = asyncio.get_running_loop()
+                self._loop.call_soon(self.flush)
             self._transport.writelines((line, b"\n"))
             return
         self._joined += line
@@ -405,9 +439,10 @@ class LineWriter:
             self._write_joined()
 
     def flush(self) -> None:
-        """Write the joined lines now; the next line starts a new iteration's batch."""
-        self._scheduled = False
-        self._write_joined()
+        """Write the joined lines now; the next line starts a new batch."""
+        self.batch_open = False
+        if self._joined:
+            self._write_joined()
 
     def _write_joined(self) -> None:
         if self._joined and not self._transport.is_closing():

@@ -240,6 +240,8 @@ class ResumingLink:
             ws = await open_socket(config, ticket, SUBPROTOCOLS)
         except (InvalidHandshake, OSError) as exc:
             return connect_failure(exc, config)
+        except ConnectionClosed:  # closed before the request went out: the next try may do
+            return cannot_connect(config.url, "handshake", "the connection closed at once")
         try:
             async with asyncio.timeout(config.open_timeout):
                 return ws, await start_profile(ws, first)

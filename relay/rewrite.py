@@ -120,7 +120,9 @@ class SessionRewriter:
 
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent, a refusal to answer the client with, or a rewrite."""
-        if self.policy is None or not might_open_session(line):
+        if self.policy is None or (_MARKER not in line and b"\\" not in line):
+            return line  # nearly every line (might_open_session's first test, inlined)
+        if not might_open_session(line):
             return line
         try:
             # Read whole and unambiguously, or refused: passing on a line the relay could

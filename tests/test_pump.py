@@ -23,7 +23,14 @@ from relay import logs
 from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, Refuse, judge_frame
-from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.pump import (
+    READ_CHUNK,
+    Ended,
+    TextFrames,
+    frames_to_lines,
+    frames_waiting,
+    lines_to_frames,
+)
 from tests.support.netcut import NetCut
 from tests.support.waiting import until
 
@@ -259,6 +266,36 @@ async def test_frames_become_lines_in_order() -> None:
     assert lines == [s.encode() + b"\n" for s in sent]
     assert (counters.messages, counters.bytes) == (3, sum(len(s.encode()) for s in sent))
     assert [(e["event"], e["size"]) for e in events] == [("binary frame ignored", 7)]
+
+
+async def test_a_burst_ending_in_a_refusal_leaves_no_line_behind() -> None:
+    """Frames received at once are joined into the pipe; a refusal last does not hold them."""
+    burst = [f'{{"id":{i}}}'.encode() for i in range(50)]
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        await TextFrames(client).send_frames([*burst, b"not json\nat all"])  # one write
+        lines = await read_lines(pipe.reader, len(burst))
+        reply = json.loads(await client.recv())
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [line + b"\n" for line in burst]
+    assert reply["error"]["code"] == -32700
+
+
+async def test_frames_waiting_counts_what_recv_would_return_at_once() -> None:
+    """frames_waiting gives the number of received frames not yet taken by recv()."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        waiting = frames_waiting(conn)
+        assert waiting is not None
+        assert waiting() == 0
+        await TextFrames(client).send_frames([b"{}", b"{}", b"{}"])
+        await until(lambda: waiting() == 3)
+        await conn.recv()
+        assert waiting() == 2
 
 
 async def test_frame_with_newlines_is_compacted_or_refused() -> None:

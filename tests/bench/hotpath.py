@@ -146,9 +146,14 @@ def profile_calls(scenario: Scenario, top: int) -> dict[str, Any]:
     calls = sum(entry[1] for entry in raw.values())
     functions = sorted(raw.items(), key=lambda kv: kv[1][1], reverse=True)[:top]
     per = {k: (run["after"][k] - run["before"][k]) / n for k in run["before"]}
+    parts: dict[str, float] = {}
+    for key, entry in raw.items():
+        part = _part(_name(key))
+        parts[part] = parts.get(part, 0) + entry[1] / n
     return {
         "messages": n,
         "python_calls_per_message": round(calls / n, 2),
+        "calls_by_part": {k: round(v, 2) for k, v in sorted(parts.items())},
         **{f"{k}_per_message": round(v, 3) for k, v in per.items()},
         "top_calls": [
             {
@@ -162,11 +167,24 @@ def profile_calls(scenario: Scenario, top: int) -> dict[str, Any]:
     }
 
 
+def _part(name: str) -> str:
+    """Whose code a profiled function is: the relay's, websockets', the standard library's
+    (asyncio and the rest), or a built-in (C) function or method."""
+    if name.startswith("relay/"):
+        return "relay"
+    if name.startswith("websockets/"):
+        return "websockets"
+    if name.startswith("<"):
+        return "built-in"
+    return "stdlib"
+
+
 def _name(key: tuple[str, int, str]) -> str:
     path, line, function = key
     if path == "~":
         return function
-    short = re.sub(r"^.*?/(site-packages|lib/python3\.\d+)/", "", path)
+    short = re.sub(r"^.*/(site-packages|lib/python3\.\d+)/", "", path)
+    short = re.sub(r"^.*?/(relay/)", r"\1", short)
     short = short.replace(str(Path.cwd()) + "/", "")
     return f"{short}:{line}({function})"
 

@@ -3,7 +3,8 @@
 For every line on stdin that is a request (it has an ``id``), it writes
 ``params.updates`` ``session/update`` notifications of about ``params.size`` bytes
 (an agent streaming tokens), numbered from 0 in ``text``, then the request's answer
-(``{"stopReason":"end_turn"}``), as fast as its stdout takes them. Lines without an
+(``{"stopReason":"end_turn"}``), as fast as its stdout takes them; after
+``params.delay`` seconds, if given. Lines without an
 ``id`` (notifications) are ignored. It is built to cost the agent side next to nothing
 (the notifications are made once, written in large blocks), so that what is measured
 is the server between it and the client.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import BinaryIO
 
 BLOCK = 1 << 16  # bytes per write to stdout
@@ -61,6 +63,7 @@ def main() -> int:
         if not isinstance(message, dict) or "id" not in message:
             continue
         params = message.get("params") or {}
+        time.sleep(float(params.get("delay", 0)))
         stream(out, int(params.get("updates", 0)), int(params.get("size", 200)))
         out.write(answer(message["id"]))
         out.flush()
