@@ -82,7 +82,11 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
     """
     if isinstance(frame, bytes):
         return Skip("binary", len(frame))
-    data = frame.encode()
+    return judge_client_text(frame.encode(), rewrite)
+
+
+def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
     if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
         # Nearly every frame: one JSON object on one line, the line as it came (no batch,
         # not blank, nothing to compact), judged here without the calls below.
@@ -90,11 +94,6 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
             return Forward(data, data)
         line = rewrite(data)
         return Forward(data, data) if line is data else _rewritten(line, data)
-    return judge_client_text(data, rewrite)
-
-
-def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
-    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
     if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
         return Refuse(BATCH_REPLY, BATCH_REASON, data)
     return judge_text(data, rewrite)

@@ -31,7 +31,7 @@ from relay.agent import AgentProcess, drain_stderr
 from relay.connection import Attachment, Connection, RelayContext, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
-from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
+from relay.pump import LineWriter, TextFrames, _PeerWatch, frames_waiting, lines_to_frames
 from relay.relayconfig import RelayConfig
 from relay.resume import (
     NO_CONNECTION,
@@ -44,7 +44,7 @@ from relay.resume import (
     Welcome,
     ack_frame,
     parse_frame,
-    record,
+    records,
 )
 from relay.ticket import Claims
 
@@ -317,9 +317,14 @@ class ResumableConnection(Connection):
         """Client frames to the agent until the socket goes; how it went."""
         ws = attachment.ws
         assert self.agent is not None
-        writer = LineWriter(self.agent.stdin, peer_gone=_PeerWatch(ws))
+        waiting = frames_waiting(ws)
+        writer = LineWriter(
+            self.agent.stdin, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None
+        )
         stdin_open = True
         while True:
+            if waiting is not None and writer.batch_open and not waiting():
+                writer.flush()  # nothing more is received yet: the batch ends
             try:
                 frame = await ws.recv()
             except ConnectionClosed:
@@ -387,8 +392,7 @@ class ResumableConnection(Connection):
             if lines:
                 cursor = max(cursor, self.outbox.first_seq)
                 ack = self.delivered if self.delivered > self.acked_to_client else None
-                batch = [record(cursor, lines[0], ack)]
-                batch += [record(cursor + i, line) for i, line in enumerate(lines[1:], 1)]
+                batch = records(cursor, lines, ack)
                 if ack is not None:
                     self.acked_to_client = ack
                 await frames.send_frames(batch)
@@ -432,13 +436,17 @@ class _Window:
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Add each line as a record, waiting for room before each: the window holds at most
-        its limit plus one line."""
-        connection = self.connection
+        its limit plus one line. The sender is woken once the lines are in (or before a
+        wait: what is kept must go out for acknowledgements to make room)."""
+        connection, outbox = self.connection, self.connection.outbox
         for frame in frames:
-            while not connection.outbox.has_room():
-                connection._room.clear()
-                await connection._room.wait()
-            connection._add_records((frame,))
+            if not outbox.has_room():
+                connection._wake.set()
+                while not outbox.has_room():
+                    connection._room.clear()
+                    await connection._room.wait()
+            outbox.add(frame)
+        connection._wake.set()
 
 
 def _how_it_went(attachment: Attachment) -> str:

@@ -17,8 +17,9 @@ up, then counts over a fixed number of messages, in the relay's process only:
   valgrind's callgrind, with the functions that execute most of them.
 
 Scenarios: ``echo_x1`` and ``echo_x64`` (200 B messages through ``cat`` and back, 1 or
-64 in flight: both directions) and ``stream`` (agent to client only: the streaming
-agent's notifications of 200 B).
+64 in flight: both directions), ``stream`` (agent to client only: the streaming agent's
+notifications of 200 B), and ``resume_x1``, ``resume_x64``: the echoes under the resume
+profile (``acp-relay.resume.v1``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class Scenario:
 
 
 def scenarios(count: int) -> list[Scenario]:
-    """The three workloads, ``count`` round trips (or notifications) each."""
+    """The workloads, ``count`` round trips (or notifications) each (x1: a quarter)."""
     echo = {"command": "rate", "size": 200}
     return [
         Scenario("echo_x1", "cat", {**echo, "inflight": 1, "count": count // 4,
@@ -68,6 +69,10 @@ def scenarios(count: int) -> list[Scenario]:
                                      "warmup": 2000}, 2 * count),
         Scenario("stream", STREAMER, {"command": "stream", "size": 200, "updates": count,
                                       "warmup": 1000}, count),
+        Scenario("resume_x1", "cat", {**echo, "inflight": 1, "count": count // 4,
+                                      "warmup": 200, "resume": True}, 2 * (count // 4)),
+        Scenario("resume_x64", "cat", {**echo, "inflight": 64, "count": count,
+                                       "warmup": 2000, "resume": True}, 2 * count),
     ]  # fmt: skip
 
 

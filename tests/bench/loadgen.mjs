@@ -282,7 +282,7 @@ async function firstByte({ urls }) {
 async function idle({ urls }) {
   const sockets = [];
   for (let k = 0; k < urls.length; k += 50) {
-    sockets.push(...(await Promise.all(urls.slice(k, k + 50).map(open))));
+    sockets.push(...(await Promise.all(urls.slice(k, k + 50).map((u) => open(u)))));
   }
   process.stdout.write(JSON.stringify({ open: sockets.length }) + "\n");
   await new Promise((resolve) => {
