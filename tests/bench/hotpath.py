@@ -14,7 +14,10 @@ up, then counts over a fixed number of messages, in the relay's process only:
   per message: each one is an ``epoll_wait`` that found nothing to do;
 - ``syscalls``: read- and write-like system calls per message (``/proc/PID/io``);
 - ``instructions`` (``--callgrind``): user-space instructions per message, under
-  valgrind's callgrind, with the functions that execute most of them.
+  valgrind's callgrind, with the functions that execute most of them; and, to compare,
+  what websockets' sans-I/O protocol alone (the frame codec the relay keeps) costs per
+  message (``websockets_codec``);
+- ``samples`` (``--py-spy``): where the wall-clock time goes, by whose code was running.
 
 Scenarios: ``echo_x1`` and ``echo_x64`` (200 B messages through ``cat`` and back, 1 or
 64 in flight: both directions), ``stream`` (agent to client only: the streaming agent's
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.server import fresh_ticket
+from tests.bench.peers import py_spy
 from tests.bench.run import HERE, SECRET, STREAMER, wait_for_port, with_group_killed
 from tests.support.sockets import free_port
 
@@ -194,6 +198,106 @@ def _name(key: tuple[str, int, str]) -> str:
     return f"{short}:{line}({function})"
 
 
+def profile_samples(scenario: Scenario, top: int) -> dict[str, Any]:
+    """Where the relay's time goes (py-spy, sampled): shares of the busy samples by whose
+    code was running (self time), and the share under websockets' frame codec."""
+    spy = py_spy()
+    if spy is None:
+        return {"error": "py-spy is not installed (python -m tests.bench.run installs it)"}
+    out = Path(tempfile.mkstemp(suffix=".txt")[1])
+    prefix = [sys.executable, "-m", "relay"]
+    with relay_process(scenario.agent, prefix) as (process, port):
+        spying: list[subprocess.Popen[bytes]] = []
+
+        def start() -> dict[str, int]:
+            argv = [str(spy), "record", "--pid", str(process.pid), "--format", "raw",
+                    "--rate", "250", "--nonblocking", "--output", str(out)]  # fmt: skip
+            spying.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL))  # fmt: skip
+            time.sleep(1.0)  # py-spy attaches
+            return {}
+
+        def stop() -> dict[str, int]:
+            spying[0].send_signal(signal.SIGINT)
+            spying[0].wait(timeout=30)
+            return {}
+
+        counted(scenario, port, start, stop)
+    stacks = [line.rsplit(" ", 1) for line in out.read_text().splitlines() if line.strip()]
+    out.unlink()
+    total = sum(int(count) for _, count in stacks) or 1
+    parts: dict[str, int] = {}
+    leaves: dict[str, int] = {}
+    codec = 0
+    for stack, count in stacks:
+        frames = stack.split(";")
+        leaf = _sampled(frames[-1])
+        parts[_part(leaf)] = parts.get(_part(leaf), 0) + int(count)
+        leaves[leaf] = leaves.get(leaf, 0) + int(count)
+        if any("websockets/frames.py" in frame for frame in frames):
+            codec += int(count)
+    return {
+        "samples": total,
+        "self_share_by_part": {k: round(v / total, 3) for k, v in sorted(parts.items())},
+        "share_under_websockets_frames_py": round(codec / total, 3),
+        "top_self": [
+            {"function": leaf, "share": round(count / total, 3)}
+            for leaf, count in sorted(leaves.items(), key=lambda kv: -kv[1])[:top]
+        ],
+    }
+
+
+def _sampled(frame: str) -> str:
+    """A py-spy frame, ``function (path:line)``, as ``_name`` spells it."""
+    found = re.match(r"(.*) \((.*):(\d+)\)$", frame)
+    if found is None:
+        return frame
+    function, path, line = found.groups()
+    return _name((path, int(line), function))
+
+
+CODEC_LOOP = """
+import sys
+from websockets.frames import Frame, Opcode
+from websockets.protocol import OPEN, SERVER, Protocol
+count, receive = int(sys.argv[1]), sys.argv[2] == "both"
+payload = b'{"jsonrpc":"2.0","method":"bench","params":{"i":1,"pad":"' + b"x" * 140 + b'"}}'
+wire = Frame(Opcode.TEXT, payload).serialize(mask=True, extensions=[])
+protocol = Protocol(SERVER, state=OPEN, max_size=None)
+for _ in range(count // 100):
+    for _ in range(100):
+        if receive:
+            protocol.receive_data(wire)
+            [frame] = protocol.events_received()
+        protocol.send_text(payload)
+    protocol.data_to_send()
+"""
+
+
+def codec_instructions() -> dict[str, Any]:
+    """What websockets' sans-I/O protocol alone costs per 200 B message, under callgrind:
+    a frame received and one sent (an echo's share at the relay: two messages), or one
+    sent (streaming). The difference of two runs, so start-up cancels out."""
+    if shutil.which("valgrind") is None:
+        return {"error": "valgrind is not installed"}
+    found: dict[str, Any] = {}
+    for mode, messages_per_loop in (("both", 2), ("send", 1)):
+        totals = []
+        for count in (2_000, 12_000):
+            with tempfile.TemporaryDirectory() as folder:
+                out = Path(folder) / "callgrind.out"
+                argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "-q",
+                        sys.executable, "-c", CODEC_LOOP, str(count), mode]  # fmt: skip
+                subprocess.run(argv, check=True, capture_output=True)
+                annotated = subprocess.run(["callgrind_annotate", str(out)], check=True,
+                                           capture_output=True, text=True).stdout  # fmt: skip
+            totals.append(_number(re.search(r"([\d,]+) \(100\.0%\)\s+PROGRAM TOTALS",
+                                            annotated)))  # fmt: skip
+        per_loop = (totals[1] - totals[0]) / 10_000
+        found[f"{mode}_instructions_per_message"] = round(per_loop / messages_per_loop)
+    return found
+
+
 def _number(found: re.Match[str] | None) -> int:
     if found is None:
         raise RuntimeError("callgrind_annotate printed no program total")
@@ -255,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=15, help="functions listed per scenario")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="keep callgrind's dumps in this folder")
+    parser.add_argument("--py-spy", action="store_true", help="also sample with py-spy")
     args = parser.parse_args(argv)
     if not (HERE / "node_modules" / "ws").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], check=True)
@@ -267,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
             small = scenarios(args.count // 10)
             slow = next(s for s in small if s.name == scenario.name)
             found[scenario.name]["instructions"] = profile_instructions(slow, args.top, args.keep)
+        if args.py_spy:
+            found[scenario.name]["samples"] = profile_samples(scenario, args.top)
         print(json.dumps({scenario.name: found[scenario.name]}, indent=1), flush=True)
+    if args.callgrind and not args.only:
+        found["websockets_codec"] = codec_instructions()
+        print(json.dumps({"websockets_codec": found["websockets_codec"]}), flush=True)
     if args.json:
         args.json.write_text(json.dumps(found, indent=2) + "\n")
     return 0
