@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.server import fresh_ticket
-from tests.bench.peers import py_spy
+from tests.bench.peers import PEERS_VENV, py_spy
 from tests.bench.run import HERE, SECRET, STREAMER, wait_for_port, with_group_killed
 from tests.support.sockets import free_port
 
@@ -203,7 +203,7 @@ def profile_samples(scenario: Scenario, top: int) -> dict[str, Any]:
     code was running (self time), and the share under websockets' frame codec."""
     spy = py_spy()
     if spy is None:
-        return {"error": "py-spy is not installed (python -m tests.bench.run installs it)"}
+        return {"error": f"py-spy could not be installed in {PEERS_VENV}"}
     out = Path(tempfile.mkstemp(suffix=".txt")[1])
     prefix = [sys.executable, "-m", "relay"]
     with relay_process(scenario.agent, prefix) as (process, port):
@@ -361,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep callgrind's dumps in this folder")
     parser.add_argument("--py-spy", action="store_true", help="also sample with py-spy")
     args = parser.parse_args(argv)
+    if args.callgrind:
+        installer = HERE.parent / "system" / "install-packages"
+        subprocess.run([str(installer), "valgrind"], check=False)
     if not (HERE / "node_modules" / "ws").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], check=True)
     found: dict[str, Any] = {}

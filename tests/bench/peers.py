@@ -196,6 +196,7 @@ def _peers_venv() -> str | None:
 
 
 def py_spy() -> Path | None:
-    """py-spy from the peers' venv (for ``hotpath --py-spy``), if installed."""
+    """py-spy from the peers' venv (for ``hotpath --py-spy``), installed if need be."""
+    _peers_venv()
     found = PEERS_VENV / "bin" / "py-spy"
     return found if found.exists() else None
