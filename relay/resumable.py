@@ -102,7 +102,9 @@ class ResumableConnection(Connection):
         self.closed_clean = False  # the last socket was closed by the client with 1000
         self._secret_digest = b""
         self._changed = asyncio.Event()  # a socket came or went, or the relay is stopping
-        self._wake = asyncio.Event()  # a record to send, or a delivery to acknowledge
+        self._wake = asyncio.Event()  # a record to send, or an acknowledgement due
+        self._ack_timer: asyncio.TimerHandle | None = None  # while a delivery awaits its ack
+        self._ack_due = False  # ACK_DELAY passed since a delivery: acknowledge it now
         self._room = asyncio.Event()  # the window has room again
         self._progress = asyncio.Event()  # records were sent
         self._stop_requested = False
@@ -370,8 +372,16 @@ class ResumableConnection(Connection):
         if frame.seq != self.delivered + 1:
             raise ProfileError(f"message {self.delivered + 1} is missing (got {frame.seq})")
         self.delivered = frame.seq
-        self._wake.set()  # its acknowledgement is due
+        if self._ack_timer is None:  # acknowledged within ACK_DELAY, on a record or alone
+            loop = asyncio.get_running_loop()
+            self._ack_timer = loop.call_later(ACK_DELAY, self._acknowledgement_due)
         return frame.message
+
+    def _acknowledgement_due(self) -> None:
+        self._ack_timer = None
+        if self.delivered > self.acked_to_client:
+            self._ack_due = True
+            self._wake.set()
 
     @property
     def _rewrite(self) -> Any:
@@ -399,10 +409,9 @@ class ResumableConnection(Connection):
                 cursor += len(lines)
                 self.sent = cursor - 1
                 self._progress.set()
-            elif self.delivered > self.acked_to_client:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), ACK_DELAY)
-                except TimeoutError:
+            elif self._ack_due:  # no record to ride on since the delivery: an ack alone
+                self._ack_due = False
+                if self.delivered > self.acked_to_client:
                     self.acked_to_client = self.delivered
                     await ws.send(ack_frame(self.delivered).decode())
             else:

@@ -37,8 +37,9 @@ class Check:
 
 
 def _get(figures: dict[str, Any], server: str, key: str, field: str) -> float | None:
+    """A figure, or None: not measured, or its measurement failed."""
     value = figures.get(server, {}).get(key, {})
-    got = value.get(field) if isinstance(value, dict) else None
+    got = value.get(field) if isinstance(value, dict) and not value.get("error") else None
     return float(got) if isinstance(got, int | float) else None
 
 
