@@ -304,11 +304,14 @@ class ResumableConnection(Connection):
 
     async def _carry(self, attachment: Attachment, start: int) -> None:
         sender = asyncio.create_task(self._send_records(attachment, start))
+        # A task of its own: each frame then resumes one coroutine, not the handler's chain.
+        receiver = asyncio.create_task(self._receive(attachment))
         try:
-            how = await self._receive(attachment)
+            how = await receiver
         finally:
+            receiver.cancel()
             sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+            await asyncio.gather(sender, receiver, return_exceptions=True)
         if self.attachment is attachment:
             self.attachment = None
             self.closed_clean = how == "closed by the client"
@@ -324,6 +327,7 @@ class ResumableConnection(Connection):
             self.agent.stdin, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None
         )
         stdin_open = True
+        rewrite = self._rewrite
         while True:
             if waiting is not None and writer.batch_open and not waiting():
                 writer.flush()  # nothing more is received yet: the batch ends
@@ -344,7 +348,7 @@ class ResumableConnection(Connection):
                 return f"closed by the relay: {exc}"
             if message is None:
                 continue
-            outcome = judge_client_text(message, self._rewrite)
+            outcome = judge_client_text(message, rewrite)
             if isinstance(outcome, Forward) and stdin_open and not await writer.write(outcome.line):
                 if writer.peer_lost:
                     self.observer.peer_lost()

@@ -290,7 +290,7 @@ class Outbox:
 
     def acknowledge(self, ack: int) -> None:
         """Forget every record up to ``ack``; ProfileError for a record never sent."""
-        if ack >= self.next_seq:
+        if ack >= self.first_seq + len(self._lines) - self._head:  # next_seq, inlined
             raise ProfileError(f"ack {ack} is for a record the relay never sent")
         drop = ack - (self.first_seq - 1)  # past the last record acknowledged
         if drop <= 0:

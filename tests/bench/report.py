@@ -215,6 +215,9 @@ def relay_table(figures: dict[str, Any]) -> list[str]:
         ("round trip p50 ms, 200 B x64, resume profile off / on",
          _ms(figures, "resume_off_200B_x64", "p50_ms", 3),
          _ms(figures, "resume_on_200B_x64", "p50_ms", 3)),
+        ("relay CPU µs per message, 200 B x64, resume profile off / on",
+         _ms(figures, "resume_off_200B_x64", "cpu_us_per_message"),
+         _ms(figures, "resume_on_200B_x64", "cpu_us_per_message")),
         ("round trip p50 ms, 200 B x1, resume profile off / on",
          _ms(figures, "resume_off_200B_x1", "p50_ms", 3),
          _ms(figures, "resume_on_200B_x1", "p50_ms", 3)),
@@ -229,6 +232,9 @@ def relay_table(figures: dict[str, Any]) -> list[str]:
         ("messages/s, 200 B x64, without / with a /metrics scrape loop",
          _ms(figures, "scrape_off_200B_x64", "rate", 0),
          _ms(figures, "scrape_on_200B_x64", "rate", 0)),
+        ("relay CPU µs per message, 200 B x64, without / with the scrape loop",
+         _ms(figures, "scrape_off_200B_x64", "cpu_us_per_message"),
+         _ms(figures, "scrape_on_200B_x64", "cpu_us_per_message")),
     ]  # fmt: skip
     lines = ["| acp-relay alone | | |", "|---|---|---|"]
     for title, a, b in rows:

@@ -151,6 +151,17 @@ def rate(server: Server, plan: Plan, inflight: int, **extra: Any) -> dict[str, A
                     "seconds": plan.rate_seconds, **extra})  # fmt: skip
 
 
+def rate_and_cpu(server: Server, plan: Plan, inflight: int, **extra: Any) -> dict[str, Any]:
+    """:func:`rate`, plus the server's CPU µs per message (both ways: 2 per round trip),
+    which a busy machine moves less than the rate."""
+    before = cpu_seconds(server.process.pid)
+    got = rate(server, plan, inflight, **extra)
+    if "error" not in got and got.get("messages"):
+        used = cpu_seconds(server.process.pid) - before
+        got["cpu_us_per_message"] = used * 1e6 / (2 * got["messages"])
+    return got
+
+
 def measure_rates(server: Server, plan: Plan, results: Results) -> None:
     for inflight in (1, 64):
         results.put(server.name, f"rate_200B_x{inflight}", rate(server, plan, inflight))
@@ -245,7 +256,7 @@ def mean_of(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     failed = [run for run in runs if "error" in run]
     if failed:
         return failed[0]
-    keys = ("rate", "p50_ms", "p99_ms")
+    keys = [k for k in ("rate", "p50_ms", "p99_ms", "cpu_us_per_message") if k in runs[0]]
     return {k: sum(run[k] for run in runs) / len(runs) for k in keys} | {"rounds": len(runs)}
 
 
@@ -256,8 +267,8 @@ def measure_resume_profile(plan: Plan, results: Results) -> None:
             off: list[dict[str, Any]] = []
             on: list[dict[str, Any]] = []
             for _ in range(plan.rounds):
-                off.append(rate(server, plan, inflight))
-                on.append(rate(server, plan, inflight, resume=True))
+                off.append(rate_and_cpu(server, plan, inflight))
+                on.append(rate_and_cpu(server, plan, inflight, resume=True))
             results.put(server.name, f"resume_off_200B_x{inflight}", mean_of(off))
             results.put(server.name, f"resume_on_200B_x{inflight}", mean_of(on))
     results.put("acp-relay", "resume_gap", resume_gap.measure(plan.resume_trials, STREAMER))
@@ -297,9 +308,9 @@ def measure_scrape_cost(plan: Plan, results: Results) -> None:
         on: list[dict[str, Any]] = []
         scrapes = [0, 0]
         for _ in range(plan.rounds):
-            off.append(rate(server, plan, 64))
+            off.append(rate_and_cpu(server, plan, 64))
             with scraping(server.port, plan.scrape_every) as counts:
-                on.append(rate(server, plan, 64))
+                on.append(rate_and_cpu(server, plan, 64))
             scrapes = [a + b for a, b in zip(scrapes, counts, strict=True)]
         results.put(server.name, "scrape_off_200B_x64", mean_of(off))
         results.put(server.name, "scrape_on_200B_x64",
