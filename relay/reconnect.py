@@ -28,7 +28,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay.failure import Close, Failure, cannot_connect, could_not_resume, resumable
 from relay.outcome import Forward, judge_frame
-from relay.pump import LineWriter, TextFrames, stall_timeout
+from relay.pipewriter import LineWriter
+from relay.pump import TextFrames, stall_timeout
 from relay.relaysocket import close_failure, connect_failure, open_socket
 from relay.resume import (
     PROFILE,

@@ -31,7 +31,8 @@ from relay.agent import AgentProcess, drain_stderr
 from relay.connection import Attachment, Connection, RelayContext, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
-from relay.pump import LineWriter, TextFrames, _PeerWatch, frames_waiting, lines_to_frames
+from relay.pipewriter import LineWriter
+from relay.pump import TextFrames, _PeerWatch, frames_waiting, lines_to_frames
 from relay.relayconfig import RelayConfig
 from relay.resume import (
     NO_CONNECTION,

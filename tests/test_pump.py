@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import struct
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 
 import pytest
 from structlog.testing import capture_logs
@@ -32,6 +30,7 @@ from relay.pump import (
     lines_to_frames,
 )
 from tests.support.netcut import NetCut
+from tests.support.pipes import os_pipe
 from tests.support.waiting import until
 
 LIMIT = 4 * 1024 * 1024
@@ -67,36 +66,6 @@ async def socket_pair() -> AsyncIterator[tuple[ServerConnection, ClientConnectio
             async with asyncio.timeout(5):
                 conn = await accepted
             yield conn, client
-
-
-@dataclass
-class Pipe:
-    """Both ends of a real OS pipe as asyncio streams."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    read_end: asyncio.ReadTransport
-
-
-@asynccontextmanager
-async def os_pipe() -> AsyncIterator[Pipe]:
-    """An os.pipe() wrapped with connect_read_pipe / connect_write_pipe."""
-    loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    reader = asyncio.StreamReader(limit=LIMIT)
-    read_end, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-    )
-    write_end, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(write_end, protocol, None, loop)
-    try:
-        yield Pipe(reader, writer, read_end)
-    finally:
-        writer.close()
-        read_end.close()
-        await asyncio.sleep(0)  # let both transports close their descriptors
 
 
 async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
