@@ -256,6 +256,37 @@ def _sampled(frame: str) -> str:
     return _name((path, int(line), function))
 
 
+def profile_syscalls(scenario: Scenario) -> dict[str, Any]:
+    """System calls per message of the relay's threads (``strace -c``): each
+    ``epoll_wait`` is a turn of the event loop, each ``write``/``writev`` a write."""
+    if shutil.which("strace") is None:
+        return {"error": "strace is not installed (tests/system/install-packages strace)"}
+    out = Path(tempfile.mkstemp(suffix=".txt")[1])
+    with relay_process(scenario.agent, [sys.executable, "-m", "relay"]) as (process, port):
+        tracing: list[subprocess.Popen[bytes]] = []
+
+        def start() -> dict[str, int]:
+            argv = ["strace", "-f", "-c", "-o", str(out), "-p", str(process.pid)]
+            tracing.append(subprocess.Popen(argv, stderr=subprocess.DEVNULL))
+            time.sleep(1.0)  # strace attaches
+            return {}
+
+        def stop() -> dict[str, int]:
+            tracing[0].send_signal(signal.SIGINT)
+            tracing[0].wait(timeout=30)
+            return {}
+
+        counted(scenario, port, start, stop)
+    table = out.read_text()
+    out.unlink()
+    calls: dict[str, int] = {}
+    for row in re.findall(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", table, re.M):
+        calls[row[1]] = int(row[0])
+    n = scenario.messages
+    ordered = sorted(calls.items(), key=lambda kv: -kv[1])
+    return {k: round(v / n, 3) for k, v in ordered if v >= n / 100 or k == "total"}
+
+
 CODEC_LOOP = """
 import sys
 from websockets.frames import Frame, Opcode
@@ -360,10 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the figures here too")
     parser.add_argument("--keep", type=Path, help="keep callgrind's dumps in this folder")
     parser.add_argument("--py-spy", action="store_true", help="also sample with py-spy")
+    parser.add_argument("--strace", action="store_true", help="also count system calls")
     args = parser.parse_args(argv)
-    if args.callgrind:
-        installer = HERE.parent / "system" / "install-packages"
-        subprocess.run([str(installer), "valgrind"], check=False)
+    installer = HERE.parent / "system" / "install-packages"
+    for wanted, package in ((args.callgrind, "valgrind"), (args.strace, "strace")):
+        if wanted:
+            subprocess.run([str(installer), package], check=False)
     if not (HERE / "node_modules" / "ws").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(HERE)], check=True)
     found: dict[str, Any] = {}
@@ -377,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             found[scenario.name]["instructions"] = profile_instructions(slow, args.top, args.keep)
         if args.py_spy:
             found[scenario.name]["samples"] = profile_samples(scenario, args.top)
+        if args.strace:
+            found[scenario.name]["syscalls_per_message"] = profile_syscalls(scenario)
         print(json.dumps({scenario.name: found[scenario.name]}, indent=1), flush=True)
     if args.callgrind and not args.only:
         found["websockets_codec"] = codec_instructions()
