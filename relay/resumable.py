@@ -106,6 +106,7 @@ class ResumableConnection(Connection):
         self._wake = asyncio.Event()  # a record to send, or an acknowledgement due
         self._ack_timer: asyncio.TimerHandle | None = None  # while a delivery awaits its ack
         self._ack_due = False  # ACK_DELAY passed since a delivery: acknowledge it now
+        self._outgoing: _Outgoing | None = None  # the attached socket's sending state
         self._room = asyncio.Event()  # the window has room again
         self._progress = asyncio.Event()  # records were sent
         self._stop_requested = False
@@ -398,29 +399,53 @@ class ResumableConnection(Connection):
         self._wake.set()
 
     async def _send_records(self, attachment: Attachment, start: int) -> None:
-        """Records from ``start`` on to the socket, as they come; acks when nothing comes."""
-        ws, cursor = attachment.ws, start
-        frames = TextFrames(ws, self.stall_timeout, self.observer.send_stalled)
-        while True:
-            self._wake.clear()
-            lines = self.outbox.since(cursor, MAX_BATCH_FRAMES)
-            if lines:
-                cursor = max(cursor, self.outbox.first_seq)
+        """Records from ``start`` on to the socket, as they come; acks when nothing comes.
+
+        The task that reads the agent sends the records itself when this one is idle
+        (:meth:`_push`, from :class:`_Window`); this one sends what is left, the records
+        the relay adds itself, and the acknowledgements alone.
+        """
+        ws = attachment.ws
+        out = self._outgoing = _Outgoing(
+            attachment, TextFrames(ws, self.stall_timeout, self.observer.send_stalled), start
+        )
+        try:
+            while True:
+                self._wake.clear()
+                if not out.busy and self.outbox.since(out.cursor, 1):
+                    await self._push(out)
+                elif self._ack_due:  # no record to ride on since the delivery: an ack alone
+                    self._ack_due = False
+                    if self.delivered > self.acked_to_client:
+                        self.acked_to_client = self.delivered
+                        await ws.send(ack_frame(self.delivered).decode())
+                else:
+                    await self._wake.wait()
+        finally:
+            if self._outgoing is out:
+                self._outgoing = None
+
+    async def _push(self, out: _Outgoing) -> None:
+        """Send the records not sent yet on ``out``'s socket, a batch per write, until none
+        is left; one task at a time (``busy``). Raises ConnectionClosed if the socket goes."""
+        out.busy = True
+        try:
+            while self.attachment is out.attachment:
+                lines = self.outbox.since(out.cursor, MAX_BATCH_FRAMES)
+                if not lines:
+                    return
+                cursor = max(out.cursor, self.outbox.first_seq)
                 ack = self.delivered if self.delivered > self.acked_to_client else None
                 batch = records(cursor, lines, ack)
                 if ack is not None:
                     self.acked_to_client = ack
-                await frames.send_frames(batch)
-                cursor += len(lines)
-                self.sent = cursor - 1
-                self._progress.set()
-            elif self._ack_due:  # no record to ride on since the delivery: an ack alone
-                self._ack_due = False
-                if self.delivered > self.acked_to_client:
-                    self.acked_to_client = self.delivered
-                    await ws.send(ack_frame(self.delivered).decode())
-            else:
-                await self._wake.wait()
+                await out.frames.send_frames(batch)
+                out.cursor = cursor + len(lines)
+                if self.attachment is out.attachment:  # not fenced by a resume meanwhile
+                    self.sent = out.cursor - 1
+                    self._progress.set()
+        finally:
+            out.busy = False
 
     async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None] | None) -> None:
         """Wait until every record of the agent's output was sent, or the socket is gone."""
@@ -442,6 +467,17 @@ class ResumableConnection(Connection):
         return self.attachment is not None
 
 
+@dataclass
+class _Outgoing:
+    """Sending records on one attached socket: from which record on, and whether a task
+    is at it."""
+
+    attachment: Attachment
+    frames: TextFrames
+    cursor: int  # the next record to send
+    busy: bool = False
+
+
 class _Window:
     """The sink the agent's lines go into: the connection's window, waiting while it is full."""
 
@@ -450,8 +486,9 @@ class _Window:
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Add each line as a record, waiting for room before each: the window holds at most
-        its limit plus one line. The sender is woken once the lines are in (or before a
-        wait: what is kept must go out for acknowledgements to make room)."""
+        its limit plus one line. Once the lines are in, they are sent from here when the
+        sender is idle, or the sender is woken (and before a wait for room: what is kept
+        must go out for acknowledgements to make room)."""
         connection, outbox = self.connection, self.connection.outbox
         for frame in frames:
             if not outbox.has_room():
@@ -460,7 +497,12 @@ class _Window:
                     connection._room.clear()
                     await connection._room.wait()
             outbox.add(frame)
-        connection._wake.set()
+        out = connection._outgoing
+        if out is None or out.busy:
+            connection._wake.set()  # detached, or the sender is at it: it sends these too
+            return
+        with suppress(ConnectionClosed):  # the socket went: the records wait in the window
+            await connection._push(out)  # the sender is idle: no hop to its task
 
 
 def _how_it_went(attachment: Attachment) -> str:
