@@ -52,6 +52,7 @@ class LineSplitter:
         self.utf8 = utf8
         self._partial = bytearray()
         self._discarding = 0  # bytes of an oversized line seen so far, 0 when not discarding
+        self.dropped = 0  # lines judged Dropped so far
 
     def feed(self, chunk: bytes) -> list[Line]:
         """Consume a chunk; return the lines it completed, in order."""
@@ -80,10 +81,12 @@ class LineSplitter:
             if piece.endswith(b"\r"):
                 piece = piece[:-1]
             if len(piece) > limit:
+                self.dropped += 1
                 out.append(_dropped(len(piece)))
             elif not piece or (piece[0] in _SPACE_BYTES and is_blank(piece)):
                 continue
-            elif self.utf8 and (problem := utf8_problem(piece)) is not None:
+            elif self.utf8 and not piece.isascii() and (problem := utf8_problem(piece)):
+                self.dropped += 1
                 out.append(Dropped(len(piece), problem))
             else:
                 out.append(piece)
@@ -94,6 +97,7 @@ class LineSplitter:
             ends_cr = head.endswith(b"\r") if head else self._discarded_cr
             size = self._discarding + len(head) - ends_cr
             self._discarding = 0
+            self.dropped += 1
             return _dropped(size)
         if self._partial:
             self._partial += head

@@ -75,9 +75,20 @@ class PumpObserver:
         elif outcome.reason == "binary":
             self.log.warning("binary frame ignored", size=outcome.size)
 
-    def lines(self, verdicts: Sequence[Line]) -> None:
-        """Lines read from the pipe were handled: the whole ones sent, the others dropped."""
-        sent = self.to_socket
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """Lines read from the pipe were handled: the whole ones sent, the others dropped.
+
+        ``sent``, when the caller has it, is the list of the lines sent among ``verdicts``:
+        when it is all of them (nearly always), they are counted without a loop.
+        """
+        counters = self.to_socket
+        if sent is not None and len(sent) == len(verdicts):
+            counters.messages += len(sent)
+            counters.bytes += sum(map(len, sent))
+            return
+        self._tally(verdicts, counters)
+
+    def _tally(self, verdicts: Sequence[Line], sent: Counters) -> None:
         for line in verdicts:
             if isinstance(line, Dropped):
                 sent.dropped += 1
@@ -121,9 +132,14 @@ class ConnectionObserver(PumpObserver):
 
     def frame(self, outcome: Outcome) -> None:
         """A client frame was carried out; traced as well as counted and logged."""
-        super().frame(outcome)
-        if self.stats is not None and not isinstance(outcome, Skip):
-            self._count(outcome, self.stats)
+        if outcome.__class__ is Forward and outcome.rewrite is None:
+            up = self.up  # nearly every frame: counted, nothing to log nor to count apart
+            up.messages += 1
+            up.bytes += len(outcome.line)
+        else:
+            super().frame(outcome)
+            if self.stats is not None and not isinstance(outcome, Skip):
+                self._count(outcome, self.stats)
         if self.trace is not None:
             self.trace.client(outcome)
 
@@ -136,10 +152,10 @@ class ConnectionObserver(PumpObserver):
         elif outcome.rewrite is not None:
             stats.rewritten += 1
 
-    def lines(self, verdicts: Sequence[Line]) -> None:
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
         """Agent lines were handled; traced as well as counted and logged."""
         sent_before, dropped_before = self.down.messages, self.down.dropped
-        super().lines(verdicts)
+        super().lines(verdicts, sent)
         if self.stats is not None:
             if not sent_before and self.down.messages:
                 self.stats.first_byte.observe(time.monotonic() - self.started)

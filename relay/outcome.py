@@ -89,6 +89,13 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
 
 def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
     """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
+    if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
+        # Nearly every frame: one JSON object on one line, the line as it came (no batch,
+        # not blank, nothing to compact), judged here without the calls below.
+        if rewrite is None:
+            return Forward(data, data)
+        line = rewrite(data)
+        return Forward(data, data) if line is data else _rewritten(line, data)
     if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
         return Refuse(BATCH_REPLY, BATCH_REASON, data)
     return judge_text(data, rewrite)
@@ -114,7 +121,11 @@ def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
         return Refuse(line.reply, line.reason, data)
     if rewrite is None:
         return Forward(line, data)
-    result = rewrite(line)
+    return _rewritten(rewrite(line), data)
+
+
+def _rewritten(result: bytes | FrameRefused | Rewritten, data: bytes) -> Outcome:
+    """The outcome of the frame ``data`` given what the rewrite made of its line."""
     if isinstance(result, bytes):
         return Forward(result, data)
     if isinstance(result, FrameRefused):

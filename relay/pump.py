@@ -21,7 +21,7 @@ import asyncio
 import enum
 import select
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
@@ -29,10 +29,9 @@ from websockets.protocol import State
 
 from relay.framing import Line, LineSplitter
 from relay.outcome import Forward, Outcome, Refuse
+from relay.pipewriter import PEER_CHECK_SECONDS, LineWriter
 
 READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
-COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
-PEER_CHECK_SECONDS = 0.5  # while a full pipe stalls the socket's reading, look at the peer
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
@@ -69,7 +68,8 @@ class FrameObserver(Protocol):
 class LineObserver(Protocol):
     """Told the verdict on each line read from the pipe, once the sent ones were sent."""
 
-    def lines(self, verdicts: Sequence[Line]) -> None: ...
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """``sent``: the lines among ``verdicts`` that were sent, in order."""
 
 
 def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
@@ -83,12 +83,16 @@ def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
 class TextFrames:
     """Sends the lines of one pipe read as text frames in one socket write.
 
-    websockets' ``send()`` writes and drains once per frame. Its ``send_context()``
-    (what ``send()`` itself is built on) lets several frames be made by the connection's
-    sans-I/O protocol, as ``send()`` would make them, then written and drained once: the
-    protocol's state stays the one source of truth (a closing connection raises
-    ConnectionClosed as ``send()`` does). The only websockets API used past
-    ``send()``; pinned to the 17.x series in pyproject.toml.
+    websockets' ``send()`` writes and drains once per frame. This does what its
+    ``send_context()`` (what ``send()`` is built on) does when the connection is open,
+    without the context manager's calls: the connection's sans-I/O protocol makes the
+    frames, as ``send()`` would, then they are written (one ``writelines``: one system
+    call) and drained once. The protocol's state stays the one source of truth: a
+    connection that is not open, or that fails during the drain, goes through
+    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
+    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
+    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
+    in pyproject.toml).
 
     A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
     full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
@@ -119,9 +123,21 @@ class TextFrames:
             self._arm()
         self._sending = True
         try:
-            async with ws.send_context():
-                for frame in frames:
-                    ws.protocol.send_text(frame)
+            protocol = ws.protocol
+            if protocol.state is not State.OPEN:
+                async with ws.send_context():  # closing or closed: raises ConnectionClosed
+                    pass
+            for frame in frames:
+                protocol.send_text(frame)
+            # All the frames in one system call (send_context() would write them one by
+            # one). OPEN, and only data frames made: no end-of-stream marker among them.
+            ws.transport.writelines(protocol.data_to_send())
+            try:
+                await ws.drain()
+            except Exception:
+                async with ws.send_context():  # the socket is gone: raises ConnectionClosed
+                    pass
+                raise
         finally:
             self._sending = False
             self._sends += 1
@@ -174,23 +190,35 @@ async def lines_to_frames(
     """
     splitter = LineSplitter(max_bytes, utf8=True)
     while chunk := await reader.read(READ_CHUNK):
+        dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
-        inspect = await _send(verdicts, sink, observer, inspect)
+        clean = splitter.dropped == dropped  # nearly always: every line is sent
+        inspect = await _send(verdicts, clean, sink, observer, inspect)
     last = splitter.finish()
     if last is not None:
-        await _send([last], sink, observer, inspect)
+        await _send([last], False, sink, observer, inspect)
 
 
 async def _send(
-    verdicts: list[Line], sink: FrameSink, observer: LineObserver, inspect: Inspect | None
+    verdicts: list[Line],
+    clean: bool,
+    sink: FrameSink,
+    observer: LineObserver,
+    inspect: Inspect | None,
 ) -> Inspect | None:
-    """Send the lines of one read together; returns ``inspect`` unless it declined."""
-    frames = [line for line in verdicts if isinstance(line, bytes)]
+    """Send the lines of one read together; returns ``inspect`` unless it declined.
+
+    ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
+    """
+    if clean:
+        frames = cast(list[bytes], verdicts)
+    else:
+        frames = [line for line in verdicts if isinstance(line, bytes)]
     if inspect is not None and not all(map(inspect, frames)):
         inspect = None
     if frames:
         await sink.send_frames(frames)
-    observer.lines(verdicts)
+    observer.lines(verdicts, frames)
     return inspect
 
 
@@ -208,8 +236,11 @@ async def frames_to_lines(
     When the peer hangs up while the pipe is full (the socket is not being read, so
     nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
     """
-    lines = LineWriter(writer, peer_gone=_PeerWatch(ws))
+    waiting = frames_waiting(ws)
+    lines = LineWriter(writer, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None)
     while True:
+        if waiting is not None and lines.batch_open and not waiting():
+            lines.flush()  # nothing more is received yet: the batch ends before recv() waits
         try:
             frame = await ws.recv()
         except ConnectionClosed:
@@ -227,6 +258,20 @@ async def frames_to_lines(
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED
         observer.frame(outcome)
+
+
+def frames_waiting(ws: Connection) -> Callable[[], int] | None:
+    """How many received frames wait in websockets' queue for ``recv()``, as a function.
+
+    ``recv()`` returns a waiting frame without going through the event loop; when none
+    waits it will, and the lines joined meanwhile should go out first. This reads
+    websockets' receive queue (the 17.x asyncio implementation's ``recv_messages``);
+    None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
+    next turn instead.
+    """
+    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
+    length = getattr(queue, "__len__", None)
+    return length if callable(length) else None
 
 
 class _PeerWatch:
@@ -287,105 +332,3 @@ async def _reply(ws: Connection, reply: bytes) -> bool:
     except ConnectionClosed:
         return False
     return True
-
-
-class LineWriter:
-    """Writes lines into a pipe; small lines of one loop iteration go out in one write.
-
-    Frames that are already received come out of ``recv()`` without a pause: the first
-    line of a loop iteration is written at once, the lines after it are joined and
-    written once the loop turns (``call_soon``), saving a system call per message under
-    load without delaying a lone message. At most ``COALESCE_BYTES`` wait in the join; a
-    full pipe makes :meth:`write` wait, which stops the reading of the socket.
-
-    While it waits, a timer (one per writer, only while writes wait) asks ``peer_gone``
-    every ``PEER_CHECK_SECONDS`` of one uninterrupted wait; when it says yes, the wait
-    ends and :meth:`write` returns False with ``peer_lost`` set. A timer, not a timeout
-    around each wait: waits on a pipe that is merely busy are frequent under load.
-    """
-
-    def __init__(
-        self,
-        writer: asyncio.StreamWriter,
-        peer_gone: Callable[[int], bool] = lambda _checks: False,
-    ) -> None:
-        self.writer = writer
-        self.peer_gone = peer_gone
-        self.peer_lost = False  # write() returned False because ``peer_gone`` said so
-        self._joined = bytearray()
-        self._scheduled = False
-        self._waits = 0  # waits for the pipe so far
-        self._waiting: asyncio.Task[Any] | None = None  # the task waiting for the pipe now
-        self._timer: asyncio.TimerHandle | None = None
-        self._seen_wait = -1  # the wait the timer saw last time
-        self._checks = 0  # checks during the current wait
-
-    async def write(self, line: bytes) -> bool:
-        """Queue one line (``\n`` added); False once the pipe is closed or the peer gone."""
-        if self.writer.is_closing():
-            return False
-        if len(line) >= COALESCE_BYTES:
-            self.flush()
-            self.writer.writelines((line, b"\n"))
-        else:
-            self._join(line)
-        try:
-            if self.writer.transport.get_write_buffer_size():  # the pipe is full: wait
-                return await self._drain()
-        except (BrokenPipeError, ConnectionResetError):
-            return False
-        return True
-
-    async def _drain(self) -> bool:
-        """Wait until the pipe takes what is buffered; False if the peer went meanwhile."""
-        self._waits += 1
-        self._waiting = task = asyncio.current_task()
-        if self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
-        try:
-            await self.writer.drain()
-        except asyncio.CancelledError:
-            if self.peer_lost and task is not None and task.uncancel() == 0:
-                return False  # cancelled by _tick alone
-            raise
-        finally:
-            self._waiting = None
-        return True
-
-    def _tick(self) -> None:
-        self._timer = None
-        waiting = self._waiting
-        if waiting is None:
-            return  # not waiting now: the next wait starts the timer again
-        if self._seen_wait != self._waits:  # a wait that began since the last tick
-            self._seen_wait, self._checks = self._waits, 0
-        else:  # the same wait, a whole period long
-            self._checks += 1
-            if self.peer_gone(self._checks):
-                self.peer_lost = True
-                waiting.cancel()
-                return
-        self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
-
-    def _join(self, line: bytes) -> None:
-        if not self._scheduled:
-            # The first line of a loop iteration goes out at once (no added latency for
-            # a lone message); the ones after it in the same iteration are joined.
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.flush)
-            self.writer.writelines((line, b"\n"))
-            return
-        self._joined += line
-        self._joined += b"\n"
-        if len(self._joined) >= COALESCE_BYTES:
-            self._write_joined()
-
-    def flush(self) -> None:
-        """Write the joined lines now; the next line starts a new iteration's batch."""
-        self._scheduled = False
-        self._write_joined()
-
-    def _write_joined(self) -> None:
-        if self._joined and not self.writer.is_closing():
-            joined, self._joined = self._joined, bytearray()
-            self.writer.write(joined)

@@ -28,7 +28,8 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay.failure import Close, Failure, cannot_connect, could_not_resume, resumable
 from relay.outcome import Forward, judge_frame
-from relay.pump import LineWriter, TextFrames, stall_timeout
+from relay.pipewriter import LineWriter
+from relay.pump import TextFrames, stall_timeout
 from relay.relaysocket import close_failure, connect_failure, open_socket
 from relay.resume import (
     PROFILE,
@@ -240,6 +241,8 @@ class ResumingLink:
             ws = await open_socket(config, ticket, SUBPROTOCOLS)
         except (InvalidHandshake, OSError) as exc:
             return connect_failure(exc, config)
+        except ConnectionClosed:  # closed before the request went out: the next try may do
+            return cannot_connect(config.url, "handshake", "the connection closed at once")
         try:
             async with asyncio.timeout(config.open_timeout):
                 return ws, await start_profile(ws, first)

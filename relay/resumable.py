@@ -31,7 +31,8 @@ from relay.agent import AgentProcess, drain_stderr
 from relay.connection import Attachment, Connection, RelayContext, _bounded, _first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
-from relay.pump import LineWriter, TextFrames, _PeerWatch, lines_to_frames
+from relay.pipewriter import LineWriter
+from relay.pump import TextFrames, _PeerWatch, frames_waiting, lines_to_frames
 from relay.relayconfig import RelayConfig
 from relay.resume import (
     NO_CONNECTION,
@@ -44,7 +45,7 @@ from relay.resume import (
     Welcome,
     ack_frame,
     parse_frame,
-    record,
+    records,
 )
 from relay.ticket import Claims
 
@@ -103,7 +104,10 @@ class ResumableConnection(Connection):
         self.closed_clean = False  # the last socket was closed by the client with 1000
         self._secret_digest = b""
         self._changed = asyncio.Event()  # a socket came or went, or the relay is stopping
-        self._wake = asyncio.Event()  # a record to send, or a delivery to acknowledge
+        self._wake = asyncio.Event()  # a record to send, or an acknowledgement due
+        self._ack_timer: asyncio.TimerHandle | None = None  # while a delivery awaits its ack
+        self._ack_due = False  # ACK_DELAY passed since a delivery: acknowledge it now
+        self._outgoing: _Outgoing | None = None  # the attached socket's sending state
         self._room = asyncio.Event()  # the window has room again
         self._progress = asyncio.Event()  # records were sent
         self._stop_requested = False
@@ -305,11 +309,14 @@ class ResumableConnection(Connection):
 
     async def _carry(self, attachment: Attachment, start: int) -> None:
         sender = asyncio.create_task(self._send_records(attachment, start))
+        # A task of its own: each frame then resumes one coroutine, not the handler's chain.
+        receiver = asyncio.create_task(self._receive(attachment))
         try:
-            how = await self._receive(attachment)
+            how = await receiver
         finally:
+            receiver.cancel()
             sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
+            await asyncio.gather(sender, receiver, return_exceptions=True)
         if self.attachment is attachment:
             self.attachment = None
             self.closed_clean = how == "closed by the client"
@@ -320,9 +327,15 @@ class ResumableConnection(Connection):
         """Client frames to the agent until the socket goes; how it went."""
         ws = attachment.ws
         assert self.agent is not None
-        writer = LineWriter(self.agent.stdin, peer_gone=_PeerWatch(ws))
+        waiting = frames_waiting(ws)
+        writer = LineWriter(
+            self.agent.stdin, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None
+        )
         stdin_open = True
+        rewrite = self._rewrite
         while True:
+            if waiting is not None and writer.batch_open and not waiting():
+                writer.flush()  # nothing more is received yet: the batch ends
             try:
                 frame = await ws.recv()
             except ConnectionClosed:
@@ -340,7 +353,7 @@ class ResumableConnection(Connection):
                 return f"closed by the relay: {exc}"
             if message is None:
                 continue
-            outcome = judge_client_text(message, self._rewrite)
+            outcome = judge_client_text(message, rewrite)
             if isinstance(outcome, Forward) and stdin_open and not await writer.write(outcome.line):
                 if writer.peer_lost:
                     self.observer.peer_lost()
@@ -368,8 +381,16 @@ class ResumableConnection(Connection):
         if frame.seq != self.delivered + 1:
             raise ProfileError(f"message {self.delivered + 1} is missing (got {frame.seq})")
         self.delivered = frame.seq
-        self._wake.set()  # its acknowledgement is due
+        if self._ack_timer is None:  # acknowledged within ACK_DELAY, on a record or alone
+            loop = asyncio.get_running_loop()
+            self._ack_timer = loop.call_later(ACK_DELAY, self._acknowledgement_due)
         return frame.message
+
+    def _acknowledgement_due(self) -> None:
+        self._ack_timer = None
+        if self.delivered > self.acked_to_client:
+            self._ack_due = True
+            self._wake.set()
 
     @property
     def _rewrite(self) -> Any:
@@ -381,31 +402,53 @@ class ResumableConnection(Connection):
         self._wake.set()
 
     async def _send_records(self, attachment: Attachment, start: int) -> None:
-        """Records from ``start`` on to the socket, as they come; acks when nothing comes."""
-        ws, cursor = attachment.ws, start
-        frames = TextFrames(ws, self.stall_timeout, self.observer.send_stalled)
-        while True:
-            self._wake.clear()
-            lines = self.outbox.since(cursor, MAX_BATCH_FRAMES)
-            if lines:
-                cursor = max(cursor, self.outbox.first_seq)
+        """Records from ``start`` on to the socket, as they come; acks when nothing comes.
+
+        The task that reads the agent sends the records itself when this one is idle
+        (:meth:`_push`, from :class:`_Window`); this one sends what is left, the records
+        the relay adds itself, and the acknowledgements alone.
+        """
+        ws = attachment.ws
+        out = self._outgoing = _Outgoing(
+            attachment, TextFrames(ws, self.stall_timeout, self.observer.send_stalled), start
+        )
+        try:
+            while True:
+                self._wake.clear()
+                if not out.busy and self.outbox.since(out.cursor, 1):
+                    await self._push(out)
+                elif self._ack_due:  # no record to ride on since the delivery: an ack alone
+                    self._ack_due = False
+                    if self.delivered > self.acked_to_client:
+                        self.acked_to_client = self.delivered
+                        await ws.send(ack_frame(self.delivered).decode())
+                else:
+                    await self._wake.wait()
+        finally:
+            if self._outgoing is out:
+                self._outgoing = None
+
+    async def _push(self, out: _Outgoing) -> None:
+        """Send the records not sent yet on ``out``'s socket, a batch per write, until none
+        is left; one task at a time (``busy``). Raises ConnectionClosed if the socket goes."""
+        out.busy = True
+        try:
+            while self.attachment is out.attachment:
+                lines = self.outbox.since(out.cursor, MAX_BATCH_FRAMES)
+                if not lines:
+                    return
+                cursor = max(out.cursor, self.outbox.first_seq)
                 ack = self.delivered if self.delivered > self.acked_to_client else None
-                batch = [record(cursor, lines[0], ack)]
-                batch += [record(cursor + i, line) for i, line in enumerate(lines[1:], 1)]
+                batch = records(cursor, lines, ack)
                 if ack is not None:
                     self.acked_to_client = ack
-                await frames.send_frames(batch)
-                cursor += len(lines)
-                self.sent = cursor - 1
-                self._progress.set()
-            elif self.delivered > self.acked_to_client:
-                try:
-                    await asyncio.wait_for(self._wake.wait(), ACK_DELAY)
-                except TimeoutError:
-                    self.acked_to_client = self.delivered
-                    await ws.send(ack_frame(self.delivered).decode())
-            else:
-                await self._wake.wait()
+                await out.frames.send_frames(batch)
+                out.cursor = cursor + len(lines)
+                if self.attachment is out.attachment:  # not fenced by a resume meanwhile
+                    self.sent = out.cursor - 1
+                    self._progress.set()
+        finally:
+            out.busy = False
 
     async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None] | None) -> None:
         """Wait until every record of the agent's output was sent, or the socket is gone."""
@@ -427,6 +470,17 @@ class ResumableConnection(Connection):
         return self.attachment is not None
 
 
+@dataclass
+class _Outgoing:
+    """Sending records on one attached socket: from which record on, and whether a task
+    is at it."""
+
+    attachment: Attachment
+    frames: TextFrames
+    cursor: int  # the next record to send
+    busy: bool = False
+
+
 class _Window:
     """The sink the agent's lines go into: the connection's window, waiting while it is full."""
 
@@ -435,13 +489,23 @@ class _Window:
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Add each line as a record, waiting for room before each: the window holds at most
-        its limit plus one line."""
-        connection = self.connection
+        its limit plus one line. Once the lines are in, they are sent from here when the
+        sender is idle, or the sender is woken (and before a wait for room: what is kept
+        must go out for acknowledgements to make room)."""
+        connection, outbox = self.connection, self.connection.outbox
         for frame in frames:
-            while not connection.outbox.has_room():
-                connection._room.clear()
-                await connection._room.wait()
-            connection._add_records((frame,))
+            if not outbox.has_room():
+                connection._wake.set()
+                while not outbox.has_room():
+                    connection._room.clear()
+                    await connection._room.wait()
+            outbox.add(frame)
+        out = connection._outgoing
+        if out is None or out.busy:
+            connection._wake.set()  # detached, or the sender is at it: it sends these too
+            return
+        with suppress(ConnectionClosed):  # the socket went: the records wait in the window
+            await connection._push(out)  # the sender is idle: no hop to its task
 
 
 def _how_it_went(attachment: Attachment) -> str:

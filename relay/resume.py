@@ -21,6 +21,8 @@ socket of the connection. ``ack`` is cumulative: every message up to it was rece
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,11 @@ MAX_HEADER_BYTES = 1024  # a client header longer than this is refused
 MAX_SECRET_CHARS = 128
 MAX_CONNECTION_ID_CHARS = 64
 MAX_SEQ = 2**53 - 1  # the largest integer every JSON parser reads exactly
+_NUMBER = rb"(0|[1-9][0-9]*)"  # a whole number as JSON spells it (fewer than 16 digits:
+# under MAX_SEQ, checked by the caller)
+_COMPACT = re.compile(
+    rb'(?:\{"seq":%b(?:,"ack":%b)?\}\n|\{"ack":%b\}\Z)' % (_NUMBER, _NUMBER, _NUMBER)
+)  # the headers clients send: a message's (with its newline) or an acknowledgement alone
 SEPARATOR = b"\n"
 
 NO_CONNECTION = "this relay no longer has the connection"
@@ -85,8 +92,17 @@ def parse_frame(data: bytes) -> Message | Ack:
     """Read a later frame, a message or an acknowledgement; ProfileError otherwise.
 
     Only the header is parsed (bounded by MAX_HEADER_BYTES); the message after it is
-    left as it is, for the relay's usual judgment.
+    left as it is, for the relay's usual judgment. The compact headers clients send
+    (``{"seq":N}``, ``{"seq":N,"ack":A}``, ``{"ack":A}``) are read by one pattern; any
+    other spelling goes through the JSON reader, with the same result.
     """
+    compact = _COMPACT.match(data)
+    if compact is not None:
+        seq, ack, alone = compact.group(1, 2, 3)
+        if seq is not None and len(seq) < 16 and (ack is None or len(ack) < 16):
+            return Message(int(seq), data[compact.end() :], None if ack is None else int(ack))
+        if alone is not None and len(alone) < 16:
+            return Ack(int(alone))
     head, body = _split(data)
     fields = _header(head)
     if body is not None:
@@ -176,6 +192,17 @@ def record(seq: int, line: bytes, ack: int | None = None) -> bytes:
     return b'{"seq":%d,"ack":%d}\n%b' % (seq, ack, line)
 
 
+def records(first: int, lines: Sequence[bytes], ack: int | None = None) -> list[bytes]:
+    """The frames of ``lines`` as records ``first``, ``first + 1``, ...; ``ack`` rides on
+    the first one."""
+    if not lines:
+        return []
+    out = [record(first, lines[0], ack)]
+    out += [b'{"seq":%d}\n%b' % pair for pair in zip(range(first + 1, first + len(lines)),
+                                                         lines[1:], strict=True)]  # fmt: skip
+    return out
+
+
 def ack_frame(ack: int) -> bytes:
     """A standalone cumulative acknowledgement."""
     return b'{"ack":%d}' % ack
@@ -259,19 +286,20 @@ class Outbox:
 
     def add(self, line: bytes) -> int:
         """Keep ``line`` as the next record; its number."""
-        self._lines.append(line)
+        lines = self._lines
+        lines.append(line)
         self.size += len(line)
-        return self.next_seq - 1
+        return self.first_seq + len(lines) - self._head - 1
 
     def acknowledge(self, ack: int) -> None:
         """Forget every record up to ``ack``; ProfileError for a record never sent."""
-        if ack >= self.next_seq:
+        if ack >= self.first_seq + len(self._lines) - self._head:  # next_seq, inlined
             raise ProfileError(f"ack {ack} is for a record the relay never sent")
-        drop = ack - self.acked
+        drop = ack - (self.first_seq - 1)  # past the last record acknowledged
         if drop <= 0:
             return
         lines, head = self._lines, self._head
-        self.size -= sum(len(line) for line in lines[head : head + drop])
+        self.size -= sum(map(len, lines[head : head + drop]))
         self._head = head + drop
         self.first_seq += drop
         if self._head > len(lines) // 2:  # compact: the list never holds twice what is kept

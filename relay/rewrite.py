@@ -33,6 +33,8 @@ _NAME_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a
 
 def might_open_session(line: bytes) -> bool:
     """Cheap test on raw bytes: False means the line certainly opens no session."""
+    if _MARKER not in line and b"\\" not in line:
+        return False  # nearly every line: two scans, nothing else
     if _MARKER in line and any(m in line for m in _METHOD_BYTES):
         return True
     # JSON may spell the method with escapes ("session\/new", "\u0073ession/new"): any
@@ -118,7 +120,9 @@ class SessionRewriter:
 
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent, a refusal to answer the client with, or a rewrite."""
-        if self.policy is None or not might_open_session(line):
+        if self.policy is None or (_MARKER not in line and b"\\" not in line):
+            return line  # nearly every line (might_open_session's first test, inlined)
+        if not might_open_session(line):
             return line
         try:
             # Read whole and unambiguously, or refused: passing on a line the relay could

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.bench.report import markdown, targets_table
+import pytest
+
+from tests.bench.report import Check, fastest_peer, markdown, relay_table, targets_table, verdict
 
 MACHINE = {"date": "today", "cpu": "cpu", "cores": 2, "python": "3.11", "kernel": "6"}
+PLAN = {"stream_updates": 20000, "aggregate_sockets": 50, "aggregate_updates": 2000}
 
 
 def figures(relay_rate: float, wsd_rate: float, overhead_ms: float) -> dict[str, Any]:
@@ -14,15 +17,30 @@ def figures(relay_rate: float, wsd_rate: float, overhead_ms: float) -> dict[str,
         "acp-relay": {
             "rate_200B_x1": {"rate": relay_rate, "p50_ms": 0.2},
             "rate_200B_x64": {"rate": relay_rate * 10, "p50_ms": 1.0},
+            "stream": {"rate": 90_000.0, "cpu_ms_per_1000": 8.0},
+            "aggregate": {"rate": 120_000.0, "cpu_ms_per_1000": 9.0},
             "bulk_1MiB_x4": {"mb_per_s": 270.0, "cpu_s_per_gb": 1.3},
             "bulk_16MiB_x2": {"mb_per_s": 170.0},
             "idle_1000": {"kib_per_connection": 40.0},
             "first_byte": {"p50_ms": 1.0 + overhead_ms},
+            "resume_off_200B_x64": {"rate": 10_000.0, "p50_ms": 2.0},
+            "resume_on_200B_x64": {"rate": 8_500.0, "p50_ms": 2.1},
+            "resume_gap": {"resume_max_ms": 40.0, "back_to_first_p50_ms": 300.0},
+            "scrape_off_200B_x64": {"rate": 10_000.0},
+            "scrape_on_200B_x64": {"rate": 9_900.0, "scrapes": 12},
         },
         "websocketd": {
             "rate_200B_x1": {"rate": wsd_rate, "p50_ms": 0.1},
             "rate_200B_x64": {"rate": wsd_rate * 10, "p50_ms": 0.5},
+            "stream": {"rate": 60_000.0},
+            "aggregate": {"rate": 150_000.0},
             "bulk_1MiB_x4": {"error": "timeout after 30 s", "received": 1},
+        },
+        "websocat": {
+            "rate_200B_x1": {"rate": wsd_rate / 2, "p50_ms": 0.05},
+            "rate_200B_x64": {"rate": wsd_rate * 20, "p50_ms": 0.4},
+            "stream": {"rate": 100_000.0},
+            "bulk_1MiB_x4": {"error": "message of 1048576 B came back as 65536 B"},
         },
         "ceiling": {"bulk_1MiB_x4": {"mb_per_s": 300.0}},
         "agent": {"own_start": {"p50_ms": 1.0}},
@@ -34,23 +52,107 @@ def row(lines: list[str], name: str) -> list[str]:
     return [cell.strip() for cell in found.strip("|").split("|")]
 
 
-def test_ratios_are_relay_over_peer_within_the_run() -> None:
-    """Throughput and latency ratios divide the relay's figure by websocketd's."""
+def test_throughput_is_judged_against_the_fastest_peer_of_each_row() -> None:
+    """Each throughput ratio divides the relay's figure by the best peer's in that row."""
     lines = targets_table(figures(relay_rate=1200, wsd_rate=1000, overhead_ms=1.5))
-    assert row(lines, "throughput 200 B x1 vs websocketd")[1:] == ["1.20", ">= 1.0x", "met"]
-    assert row(lines, "p50 round trip vs websocketd")[1:] == ["2.00", "<= 1.25x", "**not met**"]
+    assert row(lines, "throughput 200 B x1 vs the fastest peer")[1:] == [
+        "1.20 (websocketd)",
+        ">= 1.0x",
+        "met",
+    ]
+    assert row(lines, "throughput 200 B x64 vs the fastest peer")[1:] == [
+        "0.60 (websocat)",
+        ">= 1.0x",
+        "**not met**",
+    ]
+    assert row(lines, "streaming, 1 socket, vs the fastest peer")[1] == "0.90 (websocat)"
+    assert row(lines, "streaming, all sockets at once, vs the fastest peer")[1] == (
+        "0.80 (websocketd)"
+    )
+
+
+def test_round_trip_is_judged_against_the_lowest_peer() -> None:
+    """For a latency the fastest peer is the one with the smallest figure."""
+    lines = targets_table(figures(relay_rate=1200, wsd_rate=1000, overhead_ms=1.5))
+    assert row(lines, "p50 round trip x1 vs the fastest peer")[1:] == [
+        "4.00 (websocat)",
+        "<= 1.25x",
+        "**not met**",
+    ]
+    lowest = fastest_peer(figures(1, 1, 1), "rate_200B_x1", "p50_ms", higher_is_better=False)
+    assert lowest == ("websocat", 0.05)
+
+
+def test_relay_only_targets_compare_the_relay_with_itself() -> None:
+    """Resume on/off and scrape on/off are ratios of two relay figures; the rest as before."""
+    lines = targets_table(figures(relay_rate=1200, wsd_rate=1000, overhead_ms=1.5))
+    assert row(lines, "resume profile on vs off, 200 B x64 throughput")[1:] == [
+        "0.85",
+        ">= 0.9x",
+        "**not met**",
+    ]
+    assert row(lines, "resume profile on vs off, 200 B x64 p50 round trip")[1:] == [
+        "1.05",
+        "<= 1.1x",
+        "met",
+    ]
+    assert row(lines, "/metrics scraped vs not, 200 B x64 throughput")[1:] == [
+        "0.99",
+        ">= 0.95x",
+        "met",
+    ]
+    assert row(lines, "resume: connect's next attempt -> first replayed message, worst (ms)")[
+        1:
+    ] == ["40.00", "<= 100", "met"]
     assert row(lines, "1 MiB MB/s vs ceiling (4 in flight)")[1:] == ["0.90", ">= 0.9x", "met"]
     assert row(lines, "ticket check + spawn over agent start (ms)")[1] == "1.50"
     assert row(lines, "16 MiB lines carried both ways")[1:] == ["yes", "yes", "met"]
 
 
 def test_failures_and_missing_figures_are_shown_not_hidden() -> None:
-    """A peer's failure shows as 'fails (why)'; a missing figure is 'not measured'."""
-    payload = {"machine": MACHINE, "figures": figures(900, 1000, 6.0)}
-    del payload["figures"]["acp-relay"]["idle_1000"]
+    """A peer's failure shows as 'fails (why)'; a peer not installed says so; a missing
+    figure is 'not measured'."""
+    found = figures(900, 1000, 6.0)
+    found["acp-relay"]["idle_1000"] = {"error": "HTTP 503", "kib_per_connection": 1044.0}
+    payload = {
+        "machine": MACHINE,
+        "plan": PLAN,
+        "figures": found,
+        "missing": {"acpremote": "could not install"},
+    }
     text = markdown(payload)
     assert (
-        "| CPU s per GB relayed (1 MiB, 4 in flight) | 1.30 | fails (timeout after 30 s) |" in text
+        "| CPU s per GB relayed (1 MiB, 4 in flight) | 1.30 | fails (timeout after 30 s) | "
+        "fails (message of 1048576 B came back as 65536 B) | not installed | — |" in text
     )
     assert "| KiB per idle connection | — | <= 64 | not measured |" in text
     assert "| ticket check + spawn over agent start (ms) | 6.00 | <= 5 | **not met** |" in text
+    assert "Not in this run: acpremote: could not install" in text
+    assert "20,000 `session/update` notifications" in text
+
+
+def test_relay_table_shows_resume_and_scrape_figures_side_by_side() -> None:
+    """The relay-only table pairs off/on figures; a failed measurement says why."""
+    found = figures(1000, 1000, 1.0)
+    found["acp-relay"]["resume_gap"] = {"error": "TimeoutError: no replay"}
+    lines = relay_table(found)
+    assert row(lines, "messages/s, 200 B x64, resume profile off / on")[1:] == ["10,000", "8,500"]
+    assert row(lines, "network back -> first replayed message ms, p50 / worst")[1:] == [
+        "fails (TimeoutError: no replay)",
+        "fails (TimeoutError: no replay)",
+    ]
+    assert relay_table({}) == []
+
+
+@pytest.mark.parametrize(
+    ("check", "expected"),
+    [
+        (Check("a", 1.0, ">= 1", 1.0, True), "met"),
+        (Check("a", 0.99, ">= 1", 1.0, True), "**not met**"),
+        (Check("a", 1.25, "<= 1.25", 1.25, False), "met"),
+        (Check("a", None, "<= 1", 1.0, False), "not measured"),
+    ],
+)
+def test_verdict_is_met_at_the_bound(check: Check, expected: str) -> None:
+    """A figure equal to its bound meets it, either way; no figure is 'not measured'."""
+    assert verdict(check.value, check.bound, check.higher_is_better) == expected

@@ -32,7 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.mcp import McpPolicy
 from relay.paths import CwdPolicy
-from relay.pump import PEER_CHECK_SECONDS
+from relay.pipewriter import PEER_CHECK_SECONDS
 from relay.rewrite import RewritePolicy
 from tests.support.agents import CRASH_MID_LINE, python_agent
 from tests.support.audit import LogAudit

@@ -268,3 +268,24 @@ def test_utf8_splitter_judges_each_line(chunks: list[bytes], verdicts: list[Line
     for chunk in chunks:
         out.extend(splitter.feed(chunk))
     assert out == verdicts
+
+
+@pytest.mark.parametrize(
+    ("chunks", "dropped"),
+    [
+        ([b"a\nb\n"], 0),
+        ([b"a\n" + b"x" * 20 + b"\n"], 1),
+        ([b"x" * 30, b"x" * 30 + b"\nok\n"], 1),
+        ([b"\xff\n\xfe\nok\n"], 2),
+        ([b"x" * 30], 1),
+    ],
+)
+def test_dropped_counts_every_dropped_verdict(chunks: list[bytes], dropped: int) -> None:
+    """The splitter's ``dropped`` count goes up by one for each Dropped verdict, finish included."""
+    splitter = LineSplitter(10, utf8=True)
+    out: list[Line] = []
+    for chunk in chunks:
+        out.extend(splitter.feed(chunk))
+    last = splitter.finish()
+    out.extend([] if last is None else [last])
+    assert splitter.dropped == dropped == sum(isinstance(line, Dropped) for line in out)

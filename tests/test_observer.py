@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from relay import logs
 from relay.agent import Exit
-from relay.framing import Dropped
+from relay.framing import Dropped, Line
 from relay.observer import ConnectionObserver, Counters, Peer
 from relay.outcome import Forward, Refuse, Skip
 from relay.rewrite import RewriteReport
@@ -60,6 +60,19 @@ def test_dropped_lines_are_counted_and_logged_with_their_place() -> None:
     assert [(e["event"], e["size"], e["after_message"]) for e in events] == [
         ("line dropped", 40, 1)
     ]
+
+
+def test_lines_counted_alike_with_or_without_the_sent_list() -> None:
+    """Given the sent lines too (the pump's fast path), the counts and the drop log are the same."""
+    verdicts: list[Line] = [b"one", Dropped(40, "too big"), b"three"]
+    alone, told = ConnectionObserver("c1", LOG), ConnectionObserver("c2", LOG)
+    with capture_logs() as events:
+        alone.lines(verdicts)
+        told.lines(verdicts, [b"one", b"three"])
+        told.lines([b"four"], [b"four"])
+    assert (alone.down.messages, alone.down.bytes, alone.down.dropped) == (2, 8, 1)
+    assert (told.down.messages, told.down.bytes, told.down.dropped) == (3, 12, 1)
+    assert [e["event"] for e in events] == ["line dropped", "line dropped"]
 
 
 def test_stdin_closed_is_told_once_and_every_frame_counted() -> None:

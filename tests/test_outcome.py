@@ -40,6 +40,24 @@ def test_each_frame_has_one_outcome(frame: str | bytes, expected: Outcome) -> No
     assert judge_frame(frame, rewrite) == expected
 
 
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ('{"id":1}', Forward(b'{"id":1}', b'{"id":1}')),
+        ('{"m":"new"}', Forward(b'{"m":"NEW"}', b'{"m":"new"}', REPORT)),
+        ('{"m":"bad"}', Refuse(REFUSAL.reply, REFUSAL.reason, b'{"m":"bad"}', session=True)),
+        ('{\n"id": 1}', Forward(b'{"id":1}', b'{\n"id": 1}')),
+        ('{"id":1}\r', Forward(b'{"id":1}', b'{"id":1}\r')),
+        (" {}", Forward(b" {}", b" {}")),
+        ("", Skip("blank", 0)),
+        (b"{}", Skip("binary", 2)),
+    ],
+)
+def test_a_client_frame_is_judged_as_any_frame(frame: str | bytes, expected: Outcome) -> None:
+    """serve's judge (one-line objects judged at once) agrees with judge_frame on non-batches."""
+    assert judge_client_frame(frame, rewrite) == expected == judge_frame(frame, rewrite)
+
+
 def test_frame_that_is_not_one_line_is_refused_by_the_framing() -> None:
     """A frame with a raw newline that is not JSON gets the framing's -32700, not the rewrite's."""
     outcome = judge_frame("not json\nat all", rewrite)

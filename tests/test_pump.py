@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import struct
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
 
 import pytest
 from structlog.testing import capture_logs
@@ -23,8 +21,16 @@ from relay import logs
 from relay.logs import Logger
 from relay.observer import Counters, PumpObserver
 from relay.outcome import Forward, Outcome, Refuse, judge_frame
-from relay.pump import READ_CHUNK, Ended, TextFrames, frames_to_lines, lines_to_frames
+from relay.pump import (
+    READ_CHUNK,
+    Ended,
+    TextFrames,
+    frames_to_lines,
+    frames_waiting,
+    lines_to_frames,
+)
 from tests.support.netcut import NetCut
+from tests.support.pipes import os_pipe
 from tests.support.waiting import until
 
 LIMIT = 4 * 1024 * 1024
@@ -60,36 +66,6 @@ async def socket_pair() -> AsyncIterator[tuple[ServerConnection, ClientConnectio
             async with asyncio.timeout(5):
                 conn = await accepted
             yield conn, client
-
-
-@dataclass
-class Pipe:
-    """Both ends of a real OS pipe as asyncio streams."""
-
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    read_end: asyncio.ReadTransport
-
-
-@asynccontextmanager
-async def os_pipe() -> AsyncIterator[Pipe]:
-    """An os.pipe() wrapped with connect_read_pipe / connect_write_pipe."""
-    loop = asyncio.get_running_loop()
-    read_fd, write_fd = os.pipe()
-    reader = asyncio.StreamReader(limit=LIMIT)
-    read_end, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-    )
-    write_end, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(write_end, protocol, None, loop)
-    try:
-        yield Pipe(reader, writer, read_end)
-    finally:
-        writer.close()
-        read_end.close()
-        await asyncio.sleep(0)  # let both transports close their descriptors
 
 
 async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
@@ -259,6 +235,36 @@ async def test_frames_become_lines_in_order() -> None:
     assert lines == [s.encode() + b"\n" for s in sent]
     assert (counters.messages, counters.bytes) == (3, sum(len(s.encode()) for s in sent))
     assert [(e["event"], e["size"]) for e in events] == [("binary frame ignored", 7)]
+
+
+async def test_a_burst_ending_in_a_refusal_leaves_no_line_behind() -> None:
+    """Frames received at once are joined into the pipe; a refusal last does not hold them."""
+    burst = [f'{{"id":{i}}}'.encode() for i in range(50)]
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        await TextFrames(client).send_frames([*burst, b"not json\nat all"])  # one write
+        lines = await read_lines(pipe.reader, len(burst))
+        reply = json.loads(await client.recv())
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [line + b"\n" for line in burst]
+    assert reply["error"]["code"] == -32700
+
+
+async def test_frames_waiting_counts_what_recv_would_return_at_once() -> None:
+    """frames_waiting gives the number of received frames not yet taken by recv()."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        waiting = frames_waiting(conn)
+        assert waiting is not None
+        assert waiting() == 0
+        await TextFrames(client).send_frames([b"{}", b"{}", b"{}"])
+        await until(lambda: waiting() == 3)
+        await conn.recv()
+        assert waiting() == 2
 
 
 async def test_frame_with_newlines_is_compacted_or_refused() -> None:

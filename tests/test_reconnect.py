@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import sys
@@ -72,6 +73,27 @@ async def test_a_silent_drop_is_noticed_and_resumed() -> None:
         assert (await ed.receive())["params"]["n"] == 2
         await ed.close_stdin()
         assert await ed.exit_status() == 0
+
+
+async def test_attempts_reset_during_the_handshake_are_retried() -> None:
+    """While a proxy closes every new connection at once, connect keeps trying, then resumes."""
+    async with (
+        live_relay(ECHO_AGENT, resume_grace=30) as live,
+        NetCut(live.relay.port) as net,
+        editor(net.url(), *REFRESHABLE, env=connect_env()) as ed,
+    ):
+        await ed.send(notification(1))
+        assert (await ed.receive())["params"]["n"] == 1
+        net.refusing = True
+        net.reset()
+        await until_detached(live)
+        await asyncio.sleep(0.5)  # the outage under test: attempts meanwhile are closed
+        net.refusing = False
+        await ed.send(notification(2))
+        assert (await ed.receive())["params"]["n"] == 2
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    assert "resumed" in [r["event"] for r in log_records(bytes(ed.stderr))]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -15,6 +16,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from relay.resumable import ACK_DELAY
 from relay.resume import NO_CONNECTION, PROFILE
 from tests.support.agents import ECHO_AGENT, STREAM
 from tests.support.figures import record
@@ -98,6 +100,24 @@ async def test_open_welcomes_and_carries_numbered_messages() -> None:
         assert got == [
             (i + 1, b'{"jsonrpc":"2.0","method":"x","params":{"i":%d}}' % i) for i in range(3)
         ]
+        await client.close()
+
+
+async def test_a_silent_agent_still_gets_deliveries_acknowledged_soon() -> None:
+    """With nothing to ride on, the relay acknowledges deliveries alone, within ACK_DELAY
+    of the first one, even while the client keeps sending."""
+    silent = (sys.executable, "-c", "import sys\nfor _ in sys.stdin.buffer: pass")
+    async with live_relay(silent, resume_grace=30) as live:
+        client = await ResumeClient.open(resumable(live))
+        started = time.monotonic()
+        for i in range(10):  # never a pause of ACK_DELAY
+            await client.send(b'{"jsonrpc":"2.0","method":"x","params":{"i":%d}}' % i)
+            await asyncio.sleep(ACK_DELAY * 0.4)
+        sent_all = time.monotonic() - started
+        async with asyncio.timeout(5):
+            assert await client.record() is None  # an ack alone, no record
+        assert sent_all >= 4 * ACK_DELAY
+        assert 0 < len(client.state.unacked) < 10, "the first ack came while sending went on"
         await client.close()
 
 

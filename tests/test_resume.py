@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from relay.resume import (
     MAX_HEADER_BYTES,
@@ -24,6 +26,7 @@ from relay.resume import (
     parse_relay_frame,
     parse_welcome,
     record,
+    records,
 )
 
 MSG = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"\\n caf\xc3\xa9"}}'
@@ -57,6 +60,31 @@ def test_first_frames(frame: bytes, expected: Open | Resume) -> None:
 def test_later_frames(frame: bytes, expected: Message | Ack) -> None:
     """Later frames carry a message (its bytes untouched after the header) or an ack alone."""
     assert parse_frame(frame) == expected
+
+
+@given(
+    seq=st.integers(0, 2**53 + 5),
+    ack=st.none() | st.integers(0, 2**53 + 5),
+    body=st.binary(max_size=40),
+    alone=st.booleans(),
+)
+def test_compact_headers_read_as_the_json_reader_reads_them(
+    seq: int, ack: int | None, body: bytes, alone: bool
+) -> None:
+    """The pattern for compact headers gives what the JSON reader gives the same header
+    spelled with a space (the same message, ack or error)."""
+    if alone:
+        compact, spaced = b'{"ack":%d}' % seq, b'{ "ack":%d}' % seq
+    else:
+        compact, spaced = record(seq, body, ack), b"{ " + record(seq, body, ack)[1:]
+
+    def read(frame: bytes) -> object:
+        try:
+            return parse_frame(frame)
+        except ProfileError as exc:
+            return str(exc)
+
+    assert read(compact) == read(spaced)
 
 
 @pytest.mark.parametrize(
@@ -104,6 +132,14 @@ def test_records_wrap_the_raw_line() -> None:
     assert message_frame(3, MSG) == b'{"seq":3}\n' + MSG
     assert parse_frame(message_frame(3, MSG, 1)) == Message(3, MSG, 1)
     assert ack_frame(12) == b'{"ack":12}'
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 5])
+def test_records_number_lines_in_order_with_the_ack_on_the_first(count: int) -> None:
+    """records() is record() for each line in turn, numbered on, the ack on the first only."""
+    lines = [b'{"n":%d}' % i for i in range(count)]
+    expected = [record(7 + i, line, 3 if i == 0 else None) for i, line in enumerate(lines)]
+    assert records(7, lines, 3) == expected
 
 
 def test_welcome_is_one_json_control_frame() -> None:

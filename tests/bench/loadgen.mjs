@@ -1,25 +1,75 @@
 // Load generator for the acp-relay benchmark: one JSON command in argv[2] (or @FILE holding
-// it), one JSON result
-// on stdout. Written for Node.js + ws so that the client is not the bottleneck; its own
-// ceiling is measured against echo.mjs in the same run.
+// it), one JSON result on stdout. Written for Node.js + ws so that the client is not the
+// bottleneck; its own ceiling is measured against echo.mjs in the same run.
 //
-//   rate        {url, size, inflight, seconds}        messages/s and round-trip percentiles
+//   rate        {url, size, inflight, seconds | count, warmup?, gate?, resume?}
+//                   messages/s and round-trip percentiles; with `count`, a fixed number of
+//                   messages; `gate`: after `warmup` messages print {"warm":true} and wait
+//                   for a line on stdin before the measured ones (for profilers);
+//                   `resume`: speak the acp-relay.resume.v1 profile (docs/resume.md)
 //   bulk        {url, size, count, inflight, timeout} MB/s for large messages, or an error
-//   first_byte  {urls}                                connect -> first agent byte, per URL
-//   idle        {urls}                                open all, print {"open": n}, hold until stdin closes
+//   stream      {url, updates, size, warmup?, gate?, timeout}
+//                   one prompt, answered by `updates` notifications (tests/bench/streamer.py):
+//                   messages/s delivered to this client
+//   aggregate   {urls, updates, size, timeout}  `stream` on every URL at once: total messages/s
+//   first_byte  {urls}                          connect -> first agent byte, per URL
+//   idle        {urls}                          open all, print {"open": n}, hold until stdin closes
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 
 const OPTIONS = { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 };
 const now = () => Number(process.hrtime.bigint()) / 1e6; // milliseconds
 
-function open(url) {
+const RESUME_PROTOCOLS = ["acp-relay.resume.v1", "acp.v1"];
+
+function open(url, protocols) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, OPTIONS);
+    const ws = protocols ? new WebSocket(url, protocols, OPTIONS) : new WebSocket(url, OPTIONS);
     ws.once("open", () => resolve(ws));
     ws.once("error", reject);
     ws.once("unexpected-response", (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
   });
+}
+
+// A socket as a plain message pipe, or under the resume profile: numbered messages out
+// (with the cumulative acknowledgement riding on them), records in (headers stripped).
+async function channel(url, resume) {
+  if (!resume) {
+    const ws = await open(url);
+    let handler = () => {};
+    ws.on("message", (data) => handler(data));
+    return { ws, send: (text) => ws.send(text), onMessage: (fn) => { handler = fn; } };
+  }
+  const ws = await open(url, RESUME_PROTOCOLS);
+  if (ws.protocol !== RESUME_PROTOCOLS[0]) throw new Error(`profile not selected (${ws.protocol})`);
+  const welcome = new Promise((resolve) => ws.once("message", resolve));
+  ws.send('{"type":"open"}');
+  await welcome;
+  let seq = 0;
+  let received = 0;
+  let acked = 0;
+  let handler = () => {};
+  ws.on("message", (data) => {
+    const cut = data.indexOf(10); // "\n": a record; none: a control frame (an ack)
+    if (cut < 0) return;
+    received += 1;
+    handler(data.subarray(cut + 1));
+    if (received - acked >= 32) {
+      acked = received;
+      ws.send(`{"ack":${acked}}`);
+    }
+  });
+  return {
+    ws,
+    send: (text) => {
+      seq += 1;
+      acked = received;
+      ws.send(`{"seq":${seq},"ack":${received}}\n${text}`);
+    },
+    onMessage: (fn) => {
+      handler = fn;
+    },
+  };
 }
 
 function payload(size, i) {
@@ -33,34 +83,44 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function rate({ url, size, inflight, seconds }) {
-  const ws = await open(url);
+function stdinLine() {
+  return new Promise((resolve) => {
+    process.stdin.once("data", resolve);
+    process.stdin.resume();
+  });
+}
+
+// Round trips through `cat`: `inflight` messages outstanding, until `seconds` pass or
+// `count` messages came back.
+async function exchange(link, { size, inflight, seconds, count }) {
   const sentAt = new Map();
   const rtts = [];
   let next = 0;
   let received = 0;
   const send = () => {
     sentAt.set(next, now());
-    ws.send(payload(size, next));
+    link.send(payload(size, next));
     next += 1;
   };
+  const base = next;
   const start = now();
-  const deadline = start + seconds * 1000;
+  const deadline = seconds === undefined ? Infinity : start + seconds * 1000;
+  const more = () => (count === undefined ? now() < deadline : next - base < count);
   await new Promise((resolve, reject) => {
-    ws.on("message", (data) => {
+    link.onMessage((data) => {
       const text = data.toString();
-      const i = Number(text.slice(text.indexOf('"i":') + 4, text.indexOf(",", text.indexOf('"i":'))));
+      const at = text.indexOf('"i":');
+      const i = Number(text.slice(at + 4, text.indexOf(",", at)));
       rtts.push(now() - sentAt.get(i));
       sentAt.delete(i);
       received += 1;
-      if (now() < deadline) send();
+      if (more()) send();
       else if (sentAt.size === 0) resolve();
     });
-    ws.on("close", (code) => reject(new Error(`closed ${code}`)));
+    link.ws.on("close", (code) => reject(new Error(`closed ${code}`)));
     for (let k = 0; k < inflight; k += 1) send();
   });
   const elapsed = (now() - start) / 1000;
-  ws.terminate();
   rtts.sort((a, b) => a - b);
   return {
     messages: received,
@@ -69,6 +129,94 @@ async function rate({ url, size, inflight, seconds }) {
     p50_ms: percentile(rtts, 50),
     p99_ms: percentile(rtts, 99),
   };
+}
+
+async function rate({ url, size, inflight, seconds, count, warmup, gate, resume }) {
+  const link = await channel(url, resume);
+  if (warmup) await exchange(link, { size, inflight, count: warmup });
+  if (gate) {
+    process.stdout.write(JSON.stringify({ warm: true }) + "\n");
+    await stdinLine();
+  }
+  const result = await exchange(link, { size, inflight, seconds, count });
+  link.ws.terminate();
+  return result;
+}
+
+// One prompt, answered by `updates` notifications then the answer; resolves with the
+// figures once the answer came, after checking that every notification came, in order.
+function prompt(ws, id, updates, size) {
+  return new Promise((resolve, reject) => {
+    let got = 0;
+    const start = now();
+    const onMessage = (data) => {
+      if (data.length < 100 && data.includes('"result"')) {
+        ws.off("message", onMessage);
+        if (got !== updates) reject(new Error(`${got} of ${updates} notifications came`));
+        else resolve({ messages: got, seconds: (now() - start) / 1000 });
+        return;
+      }
+      const text = data.toString("latin1", 0, 200);
+      const at = text.indexOf('"text":"') + 8;
+      const number = Number(text.slice(at, at + 7));
+      if (number !== got) {
+        ws.off("message", onMessage);
+        reject(new Error(`notification ${got} expected, ${number} came (${data.length} B)`));
+        return;
+      }
+      got += 1;
+    };
+    ws.on("message", onMessage);
+    ws.once("close", (code) => reject(new Error(`closed ${code} after ${got} notifications`)));
+    const params = { sessionId: "sess_bench", prompt: [], updates, size };
+    ws.send(JSON.stringify({ jsonrpc: "2.0", id, method: "session/prompt", params }));
+  });
+}
+
+function withTimeout(promise, seconds) {
+  let timer;
+  const limit = new Promise((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timeout after ${seconds} s`)), seconds * 1000);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+async function stream({ url, updates, size, warmup, gate, timeout }) {
+  const ws = await open(url);
+  try {
+    if (warmup) await withTimeout(prompt(ws, 0, warmup, size), timeout);
+    if (gate) {
+      process.stdout.write(JSON.stringify({ warm: true }) + "\n");
+      await stdinLine();
+    }
+    const got = await withTimeout(prompt(ws, 1, updates, size), timeout);
+    return { ...got, rate: got.messages / got.seconds };
+  } finally {
+    ws.terminate();
+  }
+}
+
+async function aggregate({ urls, updates, size, timeout }) {
+  const sockets = [];
+  for (let k = 0; k < urls.length; k += 25) {
+    sockets.push(...(await Promise.all(urls.slice(k, k + 25).map((u) => open(u)))));
+  }
+  try {
+    // A first short prompt on each: every agent is up before the clock starts.
+    await withTimeout(Promise.all(sockets.map((ws) => prompt(ws, 0, 1, size))), timeout);
+    const start = now();
+    const all = await withTimeout(
+      Promise.all(sockets.map((ws, k) => prompt(ws, k + 1, updates, size))),
+      timeout,
+    );
+    const seconds = (now() - start) / 1000;
+    const messages = all.reduce((sum, got) => sum + got.messages, 0);
+    const rates = all.map((got) => got.messages / got.seconds).sort((a, b) => a - b);
+    return { sockets: sockets.length, messages, seconds, rate: messages / seconds,
+             slowest_socket_rate: rates[0] };
+  } finally {
+    sockets.forEach((ws) => ws.terminate());
+  }
 }
 
 async function bulk({ url, size, count, inflight, timeout }) {
@@ -96,7 +244,7 @@ async function bulk({ url, size, count, inflight, timeout }) {
       bytes += data.length;
       if (data.length !== body.length) {
         clearTimeout(timer);
-        resolve({ error: `message of ${data.length} bytes came back as ${body.length}` });
+        resolve({ error: `message of ${body.length} B came back as ${data.length} B` });
       } else if (received === count) {
         clearTimeout(timer);
         resolve({});
@@ -133,8 +281,9 @@ async function firstByte({ urls }) {
 
 async function idle({ urls }) {
   const sockets = [];
-  for (let k = 0; k < urls.length; k += 50) {
-    sockets.push(...(await Promise.all(urls.slice(k, k + 50).map(open))));
+  // 25 at a time: the relay takes at most 32 handshakes at once from one address.
+  for (let k = 0; k < urls.length; k += 25) {
+    sockets.push(...(await Promise.all(urls.slice(k, k + 25).map((u) => open(u)))));
   }
   process.stdout.write(JSON.stringify({ open: sockets.length }) + "\n");
   await new Promise((resolve) => {
@@ -146,7 +295,7 @@ async function idle({ urls }) {
   return { closed: sockets.length };
 }
 
-const COMMANDS = { rate, bulk, first_byte: firstByte, idle };
+const COMMANDS = { rate, bulk, stream, aggregate, first_byte: firstByte, idle };
 const arg = process.argv[2];
 const command = JSON.parse(arg.startsWith("@") ? readFileSync(arg.slice(1), "utf8") : arg);
 COMMANDS[command.command](command)

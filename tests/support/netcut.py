@@ -3,7 +3,9 @@
 Real sockets both ways: the client connects to the proxy's port, the proxy to the target.
 ``reset()`` aborts every proxied connection with RST (SO_LINGER 0) on both sides;
 ``blackhole()`` stops forwarding in both directions without closing anything (a silent
-drop: no FIN, no RST, just nothing), until ``restore()`` or the peers give up.
+drop: no FIN, no RST, just nothing), until ``restore()`` or the peers give up;
+``refusing = True`` closes each new connection as soon as it is accepted, as a proxy
+whose backend is down does, until set back to False.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class NetCut:
         self.receive_buffer = receive_buffer  # SO_RCVBUF of the proxy's sockets, if set
         self.port = 0
         self.dropping = False
+        self.refusing = False  # close new connections at once
         self._pairs: list[_Pair] = []
         self._server: asyncio.Server | None = None
         self._flowing = asyncio.Event()
@@ -60,6 +63,9 @@ class NetCut:
         return f"ws://127.0.0.1:{self.port}{path}"
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.refusing:
+            writer.transport.abort()
+            return
         upstream = self._socket()
         upstream.setblocking(False)
         try:
@@ -92,13 +98,7 @@ class NetCut:
         """Abort every proxied connection with a TCP reset on both sides."""
         for pair in self._pairs:
             for writer in (pair.client, pair.server):
-                sock = writer.get_extra_info("socket")
-                if sock is not None:
-                    with suppress(OSError):
-                        sock.setsockopt(
-                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                        )
-                writer.transport.abort()
+                _abort_with_reset(writer)
             for task in pair.tasks:
                 task.cancel()
         self._pairs.clear()
@@ -117,6 +117,15 @@ class NetCut:
             for writer in (pair.client, pair.server):
                 _reading(writer).resume_reading()
         self._flowing.set()
+
+
+def _abort_with_reset(writer: asyncio.StreamWriter) -> None:
+    """Close the socket with a TCP reset (SO_LINGER 0), not a FIN."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
 
 
 def _reading(writer: asyncio.StreamWriter) -> asyncio.ReadTransport:
