@@ -320,7 +320,7 @@ def measure_scrape_cost(plan: Plan, results: Results) -> None:
 
 def measure_startup(plan: Plan, results: Results) -> None:
     """The plug for ``tests/bench/startup.py`` (exec -> listening, first reply of a warm
-    agent), written apart: its ``measure(quick, put)`` calls ``put(server, key, value)``
+    agent), written apart: its ``put_figures(quick, put)`` calls ``put(server, key, value)``
     for each figure; its rows and targets are named in report.py's ``startup_rows``."""
     try:
         startup = importlib.import_module("tests.bench.startup")
@@ -328,7 +328,7 @@ def measure_startup(plan: Plan, results: Results) -> None:
         if exc.name != "tests.bench.startup":
             raise
         return
-    startup.measure(plan is QUICK, results.put)
+    startup.put_figures(plan is QUICK, results.put)
 
 
 # -- the run ---------------------------------------------------------------------

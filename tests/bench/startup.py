@@ -48,7 +48,8 @@ from websockets.asyncio.client import connect
 
 import relay
 from relay.server import fresh_ticket
-from tests.bench.run import SECRET, prepare, running, wait_for_port, websocketd
+from tests.bench.peers import SECRET, prepare, running, wait_for_port, websocketd
+from tests.bench.report import RELAY, Check, Row
 from tests.support.agents import SLOW_START
 from tests.support.sockets import free_port
 
@@ -304,6 +305,52 @@ def measure(
     }
 
 
+# -- in the main run's report ------------------------------------------------------
+
+ROWS: tuple[Row, ...] = (
+    ("first reply ms, agent starting 1.5 s, cold", "first_reply_cold", "median_ms", 1),
+    ("first reply ms, same agent, --warm-agents 1", "first_reply_warm", "median_ms", 1),
+    ("exec to listening ms (median)", "exec_to_listening", "median_ms", 1),
+    ("exec to first HTTP answer ms (median)", "exec_to_first_answer", "median_ms", 1),
+    ("connect: exec to first byte on the socket ms", "connect_first_byte", "median_ms", 1),
+)
+
+
+def put_figures(quick: bool, put: Callable[[str, str, Any], None]) -> None:
+    """Measure (3 samples of each if ``quick``, else 10) and hand each figure to the main
+    run's ``put(server, key, value)``, under the keys of :data:`ROWS`."""
+    count = 3 if quick else 10
+    figures = measure(count, count, with_websocketd="websocketd" in prepare().starts)
+    reply = figures["first_reply"]
+    put(RELAY, "first_reply_cold", reply["cold"])
+    put(RELAY, "first_reply_warm", reply["warm"] | {"agent_own": reply["agent_own"]})
+    if "websocketd" in reply:
+        put("websocketd", "first_reply_cold", reply["websocketd"])
+    for server, listening in figures["exec_to_listening"].items():
+        put(server, "exec_to_listening", listening["listening"])
+        put(server, "exec_to_first_answer", listening["first_answer"])
+    put(RELAY, "connect_first_byte", figures["connect_first_byte"])
+
+
+def _median(figures: dict[str, Any], key: str) -> float | None:
+    value = figures.get(RELAY, {}).get(key)
+    got = value.get("median_ms") if isinstance(value, dict) else None
+    return float(got) if isinstance(got, int | float) else None
+
+
+def targets(figures: dict[str, Any]) -> list[Check]:
+    """Issue 15's start-up targets: a warm first reply within 25 ms, listening (and, as
+    strictly read, the first answer) within 150 ms of exec."""
+    return [
+        Check("first reply with a warm agent", _median(figures, "first_reply_warm"),
+              "<= 25 ms", 25, higher_is_better=False),
+        Check("exec to listening", _median(figures, "exec_to_listening"), "<= 150 ms", 150,
+              higher_is_better=False),
+        Check("exec to the first HTTP answer", _median(figures, "exec_to_first_answer"),
+              "<= 150 ms", 150, higher_is_better=False),
+    ]  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 samples of each")
@@ -312,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     count = 3 if args.quick else 10
-    have_websocketd = prepare()
+    have_websocketd = "websocketd" in prepare().starts
     compile_relay()
     if args.only == "listen":
         figures = {
