@@ -45,6 +45,14 @@ class Watchdog:
     def start(cls, grace: float, on_lost: Callable[[], None]) -> Watchdog:
         """Start the watchdog, which will give agents ``grace`` seconds between SIGTERM and
         SIGKILL; ``on_lost`` is called once if it is found gone while the relay runs."""
+        watchdog = cls.launch(grace, on_lost)
+        watchdog.ready()
+        return watchdog
+
+    @classmethod
+    def launch(cls, grace: float, on_lost: Callable[[], None]) -> Watchdog:
+        """Start the watchdog's process without waiting for it: :meth:`ready` waits, before
+        the first agent starts (serve launches it at once and loads the server meanwhile)."""
         read_end, write_end = os.pipe()  # neither end is inherited by agents (PEP 446)
         try:
             proc = subprocess.Popen(
@@ -60,14 +68,21 @@ class Watchdog:
             raise
         finally:
             os.close(read_end)
-        assert proc.stdout is not None
-        with proc.stdout:  # once it says so, it ignores the signals it must outlive
-            ready = proc.stdout.readline()
-        if ready != READY:
-            os.close(write_end)
-            proc.wait()
-            raise OSError(f"the agents' watchdog did not start (exit status {proc.returncode})")
         return cls(proc, write_end, on_lost)
+
+    def ready(self) -> None:
+        """Wait until the watchdog says it is ready; OSError (and closed) if it failed."""
+        stdout = self.proc.stdout
+        if stdout is None:  # ready already
+            return
+        with stdout:  # once it says so, it ignores the signals it must outlive
+            said = stdout.readline()
+        self.proc.stdout = None
+        if said != READY:
+            self.close()
+            raise OSError(
+                f"the agents' watchdog did not start (exit status {self.proc.returncode})"
+            )
 
     @property
     def pid(self) -> int:

@@ -111,12 +111,30 @@ def run(args: argparse.Namespace) -> int:
             register_secret(config.console_token)
         open_files = raise_open_files_limit()
         listening = bind_early(config.host, config.port)
+        watchdog = launch_watchdog(config.kill_grace)  # it starts while the server loads
     finally:  # the warnings first, even when start-up stops (they may say why)
         warn(settings, warnings)
-    import uvloop  # only now the server's own modules: the socket above takes connections
+    try:
+        import uvloop  # only now the server's own modules: the socket above takes connections
 
-    uvloop.run(run_relay(config, settings, secrets, open_files, listening))
+        uvloop.run(run_relay(config, settings, secrets, open_files, listening, watchdog))
+    finally:
+        watchdog.close()
     return 0
+
+
+def launch_watchdog(grace: float) -> Watchdog:
+    """The agents' watchdog (:mod:`relay.watchdog`), launched; :func:`run_relay` waits for it."""
+
+    def lost() -> None:
+        from relay import logs
+
+        logs.get_logger("relay").error(WATCHDOG_LOST)
+
+    try:
+        return Watchdog.launch(grace, lost)
+    except OSError as exc:
+        raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
 
 
 def new_console_token() -> str:
@@ -309,26 +327,21 @@ async def run_relay(
     config: RelayConfig,
     settings: Settings,
     secrets: Sequence[str],
-    open_files: int | None = None,
-    listening: socket.socket | None = None,
+    open_files: int | None,
+    listening: socket.socket | None,
+    watchdog: Watchdog,
 ) -> None:
     """Serve (on ``listening`` if bound already) until SIGTERM, SIGINT or SIGHUP, then shut
     down within kill-grace + 2 s.
 
-    The agents' watchdog (:mod:`relay.watchdog`) runs alongside: should this process die
-    without shutting down (SIGKILL, a crash), it stops the agents.
+    The agents' watchdog (:mod:`relay.watchdog`, launched by :func:`run`) runs alongside:
+    should this process die without shutting down (SIGKILL, a crash), it stops the agents.
     """
-    from relay import logs
-
-    log = logs.get_logger("relay")
     try:
-        watchdog = Watchdog.start(config.kill_grace, lambda: log.error(WATCHDOG_LOST))
+        watchdog.ready()
     except OSError as exc:
         raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
-    try:
-        await serve_with(config, settings, secrets, open_files, watchdog, listening)
-    finally:
-        watchdog.close()
+    await serve_with(config, settings, secrets, open_files, watchdog, listening)
 
 
 async def serve_with(
