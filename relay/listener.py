@@ -33,7 +33,10 @@ def bind_early(host: str, port: int) -> socket.socket | None:
     if len(addresses) != 1:
         return None
     ((family, address),) = addresses
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only on sockets that
+    # say so, and the accepted ones copy it; a welcome and its records, written apart,
+    # would otherwise wait for the peer's delayed acknowledgement (40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:

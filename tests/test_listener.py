@@ -23,6 +23,31 @@ def test_an_ip_address_is_bound_and_takes_connections_at_once() -> None:
         assert (sock.family, sock.getblocking()) == (socket.AF_INET, False)
 
 
+def test_accepted_sockets_send_small_writes_at_once() -> None:
+    """Sockets accepted from the early socket have Nagle off (TCP_NODELAY), also on
+    asyncio's own loop (uvloop sets it on any TCP socket, asyncio only on IPPROTO_TCP ones)."""
+    sock = bind_early("127.0.0.1", 0)
+    assert sock is not None
+
+    async def accepted_nodelay() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def on_client(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            raw = writer.get_extra_info("socket")
+            accepted.set_result(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        async with await asyncio.start_server(on_client, sock=sock):
+            _, writer = await asyncio.open_connection(*sock.getsockname())
+            async with asyncio.timeout(5):
+                nodelay = await accepted
+            writer.close()
+            return nodelay
+
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        assert runner.run(accepted_nodelay()) != 0
+
+
 def test_an_ipv6_address_is_bound_for_ipv6_only() -> None:
     """[::1]: an IPv6 socket with IPV6_V6ONLY set, as asyncio's create_server sets it."""
     try:

@@ -53,8 +53,9 @@ class NetCut:
             await self._server.wait_closed()
 
     def _socket(self) -> socket.socket:
-        """A TCP socket with the small receive buffer asked for (accepted ones inherit it)."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        """A TCP socket with the small receive buffer asked for (accepted ones inherit it),
+        IPPROTO_TCP so that asyncio turns Nagle off: the proxy must not delay small writes."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         if self.receive_buffer is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
         return sock
