@@ -255,17 +255,21 @@ class Connection:
                     waited = True
                 else:
                     break
-            detail = ""
-            if happened is Happened.RELAY_FAILED:
-                error = crashed.result()
-                self.observer.relay_failed(error)
-                detail = type(error).__name__
+            detail = self._failure(happened, crashed)
             if happened is Happened.AGENT_EXITED:
                 self.exit = exited.result()
             await self._carry_out(happened, agent, attachment, detail, closed)
         finally:
             for task in watched:
                 task.cancel()
+
+    def _failure(self, happened: Happened, crashed: asyncio.Task[BaseException]) -> str:
+        """The close reason's detail when the relay's own task failed (logged); else ""."""
+        if happened is not Happened.RELAY_FAILED:
+            return ""
+        error = crashed.result()
+        self.observer.relay_failed(error)
+        return type(error).__name__
 
     async def _carry_out(
         self,

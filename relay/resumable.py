@@ -211,11 +211,7 @@ class ResumableConnection(Connection):
                 why = self.lost
                 if happened in (Happened.SOCKET_LOST, Happened.SOCKET_CLOSED):
                     self.lost, self.closed_clean = None, False
-                detail = ""
-                if happened is Happened.RELAY_FAILED:
-                    error = crashed.result()
-                    self.observer.relay_failed(error)
-                    detail = type(error).__name__
+                detail = self._failure(happened, crashed)
                 if happened is Happened.GRACE_EXPIRED:
                     self.observer.expired(self.policy.grace)
                 step = await self._carry_out(happened, agent, self.attachment, detail)

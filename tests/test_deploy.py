@@ -36,7 +36,7 @@ from tests.support.agents import ECHO_AGENT
 from tests.support.cli import RelayRun, parse_json_lines, serve
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.live import SECRET, live_relay, make_ticket
-from tests.support.processes import children_of, parent_of
+from tests.support.processes import children_of, parent_of, stop
 from tests.support.sockets import closed_with, free_port, round_trip
 from tests.support.waiting import until
 from tests.system import require_packages
@@ -542,12 +542,7 @@ def caddy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CaddyRun]:
             time.sleep(0.1)
         yield run_
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from yamllint.config import YamlLintConfig
 
 from relay.cli.serve import SHUTDOWN_MARGIN
 from relay.config import resolve, unknown_env_names
+from tests.support.processes import stop
 from tests.support.sockets import free_port
 from tests.system import require_packages
 
@@ -286,12 +287,7 @@ def fleet_proxy(tmp_path: Path) -> Iterator[tuple[int, Path]]:
             time.sleep(0.1)
         yield port, tmp_path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
 
 async def get_through_proxy(port: int, home: Path, host: str, path: str) -> int:

@@ -67,6 +67,17 @@ def session_chunks(result: dict[str, Any]) -> list[str]:
     return chunks[1:]
 
 
+def module_args(url: str, tmp_path: Path, prompt: str) -> dict[str, Any]:
+    """What the Node client needs to prompt through the resume module at ``url``."""
+    return {
+        "url": url,
+        "cwd": str(tmp_path),
+        "prompt": prompt,
+        "module": str(RESUME_MODULE),
+        "ticketCommand": ticket_command(secret_file(tmp_path)),
+    }
+
+
 @pytest.fixture
 def node_packages() -> Path:
     """tests/web/node_modules: the SDK, ws and zod, installed from the lock file."""
@@ -134,13 +145,7 @@ async def test_node_sdk_through_the_module(node_packages: Path, tmp_path: Path) 
     SDK sees plain ACP, and the close ends the connection at once (1000)."""
     prompt, chunks = words(20)
     async with serve("--agent", shlex.join(DEMO_AGENT), env=secret_env()) as relay:
-        args = {
-            "url": relay.url,
-            "cwd": str(tmp_path),
-            "prompt": prompt,
-            "module": str(RESUME_MODULE),
-            "ticketCommand": ticket_command(secret_file(tmp_path)),
-        }
+        args = module_args(relay.url, tmp_path, prompt)
         async with node_client(args) as node:
             result = await node.result()
         assert session_chunks(result) == list(chunks)
@@ -160,13 +165,7 @@ async def test_node_sdk_resumes_across_a_network_cut(node_packages: Path, tmp_pa
         serve("--agent", slow_demo(), env=secret_env()) as relay,
         NetCut(relay.port) as net,
     ):
-        args = {
-            "url": net.url(),
-            "cwd": str(tmp_path),
-            "prompt": prompt,
-            "module": str(RESUME_MODULE),
-            "ticketCommand": ticket_command(secret_file(tmp_path)),
-        }
+        args = module_args(net.url(), tmp_path, prompt)
         async with node_client(args) as node:
             await node.wait_for(lambda: node.chunks() >= LONG // 4, "a quarter of the answer")
             net.reset()
@@ -200,13 +199,7 @@ async def test_node_sdk_resumes_after_a_silent_drop(node_packages: Path, tmp_pat
         serve("--agent", slow_demo(0.02), *keepalive, env=secret_env()) as relay,
         NetCut(relay.port) as net,
     ):
-        args = {
-            "url": net.url(),
-            "cwd": str(tmp_path),
-            "prompt": prompt,
-            "module": str(RESUME_MODULE),
-            "ticketCommand": ticket_command(secret_file(tmp_path)),
-        }
+        args = module_args(net.url(), tmp_path, prompt)
         async with node_client(args) as node:
             await node.wait_for(lambda: node.chunks() >= 20, "20 chunks")
             net.blackhole()
@@ -232,14 +225,7 @@ async def test_node_sdk_message_sent_while_resuming_arrives_once(
         serve("--agent", slow_demo(0.02), env=secret_env()) as relay,
         NetCut(relay.port) as net,
     ):
-        args = {
-            "url": net.url(),
-            "cwd": str(tmp_path),
-            "prompt": prompt,
-            "module": str(RESUME_MODULE),
-            "ticketCommand": ticket_command(secret_file(tmp_path)),
-            "cancelOnResuming": True,
-        }
+        args = module_args(net.url(), tmp_path, prompt) | {"cancelOnResuming": True}
         async with node_client(args) as node:
             await node.wait_for(lambda: node.chunks() >= 20, "20 chunks")
             net.reset()

@@ -1,8 +1,10 @@
-"""Processes on this machine as ``/proc`` shows them: alive, children, open fds, memory, writes."""
+"""Processes on this machine as ``/proc`` shows them: alive, children, open fds, memory, writes;
+and stopping a server a test started."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 
@@ -72,3 +74,13 @@ def bytes_written(pid: int) -> int:
         if entry.startswith("wchar:"):
             return int(entry.split()[1])
     raise AssertionError("no wchar in /proc/PID/io")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it is still running 10 s later; reaped either way."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.support.processes import stop
 from tests.support.sockets import free_port
 from tests.system import require_packages
 
@@ -78,7 +79,7 @@ async def prometheus(job: str, targets: Sequence[str]) -> AsyncIterator[Promethe
             await asyncio.to_thread(_until_ready, proc, server)
             yield server
         finally:
-            await asyncio.to_thread(_stop, proc)
+            await asyncio.to_thread(stop, proc)
 
 
 def _start(home: Path, server: Prometheus) -> subprocess.Popen[bytes]:
@@ -107,12 +108,3 @@ def _until_ready(proc: subprocess.Popen[bytes], server: Prometheus) -> None:
                 return
         assert time.monotonic() < deadline, f"prometheus not ready: {server.log.read_text()}"
         time.sleep(0.1)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
