@@ -32,13 +32,20 @@ from relay.config import OPTIONS, options_table
 from relay.ticket import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
 from tests.support.agents import CHOOSER, STUBBORN, python_agent
-from tests.support.cli import ACP_RELAY, RelayRun, parse_json_lines, run_async, run_cli, serve
-from tests.support.clients import ChunkClient
+from tests.support.cli import (
+    ACP_RELAY,
+    RelayRun,
+    dev_banner,
+    parse_json_lines,
+    run_async,
+    run_cli,
+    serve,
+)
 from tests.support.env import VENV_BIN, clean_env, secret_env
 from tests.support.http import busy
 from tests.support.live import SECRET, make_ticket
 from tests.support.sockets import closed_with, free_port, refused, round_trip
-from tests.support.waiting import until, until_async, until_gone
+from tests.support.waiting import until_async, until_gone
 
 CAT = "cat"
 KILL_GRACE = 0.5
@@ -64,85 +71,6 @@ async def mint_with_cli(*args: str, env: Mapping[str, str]) -> str:
 # -- serve --dev ----------------------------------------------------------------------
 
 
-async def dev_banner(relay: RelayRun) -> tuple[str, str]:
-    """The banner's single-use WebSocket URL and its "More tickets" command."""
-
-    def parse() -> tuple[str, str] | None:
-        text = "\n".join(relay.stdout)
-        url = re.search(r"WebSocket URL \(single use\):\n +(\S+)\n", text)
-        more = re.search(r"More tickets:\n +(.+)\n", text)
-        return (url[1], more[1]) if url and more else None
-
-    return await until(parse, what=lambda: f"a banner on stdout: {relay.stdout}")
-
-
-@pytest.mark.slow
-async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
-    """--dev prints a ws:// URL with a ticket that drives the demo agent once, then gets 401."""
-    import acp
-    from acp.ws.client import create_websocket_stream
-
-    client = ChunkClient()
-    updates = client.chunks
-
-    async with serve("--dev", env=clean_env()) as relay:
-        url, _ = await dev_banner(relay)
-        assert url.startswith(f"ws://127.0.0.1:{relay.port}/acp?ticket=")
-        transport = await create_websocket_stream(url)
-        conn = acp.connect_to_agent(client, transport)  # type: ignore[arg-type]
-        try:
-            async with asyncio.timeout(20):
-                init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-                session = await conn.new_session(cwd="/tmp", mcp_servers=[])
-                reply = await conn.prompt(
-                    session_id=session.session_id, prompt=[acp.text_block("hello from the cli")]
-                )
-        finally:
-            await conn.close()
-        status, body, _ = await refused(url)
-    assert init.agent_info is not None
-    assert init.agent_info.name == "acp-relay-demo"
-    assert reply.stop_reason == "end_turn"
-    assert "".join(u for u in updates if not u.startswith("session started")) == (
-        "hello from the cli"
-    )
-    assert status == 401
-    assert "already used" in body
-
-
-@pytest.mark.slow
-async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
-    """The banner's "More tickets" command, run as printed, prints a URL that connects."""
-    async with serve("--dev", env=clean_env()) as relay:
-        banner_url, more = await dev_banner(relay)
-        setting, *argv = shlex.split(more)
-        assert setting == "ACP_RELAY_TICKET_TTL=28800"  # the --dev relay's, for `ticket`
-        assert argv[:4] == [sys.executable, "-m", "relay", "ticket"]  # how it was started
-        assert argv[argv.index("--url") + 1] == relay.url
-        secret_file = Path(argv[argv.index("--secret-file") + 1])
-        dev_secret = read_secret(secret_file)
-        status, out, err = await run_async(argv, env=clean_env(ACP_RELAY_TICKET_TTL="28800"))
-        assert (status, err) == (0, "")
-        url = out.strip()
-        assert url.startswith(f"{relay.url}?ticket=")
-        async with connect(url) as ws:
-            await ws.send(
-                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
-            )
-            async with asyncio.timeout(10):
-                reply = json.loads(await ws.recv())
-        assert reply["id"] == 1
-        assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo"
-        assert await relay.stop() == 0
-    claims = verify(url.partition("ticket=")[2], [dev_secret], now=time.time(), max_age=28800)
-    assert claims.exp is not None
-    assert claims.exp > time.time() + 28000  # lives as long as the --dev relay accepts it
-    assert not secret_file.parent.exists()  # the throwaway secret goes with the relay
-    stderr = "\n".join(relay.stderr)
-    for needle in (dev_secret, banner_url.partition("ticket=")[2], url.partition("ticket=")[2]):
-        assert needle not in stderr
-
-
 @pytest.mark.parametrize("listen", ["0.0.0.0:0", "[::]:0", "192.0.2.1:0"])
 def test_dev_on_a_non_loopback_address_exits_2_with_the_fix(listen: str) -> None:
     """--dev listening beyond loopback exits 2 before binding, naming --listen and the option
@@ -153,43 +81,6 @@ def test_dev_on_a_non_loopback_address_exits_2_with_the_fix(listen: str) -> None
     assert "--dev listens on loopback only" in message
     assert "--listen 127.0.0.1:PORT" in message
     assert "--dev-allow-remote" in message
-
-
-@pytest.mark.slow
-async def test_dev_banner_names_the_given_secret_file_and_agent(tmp_path: Path) -> None:
-    """With --secret-file and --agent, the --dev banner names both, its More tickets command
-    uses that file, and the console address carries a token that is never logged."""
-    secret_file = write(tmp_path / "secret", SECRET + "\n")
-    args = ("--dev", "--secret-file", secret_file, "--agent", CAT)
-    async with serve(*args, env=clean_env()) as relay:
-        _, more = await dev_banner(relay)
-        text = "\n".join(relay.stdout)
-        assert f"Secret: the first line of {secret_file} (--secret-file)" in text
-        assert "Agent: cat (--agent)" in text
-        assert f"--secret-file {secret_file} " in more
-        token = re.search(r"http://127\.0\.0\.1:\d+/\?token=(\S+)\n", text)
-        assert token, text
-        assert await relay.stop() == 0
-    assert token[1] not in "\n".join(relay.stderr)
-
-
-async def test_dev_banner_says_the_secret_is_throwaway() -> None:
-    """Without --secret-file the --dev banner says the secret is new at each start and how to
-    keep one, and that the agent is the demo agent."""
-    async with serve("--dev", env=clean_env()) as relay:
-        await dev_banner(relay)
-        text = "\n".join(relay.stdout)
-    assert "Secret: a throwaway one, new at each start (--secret-file FILE keeps one)" in text
-    assert "Agent: the built-in demo agent" in text
-
-
-def read_secret(path: Path) -> str:
-    """The only line of a --dev secret file, which only its owner may read."""
-    assert path.stat().st_mode & 0o777 == 0o600
-    lines = path.read_text().splitlines()
-    assert len(lines) == 1
-    assert len(lines[0]) >= 32
-    return lines[0]
 
 
 # -- signals ----------------------------------------------------------------------------

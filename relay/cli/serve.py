@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay.admission import Policy
+from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
 from relay.cli.files import (
     agent_account,
     check_account_reaches,
@@ -61,7 +62,6 @@ from relay.startup import (
     secret_file_warnings,
     secret_warnings,
 )
-from relay.urls import with_ticket
 from relay.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from relay import logs
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
-DEV_TICKET_TTL = 8 * 3600
 SHUTDOWN_MARGIN = 2.0
 # A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -411,70 +410,3 @@ def _url_host(host: str) -> str:
     if host in ("", "0.0.0.0", "::"):
         return "127.0.0.1"
     return bracketed(host)
-
-
-def self_command() -> str:
-    """How to run this acp-relay again: the script's full path, or ``python -m relay``.
-
-    The banner's commands then work without the virtualenv on PATH.
-    """
-    script = Path(sys.argv[0])
-    if script.name == "acp-relay":
-        return shlex.quote(str(script.resolve()))
-    return shlex.join([sys.executable, "-m", "relay"])
-
-
-def dev_secret_source(settings: Settings) -> str:
-    """Which secret signs the --dev tickets, for the banner."""
-    if settings.secret_file:
-        return f"the first line of {settings.secret_file} (--secret-file)"
-    if settings.secret_env:
-        return "ACP_RELAY_SECRET, from the environment"
-    return "a throwaway one, new at each start (--secret-file FILE keeps one)"
-
-
-def dev_agent(settings: Settings, config: RelayConfig) -> str:
-    """Which agent each socket gets, for the banner."""
-    if settings.agent_argv is not None:
-        return f"{shlex.join(config.agent_argv)} (--agent)"
-    return "the built-in demo agent (--agent COMMAND for another)"
-
-
-def print_dev_banner(
-    url: str, secret: str, settings: Settings, config: RelayConfig, scratch: Path
-) -> None:
-    """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
-    console's address carries the run's token."""
-    from relay import devconsole
-    from relay.server import fresh_ticket
-
-    audience = settings.audience
-    if settings.secret_file:
-        secret_file = Path(settings.secret_file)
-    else:
-        secret_file = scratch / "secret"
-        secret_file.write_text(secret + "\n")
-        secret_file.chmod(0o600)
-    browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
-    editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
-    me = self_command()
-    # The relay's ticket lifetime goes in as the relay's setting, as `ticket` reads it.
-    more = (
-        f"ACP_RELAY_TICKET_TTL={DEV_TICKET_TTL} {me} ticket"
-        f" --secret-file {shlex.quote(str(secret_file))}"
-        + ("" if audience is None else f" --audience {shlex.quote(audience)}")
-        + f" --url {url}"
-    )
-    base = "http://" + url.split("/")[2]  # ws://HOST:PORT/path -> http://HOST:PORT
-    console = devconsole.console_url(base, config.console_token)
-    print(
-        "\nacp-relay is running in --dev mode: not for production.\n"
-        f"  Secret: {dev_secret_source(settings)}\n"
-        f"  Agent: {dev_agent(settings, config)}\n"
-        f"  Dev console (a fresh ticket per page load; keep the address to yourself):\n"
-        f"    {console}\n"
-        f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
-        f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} {me} connect {url}\n"
-        f"  More tickets:\n    {more}\n",
-        flush=True,
-    )

@@ -220,3 +220,15 @@ async def serve(
         yield run
     finally:
         await run.cleanup()
+
+
+async def dev_banner(relay: RelayRun) -> tuple[str, str]:
+    """The banner's single-use WebSocket URL and its "More tickets" command."""
+
+    def parse() -> tuple[str, str] | None:
+        text = "\n".join(relay.stdout)
+        url = re.search(r"WebSocket URL \(single use\):\n +(\S+)\n", text)
+        more = re.search(r"More tickets:\n +(.+)\n", text)
+        return (url[1], more[1]) if url and more else None
+
+    return await until(parse, what=lambda: f"a banner on stdout: {relay.stdout}")
