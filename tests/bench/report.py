@@ -206,36 +206,37 @@ def _ms(figures: dict[str, Any], key: str, field: str, digits: int = 1) -> str:
     return "—" if number is None else f"{number:,.{digits}f}"
 
 
+# The rows only the relay has: (title, (key, field) of the left cell, of the right, digits).
+RELAY_ROWS = (
+    ("messages/s, 200 B x64, resume profile off / on",
+     ("resume_off_200B_x64", "rate"), ("resume_on_200B_x64", "rate"), 0),
+    ("round trip p50 ms, 200 B x64, resume profile off / on",
+     ("resume_off_200B_x64", "p50_ms"), ("resume_on_200B_x64", "p50_ms"), 3),
+    ("relay CPU µs per message, 200 B x64, resume profile off / on",
+     ("resume_off_200B_x64", "cpu_us_per_message"),
+     ("resume_on_200B_x64", "cpu_us_per_message"), 1),
+    ("round trip p50 ms, 200 B x1, resume profile off / on",
+     ("resume_off_200B_x1", "p50_ms"), ("resume_on_200B_x1", "p50_ms"), 3),
+    ("network back -> first replayed message ms, p50 / worst",
+     ("resume_gap", "back_to_first_p50_ms"), ("resume_gap", "back_to_first_max_ms"), 1),
+    ("of which connect's backoff wait ms, p50 / worst",
+     ("resume_gap", "backoff_wait_p50_ms"), ("resume_gap", "backoff_wait_max_ms"), 1),
+    ("of which the resume itself ms, p50 / worst",
+     ("resume_gap", "resume_p50_ms"), ("resume_gap", "resume_max_ms"), 1),
+    ("messages/s, 200 B x64, without / with a /metrics scrape loop",
+     ("scrape_off_200B_x64", "rate"), ("scrape_on_200B_x64", "rate"), 0),
+    ("relay CPU µs per message, 200 B x64, without / with the scrape loop",
+     ("scrape_off_200B_x64", "cpu_us_per_message"),
+     ("scrape_on_200B_x64", "cpu_us_per_message"), 1),
+)  # fmt: skip
+
+
 def relay_table(figures: dict[str, Any]) -> list[str]:
     """The figures only the relay has: the resume profile and the /metrics scrape loop."""
     rows = [
-        ("messages/s, 200 B x64, resume profile off / on",
-         _ms(figures, "resume_off_200B_x64", "rate", 0), _ms(figures, "resume_on_200B_x64",
-                                                              "rate", 0)),
-        ("round trip p50 ms, 200 B x64, resume profile off / on",
-         _ms(figures, "resume_off_200B_x64", "p50_ms", 3),
-         _ms(figures, "resume_on_200B_x64", "p50_ms", 3)),
-        ("relay CPU µs per message, 200 B x64, resume profile off / on",
-         _ms(figures, "resume_off_200B_x64", "cpu_us_per_message"),
-         _ms(figures, "resume_on_200B_x64", "cpu_us_per_message")),
-        ("round trip p50 ms, 200 B x1, resume profile off / on",
-         _ms(figures, "resume_off_200B_x1", "p50_ms", 3),
-         _ms(figures, "resume_on_200B_x1", "p50_ms", 3)),
-        ("network back -> first replayed message ms, p50 / worst",
-         _ms(figures, "resume_gap", "back_to_first_p50_ms"),
-         _ms(figures, "resume_gap", "back_to_first_max_ms")),
-        ("of which connect's backoff wait ms, p50 / worst",
-         _ms(figures, "resume_gap", "backoff_wait_p50_ms"),
-         _ms(figures, "resume_gap", "backoff_wait_max_ms")),
-        ("of which the resume itself ms, p50 / worst",
-         _ms(figures, "resume_gap", "resume_p50_ms"), _ms(figures, "resume_gap", "resume_max_ms")),
-        ("messages/s, 200 B x64, without / with a /metrics scrape loop",
-         _ms(figures, "scrape_off_200B_x64", "rate", 0),
-         _ms(figures, "scrape_on_200B_x64", "rate", 0)),
-        ("relay CPU µs per message, 200 B x64, without / with the scrape loop",
-         _ms(figures, "scrape_off_200B_x64", "cpu_us_per_message"),
-         _ms(figures, "scrape_on_200B_x64", "cpu_us_per_message")),
-    ]  # fmt: skip
+        (title, _ms(figures, *left, digits), _ms(figures, *right, digits))
+        for title, left, right, digits in RELAY_ROWS
+    ]
     lines = ["| acp-relay alone | | |", "|---|---|---|"]
     for title, a, b in rows:
         if (a, b) != ("—", "—"):
