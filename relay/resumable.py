@@ -350,24 +350,26 @@ class ResumableConnection(Connection):
             if message is None:
                 continue
             outcome = judge_client_text(message, rewrite)
-            if isinstance(outcome, Forward) and stdin_open and not await writer.write(outcome.line):
-                if writer.peer_lost:
-                    self.observer.peer_lost()
-                    ws.transport.abort()
-                    return "lost while the agent's stdin was full"
-                stdin_open = False
-            if isinstance(outcome, Forward) and not stdin_open:
-                self.observer.client_dropped()
-                continue
-            if isinstance(outcome, Refuse):
+            if isinstance(outcome, Forward):
+                if stdin_open and not await writer.write(outcome.line):
+                    if writer.peer_lost:
+                        self.observer.peer_lost()
+                        ws.transport.abort()
+                        return "lost while the agent's stdin was full"
+                    stdin_open = False
+                if not stdin_open:
+                    self.observer.client_dropped()
+                    continue
+            elif isinstance(outcome, Refuse):
                 self._add_records([outcome.reply])
             self.observer.frame(outcome)
 
     def _take(self, data: bytes) -> bytes | None:
         """The message of a client frame, if it is one the agent has not had; acks applied."""
         frame = parse_frame(data)
-        if frame.ack is not None:
-            self.outbox.acknowledge(frame.ack)
+        ack = frame.ack
+        if ack is not None and ack >= self.outbox.first_seq:  # an older ack changes nothing
+            self.outbox.acknowledge(ack)
             self._room.set()
         if isinstance(frame, Ack):
             return None
@@ -489,13 +491,13 @@ class _Window:
         sender is idle, or the sender is woken (and before a wait for room: what is kept
         must go out for acknowledgements to make room)."""
         connection, outbox = self.connection, self.connection.outbox
-        for frame in frames:
-            if not outbox.has_room():
-                connection._wake.set()
-                while not outbox.has_room():
-                    connection._room.clear()
-                    await connection._room.wait()
-            outbox.add(frame)
+        taken = outbox.take(frames)
+        while taken < len(frames):  # the window filled up: wait for acks to make room
+            connection._wake.set()
+            while not outbox.has_room():
+                connection._room.clear()
+                await connection._room.wait()
+            taken += outbox.take(frames, taken)
         out = connection._outgoing
         if out is None or out.busy:
             connection._wake.set()  # detached, or the sender is at it: it sends these too

@@ -202,6 +202,44 @@ def test_outbox_room_is_bounded_but_one_big_record_fits() -> None:
     assert box.has_room()
 
 
+@pytest.mark.parametrize(
+    ("limit", "kept_before", "lines", "start", "taken", "size_after"),
+    [
+        (100, [], [b"a", b"bb", b"ccc"], 0, 3, 6),  # room for all
+        (100, [], [b"a", b"bb", b"ccc"], 1, 2, 5),  # from start on
+        (4, [], [b"aa", b"bb", b"cc"], 0, 2, 4),  # full after the second
+        (4, [], [b"aaa", b"bb", b"cc"], 0, 2, 5),  # the one that fills it goes in: limit + one
+        (10, [], [b"x" * 50, b"y"], 0, 1, 50),  # one big record fits an empty window
+        (10, [b"x" * 10], [b"y"], 0, 0, 10),  # full: nothing taken
+        (10, [], [], 0, 0, 0),  # nothing to take
+    ],
+)
+def test_outbox_takes_lines_while_there_is_room(
+    limit: int,
+    kept_before: list[bytes],
+    lines: list[bytes],
+    start: int,
+    taken: int,
+    size_after: int,
+) -> None:
+    """take() keeps lines as add() one by one with has_room() before each would."""
+    box, one_by_one = Outbox(limit), Outbox(limit)
+    for line in kept_before:
+        box.add(line)
+        one_by_one.add(line)
+    assert box.take(lines, start) == taken
+    for line in lines[start:]:
+        if not one_by_one.has_room():
+            break
+        one_by_one.add(line)
+    assert (box.size, box.next_seq, box.since(1)) == (
+        one_by_one.size,
+        one_by_one.next_seq,
+        one_by_one.since(1),
+    )
+    assert box.size == size_after
+
+
 def test_outbox_memory_stays_bounded_over_many_acks() -> None:
     """Its list is compacted, so a long stream with steady acks holds only what is unacked."""
     box = Outbox(limit=1 << 20)
