@@ -5,9 +5,10 @@ that vanish, flood without reading or send what they should not; a relay stopped
 load or hit by more sockets than it takes; bad tickets by the thousand, replays, foreign
 pages, slow and oversized handshakes; and nothing leaked over hundreds of connections.
 Each test asserts the outcome a user sees. Faults already covered elsewhere are not
-repeated: tests/test_server.py (TCP reset, heartbeat timeout, 1009, 1007, binary and
-multi-line frames, invalid UTF-8 and over-limit agent lines, stubborn agents, an agent
-that does not read or a client that does not read), tests/test_agent.py and
+repeated: tests/test_server.py (1009, 1007, binary and multi-line frames, invalid UTF-8
+and over-limit agent lines), tests/test_connection.py (TCP reset, heartbeat timeout,
+stubborn agents, an agent that does not read or a client that does not read),
+tests/test_agent.py and
 tests/test_cli.py (signals, refusals). Real processes and sockets on 127.0.0.1 only;
 figures go to stdout (``pytest -s``) and tests/artifacts/reliability.json. The long
 versions are in tests/test_soak.py.
