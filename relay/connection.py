@@ -42,7 +42,14 @@ from relay.ending import (
 from relay.logs import get_logger
 from relay.observer import ConnectionObserver, Peer
 from relay.outcome import judge_client_frame
-from relay.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
+from relay.pump import (
+    Ended,
+    FrameSink,
+    TextFrames,
+    frames_to_lines,
+    lines_to_frames,
+    stall_timeout,
+)
 from relay.relayconfig import RelayConfig
 from relay.rewrite import SessionRewriter
 from relay.stats import RelayStats
@@ -193,7 +200,7 @@ class Connection:
             to_agent.cancel()
             to_client.cancel()
             await asyncio.gather(to_agent, to_client, return_exceptions=True)
-            await _bounded(stderr, self.config.kill_grace)
+            await bounded_wait(stderr, self.config.kill_grace)
             agent.release()
 
     async def _client_to_agent(self, agent: AgentProcess, attachment: Attachment) -> None:
@@ -207,23 +214,28 @@ class Connection:
                     self.observer.client_dropped()
 
     async def _agent_to_client(self, agent: AgentProcess, attachment: Attachment) -> None:
+        frames = TextFrames(attachment.ws, self.stall_timeout, self.observer.send_stalled)
+        with suppress(ConnectionClosed):
+            await self._agent_lines(agent, frames)
+        # Socket gone or stdout closed: keep draining so the agent never blocks on a full pipe.
+        while await agent.stdout.read(STDOUT_DRAIN_CHUNK):
+            pass
+
+    async def _agent_lines(self, agent: AgentProcess, sink: FrameSink) -> None:
+        """The agent's stdout, line by line, into ``sink`` until it ends (``stdout_eof``)
+        or the sink fails; ``stdout_done`` either way."""
         inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
         try:
             await lines_to_frames(
                 self.agent_stdout.watch(agent.stdout),
-                TextFrames(attachment.ws, self.stall_timeout, self.observer.send_stalled),
+                sink,
                 max_bytes=self.config.max_message_bytes,
                 observer=self.observer,
                 inspect=inspect,
             )
             self.stdout_eof.set()
-        except ConnectionClosed:
-            pass
         finally:
             self.stdout_done.set()
-        # Socket gone or stdout closed: keep draining so the agent never blocks on a full pipe.
-        while await agent.stdout.read(STDOUT_DRAIN_CHUNK):
-            pass
 
     async def _supervise(
         self,
@@ -235,7 +247,7 @@ class Connection:
         exited = asyncio.create_task(agent.wait())
         closed = asyncio.create_task(attachment.ws.wait_closed())
         eof = asyncio.create_task(self.stdout_eof.wait())
-        crashed = asyncio.create_task(_first_failure(pumps))
+        crashed = asyncio.create_task(first_failure(pumps))
         watched = {exited, closed, eof, crashed}
         waited = False
         try:
@@ -378,7 +390,7 @@ class IdleClock:
         return 0.0 if self._since is None else time.monotonic() - self._since
 
 
-async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
+async def first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
     """The exception of the first of ``tasks`` to fail; waits for ever if none does."""
     pending = set(tasks)
     while pending:
@@ -391,7 +403,7 @@ async def _first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
     raise AssertionError("unreachable")
 
 
-async def _bounded(task: asyncio.Task[None], seconds: float) -> None:
+async def bounded_wait(task: asyncio.Task[None], seconds: float) -> None:
     try:
         await asyncio.wait_for(task, max(seconds, 0.1))
     except Exception:  # TimeoutError included

@@ -237,7 +237,7 @@ async def frames_to_lines(
     nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
     """
     waiting = frames_waiting(ws)
-    lines = LineWriter(writer, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None)
+    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
     while True:
         if waiting is not None and lines.batch_open and not waiting():
             lines.flush()  # nothing more is received yet: the batch ends before recv() waits
@@ -274,7 +274,7 @@ def frames_waiting(ws: Connection) -> Callable[[], int] | None:
     return length if callable(length) else None
 
 
-class _PeerWatch:
+class PeerWatch:
     """Whether the socket's peer is gone, asked while a full pipe stalls the socket's reading.
 
     It also sends a ping at each check of a stall's first ``PROBE_EARLY_SECONDS``, then

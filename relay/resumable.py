@@ -28,11 +28,11 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 
 from relay.agent import AgentProcess, drain_stderr
-from relay.connection import Attachment, Connection, RelayContext, _bounded, _first_failure
+from relay.connection import Attachment, Connection, RelayContext, bounded_wait, first_failure
 from relay.ending import Detach, End, Happened, Wait, what_happened
 from relay.outcome import Forward, Refuse, Skip, judge_client_text
 from relay.pipewriter import LineWriter
-from relay.pump import TextFrames, _PeerWatch, frames_waiting, lines_to_frames
+from relay.pump import PeerWatch, TextFrames, frames_waiting
 from relay.relayconfig import RelayConfig
 from relay.resume import (
     NO_CONNECTION,
@@ -163,28 +163,17 @@ class ResumableConnection(Connection):
         finally:
             feeder.cancel()
             await asyncio.gather(feeder, return_exceptions=True)
-            await _bounded(stderr, self.config.kill_grace)
+            await bounded_wait(stderr, self.config.kill_grace)
             agent.release()
 
     async def _read_agent(self, agent: AgentProcess) -> None:
         """Agent lines into the window, until stdout ends; waits while the window is full."""
-        inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
-        try:
-            await lines_to_frames(
-                self.agent_stdout.watch(agent.stdout),
-                _Window(self),
-                max_bytes=self.config.max_message_bytes,
-                observer=self.observer,
-                inspect=inspect,
-            )
-            self.stdout_eof.set()
-        finally:
-            self.stdout_done.set()
+        await self._agent_lines(agent, _Window(self))
 
     async def _supervise_resumable(self, agent: AgentProcess, feeder: asyncio.Task[None]) -> None:
         exited = asyncio.create_task(agent.wait())
         eof = asyncio.create_task(self.stdout_eof.wait())
-        crashed = asyncio.create_task(_first_failure([feeder]))
+        crashed = asyncio.create_task(first_failure([feeder]))
         watched: set[asyncio.Future[Any]] = {exited, eof, crashed}
         waited = exit_seen_detached = stdout_handled = False
         try:
@@ -325,7 +314,7 @@ class ResumableConnection(Connection):
         assert self.agent is not None
         waiting = frames_waiting(ws)
         writer = LineWriter(
-            self.agent.stdin, peer_gone=_PeerWatch(ws), caller_flushes=waiting is not None
+            self.agent.stdin, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None
         )
         stdin_open = True
         rewrite = self._rewrite
