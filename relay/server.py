@@ -187,27 +187,36 @@ class Relay:
         duplicate = duplicated(headers)
         if duplicate is not None:
             return self._refuse(ws, duplicate)
-        if self.console is not None and path in devconsole.PATHS and not _is_upgrade(request):
-            return self._console(request, path, self.console)
-        if path == webassets.MODULE_PATH and not _is_upgrade(request):
-            origin = request.headers.get("Origin")
-            return webassets.module_response(origin, self.config.policy.allow_origins)
-        if path == "/healthz" and not _is_upgrade(request):
-            return text_response(200, "ok\n")
-        if path == "/busy" and not _is_upgrade(request):
-            return json_response(200, self.busy_report())
-        if path == METRICS_PATH and not _is_upgrade(request):
-            body, content_type = self.exposition.render()
-            return response(200, body, content_type, ())
+        upgrade = _is_upgrade(request)
+        if not upgrade and (plain := self._plain_get(request, path)) is not None:
+            return plain
         if path != self.config.path:
             reason = f"not found: the ACP endpoint is {self.config.path}"
-            if _is_upgrade(request):
+            if upgrade:
                 return self._refuse(ws, Refusal(404, reason, kind="path"))
             return text_response(404, reason + "\n")
         shape = check_upgrade(headers, speaks=self._speaks())
         if isinstance(shape, Refusal):
             return self._refuse(ws, shape)
         return self._admit(ws, request, shape)
+
+    def _plain_get(self, request: Request, path: str) -> Response | None:
+        """The answer to a request that is no WebSocket upgrade, on a path the relay serves
+        besides the ACP endpoint (the console, the browser module, /healthz, /busy,
+        /metrics); None for any other path."""
+        if self.console is not None and path in devconsole.PATHS:
+            return self._console(request, path, self.console)
+        if path == webassets.MODULE_PATH:
+            origin = request.headers.get("Origin")
+            return webassets.module_response(origin, self.config.policy.allow_origins)
+        if path == "/healthz":
+            return text_response(200, "ok\n")
+        if path == "/busy":
+            return json_response(200, self.busy_report())
+        if path == METRICS_PATH:
+            body, content_type = self.exposition.render()
+            return response(200, body, content_type, ())
+        return None
 
     def _speaks(self) -> tuple[str, ...]:
         """The subprotocols the relay selects, in order of preference."""
