@@ -116,12 +116,18 @@ def test_program_problem_finds_programs_as_exec_does(
 
 
 def test_check_agent_program_uses_the_agents_path(tmp_path: Path) -> None:
-    """The agent's own PATH decides; without one, the system's default path."""
+    """The agent's own PATH decides, and the file found is the one exec will run; without
+    a PATH, the system's default path."""
     program = tmp_path / "my-agent"
     program.write_text("#!/bin/sh\n")
     program.chmod(0o755)
-    check_agent_program(["my-agent"], {"PATH": str(tmp_path)}, str(tmp_path))
-    check_agent_program(["sh", "-c", "true"], {}, str(tmp_path))  # os.defpath has /bin
+    other = tmp_path / "later"
+    other.mkdir()
+    (other / "my-agent").write_text("#!/bin/sh\n")
+    (other / "my-agent").chmod(0o755)
+    path = f"/nowhere:{tmp_path}:{other}"
+    assert check_agent_program(["my-agent"], {"PATH": path}, str(tmp_path)) == str(program)
+    assert check_agent_program(["sh", "-c", "true"], {}, str(tmp_path)).endswith("/sh")
     with pytest.raises(UsageError, match=r"^--agent: program 'my-agent' not found on PATH"):
         check_agent_program(["my-agent"], {"PATH": "/nowhere"}, str(tmp_path))
 

@@ -78,14 +78,17 @@ def check_workspace(path: str) -> None:
         raise UsageError(f"--workspace {path} cannot be entered by this user (no x permission)")
 
 
-def check_agent_program(argv: Sequence[str], env: Mapping[str, str], workspace: str) -> None:
-    """A UsageError unless the agent's program can be run: found on the agent's ``PATH``
-    (``env``'s), or, for a path, there; a relative path is taken against ``workspace``,
-    where the agent starts."""
+def check_agent_program(argv: Sequence[str], env: Mapping[str, str], workspace: str) -> str:
+    """The file exec will run for the agent's program; a UsageError unless there is one:
+    found on the agent's ``PATH`` (``env``'s), or, for a path, there; a relative path is
+    taken against ``workspace``, where the agent starts."""
     search_path = env.get("PATH", os.defpath)
-    problem = program_problem(argv[0], search_path, workspace, kind_of)
+    candidates = program_candidates(argv[0], search_path, workspace)
+    kinds = {path: kind_of(path) for path in candidates}
+    problem = program_problem(argv[0], search_path, workspace, kinds.__getitem__)
     if problem is not None:
         raise UsageError(f"--agent: {problem}")
+    return next(path for path, kind in kinds.items() if kind == "executable")
 
 
 def program_problem(
@@ -217,12 +220,3 @@ def first_blocked(path: str, account: Account) -> str | None:
             if not may_search(info.st_mode, info.st_uid, info.st_gid, account.uid, groups):
                 return here
     return None
-
-
-def found_program(argv: Sequence[str], env: Mapping[str, str], workspace: str) -> str:
-    """The file exec will run for ``argv[0]`` (after :func:`check_agent_program`)."""
-    search_path = env.get("PATH", os.defpath)
-    for path in program_candidates(argv[0], search_path, workspace):
-        if kind_of(path) == "executable":
-            return path
-    return argv[0]

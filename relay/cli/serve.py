@@ -35,7 +35,6 @@ from relay.cli.files import (
     check_agent_program,
     check_workspace,
     demo_sdk_installed,
-    found_program,
     load_secrets,
     private_directory,
     read_named,
@@ -216,10 +215,9 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
     account = agent_account(settings.agent_user, settings.agent_group)
     extra_env = () if account is None else account.environment()
     agent_env = agent_environment(env, (*extra_env, *settings.agent_env))
-    check_agent_program(argv, agent_env, settings.workspace)
+    program = check_agent_program(argv, agent_env, settings.workspace)
     check_workspace(settings.workspace)
     if account is not None:
-        program = found_program(argv, agent_env, settings.workspace)
         check_account_reaches(account, settings.workspace, program)
     ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
     policy = Policy(
