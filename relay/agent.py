@@ -324,5 +324,10 @@ async def drain_stderr(stream: asyncio.StreamReader, on_line: Callable[[str], No
 
 def _stderr_text(line: Line) -> str:
     if isinstance(line, Dropped):
-        return f"[{line.size} bytes, over {STDERR_LINE_BYTES}: not shown]"
+        return stderr_line_not_shown(line.size)
     return line.decode("utf-8", "replace")
+
+
+def stderr_line_not_shown(size: int) -> str:
+    """What is logged for a stderr line over ``STDERR_LINE_BYTES``: its size only."""
+    return f"[{size} bytes, over {STDERR_LINE_BYTES}: not shown]"

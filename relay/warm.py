@@ -23,7 +23,13 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from relay.agent import STDERR_LINE_BYTES, AgentProcess, AgentStartError, Guard
+from relay.agent import (
+    STDERR_LINE_BYTES,
+    AgentProcess,
+    AgentStartError,
+    Guard,
+    stderr_line_not_shown,
+)
 from relay.connection import launch_agent
 from relay.logs import Logger, get_logger
 from relay.relayconfig import RelayConfig
@@ -288,5 +294,5 @@ async def read_stderr_lines(stream: asyncio.StreamReader, on_line: Callable[[str
 def _text(line: bytes, overlong: int) -> str:
     """The line as text; by its size only when over the cap (or its start was dropped)."""
     if overlong or len(line) > STDERR_LINE_BYTES:
-        return f"[{overlong + len(line)} bytes, over {STDERR_LINE_BYTES}: not shown]"
+        return stderr_line_not_shown(overlong + len(line))
     return line.decode("utf-8", "replace")
