@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 import uvloop
 
-from relay import logs
+from relay.observe import logs
 
 pytest_plugins = ["tests.support.audit"]  # the log audit's fixtures: audit, audit_figures
 

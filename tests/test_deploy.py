@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.config import resolve, unknown_env_names
+from relay.config.settings import resolve, unknown_env_names
 from tests.support.agents import ECHO_AGENT
 from tests.support.cli import RelayRun, parse_json_lines, serve
 from tests.support.env import VENV_BIN, clean_env, secret_env

@@ -5,11 +5,11 @@ that vanish, flood without reading or send what they should not; a relay stopped
 load or hit by more sockets than it takes; bad tickets by the thousand, replays, foreign
 pages, slow and oversized handshakes; and nothing leaked over hundreds of connections.
 Each test asserts the outcome a user sees. Faults already covered elsewhere are not
-repeated: tests/test_server.py (1009, 1007, binary and multi-line frames, invalid UTF-8
-and over-limit agent lines), tests/test_connection.py (TCP reset, heartbeat timeout,
+repeated: tests/serve/test_server.py (1009, 1007, binary and multi-line frames, invalid UTF-8
+and over-limit agent lines), tests/connections/test_connection.py (TCP reset, heartbeat timeout,
 stubborn agents, an agent that does not read or a client that does not read),
-tests/test_agent.py and
-tests/test_cli.py (signals, refusals). Real processes and sockets on 127.0.0.1 only;
+tests/connections/test_agent.py and
+tests/cli/test_commands.py (signals, refusals). Real processes and sockets on 127.0.0.1 only;
 figures go to stdout (``pytest -s``) and tests/artifacts/reliability.json. The long
 versions are in tests/test_soak.py.
 """
@@ -31,10 +31,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from relay.mcp import McpPolicy
-from relay.paths import CwdPolicy
-from relay.pipewriter import PEER_CHECK_SECONDS
-from relay.rewrite import RewritePolicy
+from relay.acp.mcp import McpPolicy
+from relay.acp.paths import CwdPolicy
+from relay.acp.rewrite import RewritePolicy
+from relay.streams.pipewriter import PEER_CHECK_SECONDS
 from tests.support.agents import CRASH_MID_LINE, python_agent
 from tests.support.audit import LogAudit
 from tests.support.figures import elapsed_ms, record

@@ -28,7 +28,7 @@ from yamllint import linter
 from yamllint.config import YamlLintConfig
 
 from relay.cli.serve import SHUTDOWN_MARGIN
-from relay.config import resolve, unknown_env_names
+from relay.config.settings import resolve, unknown_env_names
 from tests.support.processes import stop
 from tests.support.sockets import free_port
 from tests.system import require_packages

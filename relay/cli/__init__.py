@@ -2,10 +2,11 @@
 
 The I/O edge of configuration: each command's module (:mod:`relay.cli.serve`,
 :mod:`relay.cli.ticket`, :mod:`relay.cli.connect`) reads the environment and the files
-its flags name, hands them to the pure :mod:`relay.config`, then runs. Every command's
-flags are :class:`relay.config.Option` rows with the defaults of :mod:`relay.defaults`.
+its flags name, hands them to the pure :mod:`relay.config.settings`, then runs. Every command's
+flags are :class:`relay.config.options.Option` rows with the defaults of
+:mod:`relay.config.defaults`.
 Diagnostics go to stderr; stdout only carries what a command is asked to print. A
-:class:`relay.errors.UsageError` is one line on stderr and exit status 2.
+:class:`relay.config.errors.UsageError` is one line on stderr and exit status 2.
 
 Only the module of the command being run is imported: ``serve`` does not load
 ``connect``'s TLS and stdio code, nor ``connect`` the server's (both are on the
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 from relay import __version__
-from relay.errors import UsageError
+from relay.config.errors import UsageError
 
 __all__ = ["build_parser", "main"]
 

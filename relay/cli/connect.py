@@ -1,6 +1,6 @@
 """``acp-relay connect``: the editor's side, stdin and stdout bridged to a relay's WebSocket.
 
-Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.bridge.BridgeConfig`
+Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.connect.bridge.BridgeConfig`
 (checked here, so a mistake is one line and exit status 2), then runs the bridge.
 """
 
@@ -15,13 +15,14 @@ from urllib.parse import urlsplit
 
 import uvloop
 
-from relay import convert, defaults, logs
-from relay.bridge import BridgeConfig, run_bridge
-from relay.errors import UsageError
-from relay.options import Option, add_options
-from relay.redact import register_secret
-from relay.ticketsource import TicketSource
-from relay.urls import ticket_in, without_ticket
+from relay.config import convert, defaults
+from relay.config.errors import UsageError
+from relay.config.options import Option, add_options
+from relay.connect.bridge import BridgeConfig, run_bridge
+from relay.connect.ticketsource import TicketSource
+from relay.core.ticketurls import ticket_in, without_ticket
+from relay.observe import logs
+from relay.observe.redaction import register_secret
 
 TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")

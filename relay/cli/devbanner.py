@@ -9,9 +9,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from relay.config import Settings
-from relay.relayconfig import RelayConfig
-from relay.urls import with_ticket
+from relay.config.resolved import RelayConfig
+from relay.config.settings import Settings
+from relay.core.ticketurls import with_ticket
 
 DEV_TICKET_TTL = 8 * 3600  # --dev tickets: a working day
 
@@ -48,8 +48,8 @@ def print_dev_banner(
 ) -> None:
     """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
     console's address carries the run's token."""
-    from relay import devconsole
-    from relay.server import fresh_ticket
+    from relay.serve import devconsole
+    from relay.serve.server import fresh_ticket
 
     audience = settings.audience
     if settings.secret_file:

@@ -1,10 +1,10 @@
 """``acp-relay serve``: resolve the settings, then run the relay under uvloop until a signal.
 
 Reads the environment, the config file, the secret file and the MCP servers file, hands
-them to the pure :mod:`relay.config`, and builds the server's
-:class:`relay.server.RelayConfig` from the result.
+them to the pure :mod:`relay.config.settings`, and builds the server's
+:class:`relay.serve.server.RelayConfig` from the result.
 
-The listening socket is bound (:mod:`relay.listener`) as soon as the settings are
+The listening socket is bound (:mod:`relay.serve.listener`) as soon as the settings are
 checked, before the server's modules (websockets, structlog, the connection code) are
 imported: a client that connects meanwhile waits in the backlog and is answered once
 the server runs.
@@ -27,9 +27,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from relay.admission import Policy
+from relay.acp.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
+from relay.acp.paths import CwdPolicy, describe_rules
+from relay.acp.rewrite import RewritePolicy
 from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
-from relay.cli.files import (
+from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
     check_agent_program,
@@ -39,7 +41,10 @@ from relay.cli.files import (
     private_directory,
     read_named,
 )
-from relay.config import (
+from relay.config.errors import UsageError
+from relay.config.origins import bracketed
+from relay.config.resolved import RelayConfig
+from relay.config.settings import (
     SECRET_ENV,
     Settings,
     add_serve_arguments,
@@ -47,27 +52,22 @@ from relay.config import (
     config_file_path,
     resolve,
 )
-from relay.errors import UsageError
-from relay.listener import bind_early, cannot_listen
-from relay.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
-from relay.origins import bracketed
-from relay.paths import CwdPolicy, describe_rules
-from relay.redact import register_secret
-from relay.relayconfig import RelayConfig
-from relay.rewrite import RewritePolicy
-from relay.startup import (
+from relay.config.startupchecks import (
     StartupWarning,
     environment_warnings,
     secret_file_warnings,
     secret_warnings,
 )
-from relay.watchdog import Watchdog
+from relay.connections.watchdog import Watchdog
+from relay.core.admission import Policy
+from relay.observe.redaction import register_secret
+from relay.serve.listener import bind_early, cannot_listen
 
 if TYPE_CHECKING:
     import asyncio
     import socket
 
-    from relay import logs
+    from relay.observe import logs
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 SHUTDOWN_MARGIN = 2.0
@@ -80,7 +80,8 @@ OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is un
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``serve`` subcommand: ``--config`` and every option of :mod:`relay.config`."""
+    """Add the ``serve`` subcommand: ``--config`` and every option of
+    :mod:`relay.config.settings`."""
     parser = commands.add_parser(
         "serve",
         help="accept WebSockets and run one agent per socket",
@@ -122,10 +123,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def launch_watchdog(grace: float) -> Watchdog:
-    """The agents' watchdog (:mod:`relay.watchdog`), launched; :func:`run_relay` waits for it."""
+    """The agents' watchdog (:mod:`relay.connections.watchdog`), launched; :func:`run_relay` waits
+    for it."""
 
     def lost() -> None:
-        from relay import logs
+        from relay.observe import logs
 
         logs.get_logger("relay").error(WATCHDOG_LOST)
 
@@ -136,8 +138,8 @@ def launch_watchdog(grace: float) -> Watchdog:
 
 
 def new_console_token() -> str:
-    """A fresh per-run token for the dev console's address (see :mod:`relay.devconsole`)."""
-    from relay import devconsole
+    """A fresh per-run token for the dev console's address (see :mod:`relay.serve.devconsole`)."""
+    from relay.serve import devconsole
 
     return devconsole.new_token(os.urandom(devconsole.TOKEN_BYTES))
 
@@ -153,7 +155,7 @@ def keep_memory_private() -> bool:
 
 
 def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settings:
-    """Flags, environment and config file, merged by :func:`relay.config.resolve`."""
+    """Flags, environment and config file, merged by :func:`relay.config.settings.resolve`."""
     flags = {k: v for k, v in flags.items() if k not in ("func", "command")}
     path = config_file_path(flags, env)
     text = read_named(path, "--config") if path else None
@@ -176,7 +178,7 @@ def read_secrets(settings: Settings, warnings: list[StartupWarning]) -> tuple[st
 
 def warn(settings: Settings, warnings: Sequence[StartupWarning]) -> None:
     """Set up the logs, then log each start-up warning, once."""
-    from relay import logs
+    from relay.observe import logs
 
     logs.configure(settings.log_level, settings.log_format)
     log = logs.get_logger("relay")
@@ -206,7 +208,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
     """The server's configuration, once the agent's program and workspace are checked;
     the agent defaults to the demo agent under --dev."""
     if settings.dev:
-        from relay import devconsole
+        from relay.serve import devconsole
 
         remote = devconsole.remote_dev_refusal(settings.host, settings.dev_allow_remote)
         if remote is not None:
@@ -279,7 +281,7 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
 
     Failed accepts (out of file descriptors, say) come this way, as many as connections try.
     """
-    from relay.httpedge import RateLimitedLog
+    from relay.serve.httpedge import RateLimitedLog
 
     limited = RateLimitedLog(log)
 
@@ -331,7 +333,8 @@ async def run_relay(
     """Serve (on ``listening`` if bound already) until SIGTERM, SIGINT or SIGHUP, then shut
     down within kill-grace + 2 s.
 
-    The agents' watchdog (:mod:`relay.watchdog`, launched by :func:`run`) runs alongside:
+    The agents' watchdog (:mod:`relay.connections.watchdog`, launched by :func:`run`) runs
+    alongside:
     should this process die without shutting down (SIGKILL, a crash), it stops the agents.
     """
     try:
@@ -352,8 +355,8 @@ async def serve_with(
     """The relay's life, from listening to every agent stopped."""
     import asyncio
 
-    from relay import logs
-    from relay.server import Relay
+    from relay.observe import logs
+    from relay.serve.server import Relay
 
     relay = Relay(config, guard=watchdog)
     stop = asyncio.Event()

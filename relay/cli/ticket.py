@@ -15,9 +15,9 @@ import os
 import sys
 from dataclasses import replace
 
-from relay import convert
-from relay.cli.files import load_secrets, read_named
-from relay.config import (
+from relay.cli.preflight import load_secrets, read_named
+from relay.config import convert
+from relay.config.settings import (
     CONFIG_ENV,
     SECRET_ENV,
     Option,
@@ -26,8 +26,8 @@ from relay.config import (
     option_named,
     resolve_some,
 )
-from relay.server import fresh_ticket
-from relay.urls import with_ticket
+from relay.core.ticketurls import with_ticket
+from relay.serve.server import fresh_ticket
 
 SECRET_FILE = option_named("secret-file")  # serve's: the flag, else ACP_RELAY_SECRET_FILE
 AUDIENCE = replace(

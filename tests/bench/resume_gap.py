@@ -1,6 +1,6 @@
 """Resume time (issue 12): from the network coming back to the first replayed message.
 
-``acp-relay connect`` (its reconnect, :mod:`relay.reconnect`) talks to a relay running
+``acp-relay connect`` (its reconnect, :mod:`relay.connect.resuming`) talks to a relay running
 the streaming agent through a TCP proxy that can cut (:mod:`tests.support.netcut`). Each
 trial:
 
@@ -37,7 +37,8 @@ OUTAGE = 1.0  # seconds the network stays down
 UPDATES = 50  # notifications in each answer
 TICKETS = shlex.join([
     sys.executable, "-c",
-    f"from relay.server import fresh_ticket; print(fresh_ticket({SECRET!r}, subject='bench'))",
+    "from relay.serve.server import fresh_ticket; "
+        f"print(fresh_ticket({SECRET!r}, subject='bench'))",
 ])  # fmt: skip
 CONNECT_ARGS = ("--ticket-command", TICKETS, "--ping-interval", "1", "--ping-timeout", "1")
 

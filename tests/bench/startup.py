@@ -17,7 +17,7 @@ or through :func:`measure` from the main runner. Three measurements, loopback on
 - **Exec to listening**: from the exec of the server to its port taking a TCP connection,
   and to its first HTTP answer on that connection (``GET /healthz``; websocketd's answer
   to ``GET /``), for acp-relay and websocketd. ``serve`` binds its port before it loads
-  the server (relay/listener.py): a client that connects in between is answered once the
+  the server (relay/serve/listener.py): a client that connects in between is answered once the
   server runs; both figures say how long that is.
 - **connect's first byte**: from the exec of ``acp-relay connect`` to the first byte of
   its upgrade request reaching a listening socket.
@@ -47,7 +47,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 import relay
-from relay.server import fresh_ticket
+from relay.serve.server import fresh_ticket
 from tests.bench.peers import SECRET, prepare, running, wait_for_port, websocketd
 from tests.bench.report import RELAY, Check, Row
 from tests.support.agents import SLOW_START

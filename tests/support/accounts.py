@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from relay.account import Account
-from relay.cli.files import first_blocked
+from relay.cli.preflight import first_blocked
+from relay.config.account import Account
 
 NOBODY = Account("nobody", 65534, 65534, (65534,), "/nonexistent")
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -64,14 +64,14 @@ class LogAudit:
 def captured_relay_logs(into: io.StringIO) -> Iterator[None]:
     """Copy every log line of this process into ``into``, formatted and redacted as on stderr.
 
-    Uses the formatter of the handler :func:`relay.logs.configure` installed, so the lines
+    Uses the formatter of the handler :func:`relay.observe.logs.configure` installed, so the lines
     are exactly what the relay would print.
     """
     root = logging.getLogger()
     ours = [
         h for h in root.handlers if isinstance(h.formatter, structlog.stdlib.ProcessorFormatter)
     ]
-    assert ours, "relay.logs.configure has not run"
+    assert ours, "relay.observe.logs.configure has not run"
     handler = logging.StreamHandler(into)
     handler.setFormatter(ours[0].formatter)
     root.addHandler(handler)

@@ -1,7 +1,8 @@
 """Rewrite the generated option tables of docs/configuration.md from the option tables in code.
 
 Run after adding or changing an option: ``.venv/bin/python -m tests.support.config_docs``.
-tests/test_config.py and tests/test_cli.py fail while the page and the code disagree.
+tests/config/test_settings.py and tests/cli/test_commands.py fail while the page and the code
+disagree.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
-from relay.config import OPTIONS, Option, options_table
+from relay.config.settings import OPTIONS, Option, options_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"
 TABLES: dict[str, tuple[Option, ...]] = {

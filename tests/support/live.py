@@ -9,8 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from relay.admission import Policy
-from relay.defaults import (
+from relay.config.defaults import (
     MAX_CONNECTIONS,
     MAX_MESSAGE_BYTES,
     OPEN_TIMEOUT,
@@ -18,7 +17,8 @@ from relay.defaults import (
     PING_TIMEOUT,
     TICKET_TTL,
 )
-from relay.server import Relay, RelayConfig, fresh_ticket
+from relay.core.admission import Policy
+from relay.serve.server import Relay, RelayConfig, fresh_ticket
 from tests.support.agents import ECHO_AGENT
 from tests.support.waiting import until
 

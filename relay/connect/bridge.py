@@ -1,0 +1,342 @@
+"""``acp-relay connect``'s bridge: one editor's stdio and one relay WebSocket, both ways.
+
+An editor launches ``acp-relay connect URL`` as if it were the agent. Each stdin line
+goes to the relay as one text frame and each frame comes back as one stdout line,
+through the pumps ``serve`` uses (:mod:`relay.streams.pump`), with the same limits and
+backpressure. Stdin is read only once the socket is open, so whatever the editor writes
+early waits in its pipe. When the connection cannot be made or ends, every request the
+editor has in flight (:mod:`relay.core.inflight`), and every later one, is answered with the
+JSON-RPC error of :mod:`relay.core.editorerrors`, until the editor closes stdin. Stdout carries
+protocol lines only; diagnostics go to stderr through :mod:`relay.observe.logs`, and the ticket
+(:mod:`relay.connect.ticketsource`) never appears in them. The stdio itself is
+:mod:`relay.connect.editorstdio`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Coroutine, Sequence
+from contextlib import suppress
+from typing import Any, TypeVar
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from relay.connect.dialing import (
+    CLOSE_TIMEOUT,
+    BridgeConfig,
+    close_failure,
+    connect_failure,
+    open_socket,
+)
+from relay.connect.editorstdio import editor_stdio
+from relay.connect.resuming import SUBPROTOCOLS, ResumingLink, start_profile
+from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
+from relay.core.editorerrors import Failure, cannot_connect, closing_unanswered
+from relay.core.inflight import InFlight, request_id
+from relay.core.outcome import Forward, Outcome, judge_frame
+from relay.core.profile import ProfileError
+from relay.observe import logs
+from relay.observe.logs import Logger
+from relay.observe.observer import Counters, PumpObserver
+from relay.observe.redaction import register_secret
+from relay.streams.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
+
+__all__ = ["Bridge", "BridgeConfig", "run_bridge"]
+
+T = TypeVar("T")
+ANSWER_WAIT_SECONDS = 10.0  # after stdin ends, how long connect waits for answers owed
+ONE_OFF_TICKET = (
+    "the connection was lost and cannot be resumed: the ticket is a one-off value "
+    "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
+    "one; give --ticket-command or --ticket-file to resume"
+)
+
+
+# -- the bridge -----------------------------------------------------------------------
+
+
+class Bridge:
+    """One editor's stdio and one relay socket, from the connect to the editor's EOF."""
+
+    def __init__(
+        self, config: BridgeConfig, stdin: asyncio.StreamReader, stdout: asyncio.StreamWriter
+    ) -> None:
+        self.config = config
+        self.stdin = stdin
+        self.stdout = stdout
+        self.in_flight = InFlight()
+        self.failure: Failure | None = None
+        self.ws: ClientConnection | None = None
+        self.ticket: str | None = None
+        self.up = Counters()  # editor -> relay (including lines answered here)
+        self.down = Counters()  # relay -> editor
+        self.answered = 0  # editor requests answered here with the failure
+        self.log: Logger = logs.get_logger("relay.connect", url=config.url)
+        self.answers_settled = asyncio.Event()  # set when no editor request awaits an answer
+        self.observer = _RelayObserver(self)
+        self._sender: TextFrames | None = None
+        self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
+        self._untracked = False
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Connect, then carry lines until the editor closes stdin or ``stop``; exit status."""
+        started = time.monotonic()
+        status = 0
+        if await _unless_stopped(self._connect(), stop):
+            status = await self._serve_editor(stop)
+        self.log.info(
+            "connect finished",
+            exit_status=status,
+            messages_from_editor=self.up.messages,
+            bytes_from_editor=self.up.bytes,
+            dropped_from_editor=self.up.dropped,
+            messages_to_editor=self.down.messages,
+            bytes_to_editor=self.down.bytes,
+            answered_with_error=self.answered,
+            duration=round(time.monotonic() - started, 3),
+        )
+        return status
+
+    async def _connect(self) -> None:
+        try:
+            self.ticket = await fetch_ticket(self.config.ticket)
+        except TicketUnavailable as exc:
+            await self.fail(cannot_connect(self.config.url, "ticket", str(exc)))
+            return
+        self.ticket_fetched(self.ticket)
+        self.log.info("connecting", ticket_in=self.config.ticket_in)
+        try:
+            if self.config.resume and self.config.ticket.value is None:
+                await self._open_resumable(self.ticket)
+            else:
+                self.ws = await open_socket(self.config, self.ticket)
+        except (InvalidHandshake, OSError) as exc:
+            await self.fail(connect_failure(exc, self.config))
+            return
+        except (ConnectionClosed, ProfileError, TimeoutError) as exc:
+            await self.fail(cannot_connect(self.config.url, "handshake", _why(exc)))
+            return
+        assert self.ws is not None
+        response = self.ws.response
+        connection_id = response.headers.get("Acp-Connection-Id") if response else None
+        self.log.info("connected", connection_id=connection_id)
+
+    async def _open_resumable(self, ticket: str) -> None:
+        """Open offering the resume profile; carry on plain if the relay selects acp.v1."""
+        ws = self.ws = await open_socket(self.config, ticket, SUBPROTOCOLS)
+        if ws.subprotocol != SUBPROTOCOLS[0]:
+            self.log.info("the relay does not offer resuming", subprotocol=ws.subprotocol)
+            return
+        async with asyncio.timeout(self.config.open_timeout):
+            welcome = await start_profile(ws, {"type": "open"})
+        self.link = ResumingLink(self, ws, welcome)
+        self.log.info("resumable", grace=welcome.grace, window=welcome.window)
+
+    async def _serve_editor(self, stop: asyncio.Event) -> int:
+        """Read stdin to its end: lines go to the relay, or get the failure as an answer."""
+        upstream = asyncio.create_task(self._read_editor())
+        try:
+            if self.ws is not None and self.failure is None:
+                if self.link is not None:
+                    done = await self.link.run(upstream, stop)
+                else:
+                    done = await self._carry(self.ws, upstream, stop)
+                if done:
+                    return 0
+            await _unless_stopped(asyncio.shield(upstream), stop)
+            return self.failure.exit_status if self.failure is not None else 0
+        finally:
+            upstream.cancel()
+            await asyncio.gather(upstream, return_exceptions=True)
+
+    async def _read_editor(self) -> None:
+        """Every stdin line, in order, into :meth:`send`, until EOF (a read error counts as one)."""
+        try:
+            await lines_to_frames(
+                self.stdin, self, max_bytes=self.config.max_message_bytes, observer=self.observer
+            )
+        except OSError as exc:
+            self.log.warning("reading stdin failed", reason=str(exc))
+
+    async def _carry(
+        self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
+    ) -> bool:
+        """Pump both ways while the socket is open; True when the editor ended it."""
+        downstream = asyncio.create_task(
+            frames_to_lines(ws, self.stdout, judge=judge_frame, observer=self.observer)
+        )
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            if upstream.done() and not stopping.done():
+                await self.await_answers(downstream, stop)
+            if downstream.done() and downstream.result() is Ended.SOCKET_CLOSED:
+                one_off = self.config.ticket.value is not None
+                if self.config.resume and one_off and ws.protocol.close_rcvd is None:
+                    self.log.warning(ONE_OFF_TICKET)
+                await self.fail(close_failure(ws, self.config))
+                return False
+            await self.close_socket(ws, downstream)
+            return True
+        finally:
+            stopping.cancel()
+            downstream.cancel()
+            await asyncio.gather(stopping, downstream, return_exceptions=True)
+
+    async def await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
+        """Stdin ended: wait for the answers still owed (bounded, never past ``stop``).
+
+        A request sent before the end is answered by the agent, or here with an error
+        saying why, never dropped.
+        """
+        if not self.in_flight:
+            return
+        self.log.info("stdin ended: waiting for answers", requests=len(self.in_flight))
+        self.answers_settled.clear()
+        settled = asyncio.create_task(self.answers_settled.wait())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait(
+                {settled, stopping, downstream},
+                timeout=ANSWER_WAIT_SECONDS,
+                return_when="FIRST_COMPLETED",
+            )
+        finally:
+            settled.cancel()
+            stopping.cancel()
+        if self.in_flight and not downstream.done():
+            why = "stopped" if stop.is_set() else f"no answer within {ANSWER_WAIT_SECONDS:g} s"
+            failure = closing_unanswered(self.config.url, why)
+            for request in self.in_flight.settle_all():
+                self._write(failure.error_response(request))
+            await self._drain()
+
+    async def close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
+        """The editor is done: close with 1000 and give the relay a moment to answer."""
+        self.log.info("closing")
+        await ws.close(1000)
+        with suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(downstream), CLOSE_TIMEOUT)
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Forward the editor lines of one read to the relay, or answer them when it is gone.
+
+        The sink :func:`relay.streams.pump.lines_to_frames` sends into. Requests are noted as in
+        flight before they are sent, so their responses always find them noted.
+        """
+        if self.failure is not None or self.ws is None:
+            for line in frames:
+                await self._answer(line)
+            return
+        if self.link is not None:
+            await self.link.send_lines(frames)
+            return
+        for line in frames:
+            self.note_request(line)
+        with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
+            await self._frames(self.ws).send_frames(frames)
+
+    def _frames(self, ws: ClientConnection) -> TextFrames:
+        """The sender of ``ws`` (one per socket, so its stall check spans its sends)."""
+        if self._sender is None or self._sender.ws is not ws:
+            stall = stall_timeout(self.config.ping_interval, self.config.ping_timeout)
+            self._sender = TextFrames(ws, stall, self.observer.send_stalled)
+        return self._sender
+
+    def ticket_fetched(self, ticket: str) -> None:
+        """A ticket was read: it must never reach a log line or an error message."""
+        self.ticket = ticket
+        register_secret(ticket)
+
+    def note_request(self, line: bytes) -> None:
+        """An editor line goes to the relay: a request among them now awaits its answer."""
+        if not self.in_flight.request_sent(line) and not self._untracked:
+            self._untracked = True
+            self.log.warning(
+                "too many requests in flight: later ones are not answered if the relay goes",
+                limit=self.in_flight.limit,
+            )
+
+    async def fail(self, failure: Failure) -> None:
+        """From now on every request gets ``failure``; answer those in flight at once."""
+        self.failure = failure = failure.redacted(self.ticket)
+        log = self.log.error if failure.exit_status else self.log.warning
+        log("relay connection failed", **failure.log_fields())
+        for request in self.in_flight.settle_all():
+            self._write(failure.error_response(request))
+        await self._drain()
+
+    async def _answer(self, line: bytes) -> None:
+        """Answer an editor request with the failure; notifications and responses get none."""
+        request = request_id(line)
+        if request is None or self.failure is None:
+            return
+        self._write(self.failure.error_response(request))
+        await self._drain()
+
+    def _write(self, line: bytes) -> None:
+        if not self.stdout.is_closing():
+            self.answered += 1
+            self.stdout.writelines((line, b"\n"))
+
+    async def _drain(self) -> None:
+        with suppress(ConnectionError):
+            await self.stdout.drain()
+
+
+class _RelayObserver(PumpObserver):
+    """The bridge's pumps: counted and logged; a response from the agent settles its request."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        super().__init__(bridge.log, from_socket=bridge.down, to_socket=bridge.up)
+        self.in_flight = bridge.in_flight
+        self.settled = bridge.answers_settled
+
+    def frame(self, outcome: Outcome) -> None:
+        """A relay frame went to the editor unchanged (or was skipped)."""
+        if isinstance(outcome, Forward):
+            self.in_flight.response_received(outcome.line)
+            if not self.in_flight:
+                self.settled.set()
+        super().frame(outcome)
+
+
+def _why(exc: BaseException) -> str:
+    """The words for a failed opening of the resume profile."""
+    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
+        return f"the relay closed the socket: {exc.rcvd.reason or exc.rcvd.code}"
+    if isinstance(exc, TimeoutError):
+        return "no welcome from the relay within --open-timeout"
+    return str(exc)
+
+
+async def _unless_stopped(
+    awaitable: Coroutine[Any, Any, T] | asyncio.Future[T], stop: asyncio.Event
+) -> bool:
+    """Await ``awaitable`` unless ``stop`` is set first (then cancel it); True if it finished."""
+    task = asyncio.ensure_future(awaitable)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when="FIRST_COMPLETED")
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return False
+    task.result()  # its exception, if any
+    return True
+
+
+async def run_bridge(config: BridgeConfig) -> int:
+    """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with editor_stdio() as (stdin, stdout):
+        return await Bridge(config, stdin, stdout).run(stop)

@@ -1,0 +1,282 @@
+"""``connect``'s side of the resume profile: one logical connection over successive sockets.
+
+When the relay selects ``acp-relay.resume.v1``, :class:`ResumingLink` carries the
+editor's lines as numbered messages and the relay's records back as lines, acknowledging
+them. When the socket is lost without a close frame from the relay (a reset, an EOF, a
+heartbeat or a send that went unanswered), it reconnects with backoff and jitter, with a
+fresh ticket each time, for as long as the relay's advertised grace allows; the editor
+notices a pause only: what it writes meanwhile is kept (bounded, then its pipe waits)
+and delivered once after the resume, and the records it missed are replayed without
+gaps or duplicates. Only when resuming fails does it get the bridge's JSON-RPC errors.
+
+The frames and the bookkeeping are :mod:`relay.core.profile`'s; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import random
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from relay.connect.dialing import close_failure, connect_failure, open_socket
+from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
+from relay.core.editorerrors import Close, Failure, cannot_connect, could_not_resume, resumable
+from relay.core.outcome import Forward, judge_frame
+from relay.core.profile import (
+    PROFILE,
+    Ack,
+    ProfileError,
+    Received,
+    Sent,
+    Welcome,
+    ack_frame,
+    backoff,
+    message_frame,
+    parse_relay_frame,
+    parse_welcome,
+)
+from relay.streams.pipewriter import LineWriter
+from relay.streams.pump import TextFrames, stall_timeout
+
+if TYPE_CHECKING:
+    from relay.connect.bridge import Bridge  # the bridge imports this module
+
+MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
+MAX_KEPT_BYTES = 16 * 1024 * 1024
+ACK_DELAY = 0.1  # seconds a record's acknowledgement may wait for a message to ride on
+SUBPROTOCOLS = (PROFILE, "acp.v1")
+RESEND_BATCH = 64  # messages re-sent in one socket write after a resume
+
+
+async def start_profile(ws: ClientConnection, first: dict[str, object]) -> Welcome:
+    """Send the profile's first frame on ``ws`` and read the relay's welcome.
+
+    Callers bound the wait (the relay answers within its open timeout).
+    """
+    if ws.subprotocol != PROFILE:
+        raise ProfileError("the relay does not offer resuming (acp.v1 selected)")
+    await ws.send(json.dumps(first, separators=(",", ":")))
+    return parse_welcome(await ws.recv(decode=False))
+
+
+class ResumingLink:
+    """The editor's lines over the resume profile, across as many sockets as it takes."""
+
+    def __init__(self, bridge: Bridge, ws: ClientConnection, welcome: Welcome) -> None:
+        self.bridge = bridge
+        self.ws = ws
+        self.welcome = welcome
+        self.sent = Sent(MAX_KEPT_MESSAGES, MAX_KEPT_BYTES)
+        self.received = Received()
+        self.frames = self._frames(ws)
+        self.stdout = LineWriter(bridge.stdout)
+        self.attached = asyncio.Event()
+        self.attached.set()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._ack_timer: asyncio.TimerHandle | None = None
+        self._sending = asyncio.Lock()  # messages go out in number order, resends first
+        self._rng = random.Random()
+
+    # -- the editor's lines ---------------------------------------------------------------
+
+    async def send_lines(self, lines: Sequence[bytes]) -> None:
+        """Number and keep each line; send it now, or after the resume if no socket is up.
+
+        Past the bound of kept messages, this waits for acknowledgements (the editor then
+        waits on its pipe).
+        """
+        for line in lines:
+            while not self.sent.has_room():
+                self._room.clear()
+                await self._room.wait()
+            async with self._sending:
+                seq = self.sent.number(line)
+                self.bridge.note_request(line)
+                if self.attached.is_set():
+                    await self._send([message_frame(seq, line, self.received.ack())])
+
+    async def _send(self, batch: list[bytes]) -> None:
+        """Send on the current socket; a socket that is gone is the receiving side's to see."""
+        if batch:
+            with suppress(ConnectionClosed):
+                await self.frames.send_frames(batch)
+
+    def _frames(self, ws: ClientConnection) -> TextFrames:
+        config = self.bridge.config
+        stall = stall_timeout(config.ping_interval, config.ping_timeout)
+        return TextFrames(ws, stall, self.bridge.observer.send_stalled)
+
+    # -- the relay's records -------------------------------------------------------------
+
+    async def run(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> bool:
+        """Carry the connection until the editor is done (True) or it cannot go on (False)."""
+        while True:
+            result = await self._carry(upstream, stop)
+            if result is Carried.EDITOR_DONE:
+                return True
+            if result is Carried.FAILED or not await self._resume(result, stop):
+                return False
+
+    async def _carry(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> Carried | Failure:
+        """Until the editor is done or the socket goes; a resumable loss is returned."""
+        ws = self.ws
+        downstream = asyncio.create_task(self._receive(ws))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            if upstream.done() and not stopping.done():
+                await self.bridge.await_answers(downstream, stop)
+            if not downstream.done() or downstream.result() is Carried.EDITOR_DONE:
+                await self.bridge.close_socket(ws, downstream)
+                return Carried.EDITOR_DONE
+            failure = close_failure(ws, self.bridge.config)
+            close = ws.protocol.close_rcvd
+            if resumable(None if close is None else Close(int(close.code), close.reason)):
+                return failure
+            await self.bridge.fail(failure)
+            return Carried.FAILED
+        finally:
+            stopping.cancel()
+            downstream.cancel()
+            await asyncio.gather(stopping, downstream, return_exceptions=True)
+
+    async def _receive(self, ws: ClientConnection) -> Carried | None:
+        """Records to the editor's stdout, in order, each once; acknowledged as they come.
+
+        Returns when the socket goes (None), or EDITOR_DONE when stdout is gone.
+        """
+        try:
+            while True:
+                frame = await ws.recv(decode=False)
+                item = parse_relay_frame(frame)
+                if item.ack is not None:
+                    self.sent.acknowledge(item.ack)
+                    self._room.set()
+                if isinstance(item, Ack):
+                    continue
+                line = self.received.take(item)
+                if line is None:
+                    continue
+                outcome = judge_frame(line.decode())
+                if isinstance(outcome, Forward) and not await self.stdout.write(outcome.line):
+                    return Carried.EDITOR_DONE  # the editor's stdout is gone
+                self.bridge.observer.frame(outcome)
+                self._acknowledge_soon(ws)
+        except ConnectionClosed:
+            self.stdout.flush()
+        except ProfileError as exc:
+            self.bridge.log.error("relay broke the resume profile", reason=str(exc))
+            await ws.close(1002, f"breaks {PROFILE}: {exc}"[:120])
+        return None
+
+    def _acknowledge_soon(self, ws: ClientConnection) -> None:
+        if self.received.due():
+            self._acknowledge(ws)
+        elif self._ack_timer is None:
+            loop = asyncio.get_running_loop()
+            self._ack_timer = loop.call_later(ACK_DELAY, self._acknowledge, ws)
+
+    def _acknowledge(self, ws: ClientConnection) -> None:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
+        ack = self.received.ack()
+        if ack is not None and ws is self.ws:
+            frame = ack_frame(ack)
+            asyncio.get_running_loop().create_task(self._send([frame]))
+
+    # -- resuming ----------------------------------------------------------------------------
+
+    async def _resume(self, lost: Failure, stop: asyncio.Event) -> bool:
+        """Reconnect within the grace; True once resumed, False (editor told) if it failed."""
+        self.attached.clear()
+        lost_at = time.strftime("%H:%M:%S")
+        started = time.monotonic()
+        deadline = started + self.welcome.grace
+        self.bridge.log.warning(
+            "lost the relay, resuming", reason=lost.message, grace=self.welcome.grace
+        )
+        why = lost
+        attempt = 0
+        while time.monotonic() < deadline and not stop.is_set():
+            pause = backoff(attempt, self._rng.random())
+            await asyncio.sleep(max(min(pause, deadline - time.monotonic()), 0))
+            attempt += 1
+            result = await self._try_resume()
+            if isinstance(result, Failure):
+                why = result
+                if result.data.get("closeCode") == 4404:
+                    break  # the relay says it no longer has the connection: nothing to retry
+                continue
+            await self._resumed(result, time.monotonic() - started)
+            return True
+        url, grace = self.bridge.config.url, self.welcome.grace
+        await self.bridge.fail(could_not_resume(url, lost_at, grace, why))
+        return False
+
+    async def _try_resume(self) -> Failure | tuple[ClientConnection, Welcome]:
+        config = self.bridge.config
+        try:
+            ticket = await fetch_ticket(config.ticket)
+        except TicketUnavailable as exc:
+            return cannot_connect(config.url, "ticket", str(exc))
+        self.bridge.ticket_fetched(ticket)
+        first = {
+            "type": "resume",
+            "connection": self.welcome.connection,
+            "secret": self.welcome.secret,
+            "ack": self.received.last,
+            "sent": self.sent.last,
+        }
+        try:
+            ws = await open_socket(config, ticket, SUBPROTOCOLS)
+        except (InvalidHandshake, OSError) as exc:
+            return connect_failure(exc, config)
+        except ConnectionClosed:  # closed before the request went out: the next try may do
+            return cannot_connect(config.url, "handshake", "the connection closed at once")
+        try:
+            async with asyncio.timeout(config.open_timeout):
+                return ws, await start_profile(ws, first)
+        except ConnectionClosed as exc:
+            close = exc.rcvd
+            if close is None:
+                return close_failure(ws, config)
+            return Failure(
+                f"the relay refused to resume: {close.reason or close.code}",
+                {"url": config.url, "cause": "resume", "closeCode": int(close.code),
+                 "closeReason": close.reason},
+            )  # fmt: skip
+        except (ProfileError, TimeoutError) as exc:
+            ws.transport.abort()
+            why = "no welcome" if isinstance(exc, TimeoutError) else str(exc)
+            return cannot_connect(config.url, "handshake", why)
+
+    async def _resumed(self, opened: tuple[ClientConnection, Welcome], gap: float) -> None:
+        """The new socket carries on: what the relay lacks first, then whatever comes."""
+        ws, welcome = opened
+        async with self._sending:
+            self.ws, self.frames, self.welcome = ws, self._frames(ws), welcome
+            again = self.sent.after(welcome.received)
+            self._room.set()
+            self.received.acked = welcome.next - 1  # what the relay knows the client has
+            self.bridge.log.info("resumed", gap_seconds=round(gap, 3), messages_resent=len(again))
+            for start in range(0, len(again), RESEND_BATCH):
+                chunk = again[start : start + RESEND_BATCH]
+                await self._send([message_frame(seq, line) for seq, line in chunk])
+            self.attached.set()
+
+
+class Carried(enum.Enum):
+    """How carrying one socket ended, when not with a loss to resume."""
+
+    EDITOR_DONE = "the editor is done"
+    FAILED = "the connection cannot go on (the editor was told)"

@@ -1,0 +1,140 @@
+"""Who may open a socket: the answer to a WebSocket upgrade request, before any agent starts.
+
+Pure: the request's parts, the policy, the open-connection count, the replay memory and
+the clock come in; an :class:`Admitted` or a :class:`Refusal` (HTTP status, plain-text
+reason, headers) comes out. It runs on requests :mod:`relay.core.upgrade` found to be real
+upgrades. Order of checks: origin (403), ticket (401, with ``WWW-Authenticate``),
+capacity (503); a ticket is only spent once the socket will really be accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+from relay.config.origins import origin_allowed
+from relay.core.tickets import WRONG_AUDIENCE, Claims, ReplayGuard, TicketError, verify
+
+RETRY_AFTER_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The relay's admission settings."""
+
+    secrets: Sequence[str]
+    ticket_ttl: float
+    audience: str | None
+    allow_origins: Sequence[str]
+    max_connections: int
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The upgrade may proceed; the ticket's claims say who for."""
+
+    claims: Claims
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The upgrade is refused with this HTTP status and plain-text reason.
+
+    ``kind`` is one of :data:`relay.observe.stats.REFUSAL_REASONS`, for the metrics.
+    """
+
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...] = field(default=())
+    kind: str = "bad_request"
+
+
+def ticket_from_request(
+    path: str, authorization: str | None, subprotocol: str | None = None
+) -> str | None:
+    """The ticket from ``?ticket=``, else the ``acp-ticket.`` subprotocol, else ``Bearer``."""
+    values = parse_qs(urlsplit(path).query).get("ticket")
+    if values and values[0]:
+        return values[0]
+    if subprotocol:
+        return subprotocol
+    if authorization:
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return None
+
+
+def origin_refusal(origin: str | None, allow_origins: Sequence[str]) -> Refusal | None:
+    """403 for a browser page whose origin is not allowed; None when it may connect."""
+    if origin is None or origin_allowed(origin, allow_origins):
+        return None
+    if allow_origins:
+        hint = "add it with --allow-origin"
+    else:
+        hint = "only pages from this machine may connect unless --allow-origin is given"
+    return Refusal(403, f"origin {origin} is not allowed: {hint}", kind="origin")
+
+
+def admit(
+    *,
+    ticket: str | None,
+    origin: str | None,
+    open_connections: int,
+    policy: Policy,
+    replay_guard: ReplayGuard,
+    now: float,
+) -> Admitted | Refusal:
+    """Decide an upgrade request; spends the ticket only when the answer is Admitted."""
+    refused = origin_refusal(origin, policy.allow_origins)
+    if refused is not None:
+        return refused
+    try:
+        claims = verify(
+            ticket or "",
+            policy.secrets,
+            now=now,
+            max_age=policy.ticket_ttl,
+            audience=policy.audience,
+        )
+    except TicketError as exc:
+        return unauthorized(str(exc), missing=not ticket, kind=_ticket_kind(str(exc), ticket))
+    if replay_guard.is_replay(claims.jti, now):
+        return unauthorized(
+            "ticket was already used: tickets are single-use, get a new one",
+            kind="ticket_replayed",
+        )
+    if open_connections >= policy.max_connections:
+        return _full(f"relay is at its limit of {policy.max_connections} connections")
+    if not replay_guard.remember(claims.jti, claims.expires_at(policy.ticket_ttl), now):
+        return _full("too many recent tickets to remember")
+    return Admitted(claims)
+
+
+def unauthorized(reason: str, *, missing: bool = False, kind: str = "ticket_invalid") -> Refusal:
+    """401 with ``WWW-Authenticate: Bearer`` (RFC 6750): no ticket, or one that is refused."""
+    challenge = 'Bearer realm="acp-relay"'
+    if not missing:
+        description = reason.replace("\\", "").replace('"', "'")
+        challenge += f', error="invalid_token", error_description="{description}"'
+    return Refusal(401, reason, (("WWW-Authenticate", challenge),), kind=kind)
+
+
+def _ticket_kind(reason: str, ticket: str | None) -> str:
+    if not ticket:
+        return "ticket_missing"
+    if reason.startswith("ticket expired"):
+        return "ticket_expired"
+    if reason == WRONG_AUDIENCE:
+        return "ticket_audience"
+    return "ticket_invalid"
+
+
+def _full(why: str) -> Refusal:
+    return Refusal(
+        503,
+        f"{why}; retry in {RETRY_AFTER_SECONDS} s",
+        (("Retry-After", str(RETRY_AFTER_SECONDS)),),
+        kind="capacity",
+    )

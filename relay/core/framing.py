@@ -1,0 +1,186 @@
+"""Line framing between ACP's newline-delimited stdio and WebSocket text frames.
+
+Pure: bytes in, bytes (or a verdict) out. ACP stdio carries one JSON-RPC message per
+``\\n``-terminated line; a WebSocket carries one message per text frame. This module
+splits a byte stream into lines without a per-line size limit of its own (unlike
+``StreamReader.readline``), drops lines over the configured limit without buffering
+them, and turns a client frame into exactly one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from relay.acp import strictjson
+
+NEWLINE = b"\n"
+MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
+_JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
+_SPACE_BYTES = frozenset(_JSON_SPACE)
+
+
+def is_blank(data: bytes) -> bool:
+    """True for bytes that carry no message: empty, or JSON whitespace only."""
+    return not data or (data[0] in _SPACE_BYTES and not data.strip(_JSON_SPACE))
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """The verdict on a line that is not forwarded: its full size in bytes and why."""
+
+    size: int
+    reason: str
+
+
+Line = bytes | Dropped
+"""A line's verdict: its bytes (to be sent as they are) or :class:`Dropped`."""
+
+
+class LineSplitter:
+    """Splits a byte stream into lines and judges each: a :data:`Line` verdict per line.
+
+    Lines are returned without their terminator (``\\n``, or ``\\r\\n``). Empty lines
+    carry no message and are skipped. A line over ``max_line_bytes`` is counted, not
+    kept, and comes out :class:`Dropped`; with ``utf8`` so does a line that is not valid
+    UTF-8 (it cannot be a WebSocket text frame). Memory held between calls is at most
+    ``max_line_bytes`` plus one chunk.
+    """
+
+    def __init__(self, max_line_bytes: int, *, utf8: bool = False) -> None:
+        self.max_line_bytes = max_line_bytes
+        self.utf8 = utf8
+        self._partial = bytearray()
+        self._discarding = 0  # bytes of an oversized line seen so far, 0 when not discarding
+        self.dropped = 0  # lines judged Dropped so far
+
+    def feed(self, chunk: bytes) -> list[Line]:
+        """Consume a chunk; return the lines it completed, in order."""
+        if not self._partial and not self._discarding and chunk.endswith(NEWLINE):
+            return self._complete_lines(chunk[:-1].split(NEWLINE))
+        pieces = chunk.split(NEWLINE)
+        tail = pieces.pop()
+        lines: list[Line] = []
+        if pieces:
+            lines.append(self._finish_partial(pieces[0]))
+            lines.extend(self._complete_lines(pieces[1:]))
+        self._extend_partial(tail)
+        return [line for line in lines if line != b""]
+
+    def finish(self) -> Line | None:
+        """End of stream: return the unterminated last line, if any."""
+        if not self._partial and not self._discarding:
+            return None
+        line = self._finish_partial(b"")
+        return None if line == b"" else line
+
+    def _complete_lines(self, pieces: list[bytes]) -> list[Line]:
+        limit = self.max_line_bytes
+        out: list[Line] = []
+        for piece in pieces:
+            if piece.endswith(b"\r"):
+                piece = piece[:-1]
+            if len(piece) > limit:
+                self.dropped += 1
+                out.append(_dropped(len(piece)))
+            elif not piece or (piece[0] in _SPACE_BYTES and is_blank(piece)):
+                continue
+            elif self.utf8 and not piece.isascii() and (problem := utf8_problem(piece)):
+                self.dropped += 1
+                out.append(Dropped(len(piece), problem))
+            else:
+                out.append(piece)
+        return out
+
+    def _finish_partial(self, head: bytes) -> Line:
+        if self._discarding:
+            ends_cr = head.endswith(b"\r") if head else self._discarded_cr
+            size = self._discarding + len(head) - ends_cr
+            self._discarding = 0
+            self.dropped += 1
+            return _dropped(size)
+        if self._partial:
+            self._partial += head
+            line = bytes(self._partial)
+            self._partial.clear()
+        else:
+            line = head
+        result = self._complete_lines([line])
+        return result[0] if result else b""
+
+    def _extend_partial(self, tail: bytes) -> None:
+        if self._discarding:
+            self._discarding += len(tail)
+            if tail:
+                self._discarded_cr = tail.endswith(b"\r")
+        elif len(self._partial) + len(tail) > self.max_line_bytes + 1:  # +1: a trailing \r
+            self._discarding = len(self._partial) + len(tail)
+            self._discarded_cr = (tail or self._partial).endswith(b"\r")
+            self._partial.clear()
+        else:
+            self._partial += tail
+
+
+def _dropped(size: int) -> Dropped:
+    return Dropped(size, f"line of {size} bytes over the limit")
+
+
+def utf8_problem(line: bytes) -> str | None:
+    """Return why ``line`` is not valid UTF-8, or None when it is."""
+    if line.isascii():
+        return None
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}: {exc.reason}"
+    return None
+
+
+@dataclass(frozen=True)
+class FrameRefused:
+    """A client frame that cannot become one line; ``reply`` is the JSON-RPC error to send back."""
+
+    reply: bytes
+    reason: str
+
+
+def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
+    """Turn one client text frame into one stdio line (without the ``\\n``).
+
+    A frame is normally passed through as it is. A frame holding a newline would
+    become two lines: if it is JSON the relay can read (:mod:`relay.acp.strictjson`: whole,
+    unambiguous, at most ``MAX_COMPACT_BYTES``) it is re-serialized compactly (JSON
+    whitespace carries no meaning; numbers keep their spelling), otherwise it is refused
+    with a -32700 error. A blank frame (empty or JSON whitespace only) carries no
+    message: None.
+    """
+    if is_blank(frame):
+        return None
+    if NEWLINE not in frame and b"\r" not in frame:
+        return frame
+    try:
+        return strictjson.dumps(strictjson.loads(frame, max_bytes=MAX_COMPACT_BYTES))
+    except strictjson.TooDeep:
+        detail = "nested too deeply for the relay to remove its newlines"
+        return FrameRefused(parse_error(detail), f"frame with a newline is {detail}")
+    except strictjson.TooLarge:
+        detail = f"a frame holding raw newlines is over {MAX_COMPACT_BYTES} bytes"
+        return FrameRefused(parse_error(detail), detail)
+    except strictjson.JsonRefused as exc:
+        return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
+
+
+def parse_error(detail: str) -> bytes:
+    """A JSON-RPC -32700 error (id null) for a frame that could not be forwarded."""
+    return error_reply(
+        -32700,
+        "Parse error: a message must be one JSON value per WebSocket text frame",
+        detail,
+        "send compact JSON (no raw newlines outside strings), one message per frame",
+    )
+
+
+def error_reply(code: int, message: str, detail: str, hint: str) -> bytes:
+    """A JSON-RPC error response with id null, saying why in ``data.detail``."""
+    error = {"code": code, "message": message, "data": {"detail": detail, "hint": hint}}
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()

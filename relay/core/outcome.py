@@ -1,0 +1,134 @@
+"""What becomes of one client frame: forwarded as a line, refused with a reply, or skipped.
+
+Pure. Every WebSocket frame a client sends is judged once, by :func:`judge_frame`, into
+one :data:`Outcome` value; the pump carries it out (write the line, send the reply, or
+nothing) and hands the same value to the connection's observer, which logs and traces
+it. Nothing else looks at a frame.
+
+- :class:`Forward`: the line for the agent. ``line is frame`` when the frame passes
+  byte for byte (nearly always); otherwise the frame was compacted (it held raw
+  newlines) or rewritten (a session-opening request, with ``rewrite`` saying how).
+- :class:`Refuse`: the frame cannot be given to the agent; ``reply`` is the JSON-RPC
+  error the relay sends back instead.
+- :class:`Skip`: nothing to forward and nothing to answer (a blank or a binary frame,
+  or under the resume profile a message the agent already has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from relay.core.framing import FrameRefused, error_reply, frame_to_line
+
+if TYPE_CHECKING:  # only serve rewrites: connect loads none of it
+    from relay.acp.rewrite import RewriteReport, Rewritten
+
+SkipReason = Literal["blank", "binary", "duplicate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Write ``line`` (without its ``\\n``) to the agent; ``frame`` is what the client sent."""
+
+    line: bytes
+    frame: bytes
+    rewrite: RewriteReport | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the agent gets other bytes than the client sent."""
+        return self.line is not self.frame and self.line != self.frame
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """Answer the client with ``reply`` and forward nothing; ``reason`` is for the log."""
+
+    reply: bytes
+    reason: str
+    frame: bytes
+    session: bool = False  # refused by the session-opening rewrite, not by the framing
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """Forward nothing, answer nothing."""
+
+    reason: SkipReason
+    size: int
+
+
+Outcome = Forward | Refuse | Skip
+"""The one value each client frame yields."""
+
+Rewrite = Callable[[bytes], "bytes | FrameRefused | Rewritten"]
+"""The session-opening rewrite of one line
+(:meth:`relay.acp.rewrite.SessionRewriter.client_line`)."""
+
+
+BATCH_REASON = "a JSON array (a JSON-RPC batch) is not an ACP v1 message"
+BATCH_REPLY = error_reply(
+    -32600,
+    "Invalid request: batches are not supported",
+    BATCH_REASON,
+    "send each message as a JSON object in a frame of its own",
+)
+
+
+def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of a frame from a client of ``serve``: :func:`judge_frame`, batches refused.
+
+    A batch is not ACP v1: passed on, it crashes some agents and would carry a
+    session-opening request past the rewrite. It gets one -32600 and nothing is forwarded.
+    """
+    if isinstance(frame, bytes):
+        return Skip("binary", len(frame))
+    return judge_client_text(frame.encode(), rewrite)
+
+
+def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
+    if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
+        # Nearly every frame: one JSON object on one line, the line as it came (no batch,
+        # not blank, nothing to compact), judged here without the calls below.
+        if rewrite is None:
+            return Forward(data, data)
+        line = rewrite(data)
+        return Forward(data, data) if line is data else _rewritten(line, data)
+    if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
+        return Refuse(BATCH_REPLY, BATCH_REASON, data)
+    return judge_text(data, rewrite)
+
+
+def _is_batch(data: bytes) -> bool:
+    return data.lstrip(b" \t\r\n")[:1] == b"["
+
+
+def judge_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of one frame as received (``str`` for text, ``bytes`` for binary)."""
+    if isinstance(frame, bytes):
+        return Skip("binary", len(frame))
+    return judge_text(frame.encode(), rewrite)
+
+
+def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of one text message, as UTF-8 bytes (a frame, or a resume envelope's)."""
+    line = frame_to_line(data)
+    if line is None:
+        return Skip("blank", len(data))
+    if isinstance(line, FrameRefused):
+        return Refuse(line.reply, line.reason, data)
+    if rewrite is None:
+        return Forward(line, data)
+    return _rewritten(rewrite(line), data)
+
+
+def _rewritten(result: bytes | FrameRefused | Rewritten, data: bytes) -> Outcome:
+    """The outcome of the frame ``data`` given what the rewrite made of its line."""
+    if isinstance(result, bytes):
+        return Forward(result, data)
+    if isinstance(result, FrameRefused):
+        return Refuse(result.reply, result.reason, data, session=True)
+    return Forward(result.line, data, result.report)

@@ -1,0 +1,311 @@
+"""The one observer of a connection: its log lines, its counters and its trace.
+
+The pumps carry frames and lines and report what became of them (an outcome per client
+frame, a verdict per agent line); the connection reports its events (opened, ended, the
+agent's stderr). This is the only place that turns them into log lines and trace
+records, so that each happening is logged once, with one vocabulary.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from relay.core.framing import Dropped, Line
+from relay.core.outcome import Forward, Outcome, Refuse, Skip
+from relay.observe.logs import Logger, shortened
+
+if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
+    from relay.connections.agent import Exit
+    from relay.observe.stats import RelayStats
+    from relay.observe.tracewriter import ConnectionTrace
+
+SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
+STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning
+STDERR_TAIL_CHARS = 4096  # ... at most this many characters of them
+STDERR_TAIL_LINE_CHARS = 1024  # ... each line at most this long
+
+
+@dataclass
+class Counters:
+    """Messages and bytes carried in one direction, and lines dropped."""
+
+    messages: int = 0
+    bytes: int = 0
+    dropped: int = 0
+
+    def add(self, size: int) -> None:
+        self.messages += 1
+        self.bytes += size
+
+
+@dataclass(frozen=True)
+class Peer:
+    """Who is on the other end of a connection, for its first log line and trace record."""
+
+    remote: str
+    subject: str
+    path: str
+
+
+class PumpObserver:
+    """Counts and logs what the two pumps of one socket carried: serve's and connect's.
+
+    ``from_socket`` counts the frames the socket delivered and were forwarded as lines;
+    ``to_socket`` the lines sent as frames, and the ones dropped.
+    """
+
+    def __init__(self, log: Logger, from_socket: Counters, to_socket: Counters) -> None:
+        self.log = log
+        self.from_socket = from_socket
+        self.to_socket = to_socket
+
+    def frame(self, outcome: Outcome) -> None:
+        """A received frame was carried out: forwarded, refused (and answered) or skipped."""
+        if isinstance(outcome, Forward):
+            self.from_socket.add(len(outcome.line))
+            if outcome.rewrite is not None:
+                self.log.info("session request rewritten", **outcome.rewrite.fields())
+        elif isinstance(outcome, Refuse):
+            event = "session request refused" if outcome.session else "frame refused"
+            self.log.warning(event, reason=outcome.reason)
+        elif outcome.reason == "binary":
+            self.log.warning("binary frame ignored", size=outcome.size)
+
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """Lines read from the pipe were handled: the whole ones sent, the others dropped.
+
+        ``sent``, when the caller has it, is the list of the lines sent among ``verdicts``:
+        when it is all of them (nearly always), they are counted without a loop.
+        """
+        counters = self.to_socket
+        if sent is not None and len(sent) == len(verdicts):
+            counters.messages += len(sent)
+            counters.bytes += sum(map(len, sent))
+            return
+        self._tally(verdicts, counters)
+
+    def _tally(self, verdicts: Sequence[Line], sent: Counters) -> None:
+        for line in verdicts:
+            if isinstance(line, Dropped):
+                sent.dropped += 1
+                self.log.error(
+                    "line dropped", size=line.size, reason=line.reason, after_message=sent.messages
+                )
+            else:
+                sent.messages += 1
+                sent.bytes += len(line)
+
+    def peer_lost(self) -> None:
+        """The peer went while a full pipe held up the socket's reading."""
+        self.log.warning("socket peer gone while the pipe was full")
+
+    def send_stalled(self, seconds: float) -> None:
+        """Nothing sent drained for ``seconds``: the peer is taken for gone."""
+        self.log.warning("socket peer stopped reading: closing", seconds=round(seconds, 3))
+
+
+class ConnectionObserver(PumpObserver):
+    """Logs, counts and traces one connection; both pumps and the connection report here."""
+
+    def __init__(
+        self,
+        conn_id: str,
+        log: Logger,
+        trace: ConnectionTrace | None = None,
+        stats: RelayStats | None = None,
+    ) -> None:
+        self.up = Counters()  # client -> agent
+        self.down = Counters()  # agent -> client
+        super().__init__(log, from_socket=self.up, to_socket=self.down)
+        self.conn_id = conn_id
+        self.trace = trace
+        self.stats = stats
+        self.started = time.monotonic()
+        self._told_stdin_closed = False
+        self.stderr_tail = StderrTail()
+
+    # -- the pumps ------------------------------------------------------------------
+
+    def frame(self, outcome: Outcome) -> None:
+        """A client frame was carried out; traced as well as counted and logged."""
+        if outcome.__class__ is Forward and outcome.rewrite is None:
+            up = self.up  # nearly every frame: counted, nothing to log nor to count apart
+            up.messages += 1
+            up.bytes += len(outcome.line)
+        else:
+            super().frame(outcome)
+            if self.stats is not None and not isinstance(outcome, Skip):
+                self._count(outcome, self.stats)
+        if self.trace is not None:
+            self.trace.client(outcome)
+
+    def _count(self, outcome: Forward | Refuse, stats: RelayStats) -> None:
+        if isinstance(outcome, Refuse):
+            if outcome.session:
+                stats.session_refused += 1
+            else:
+                stats.frames_refused += 1
+        elif outcome.rewrite is not None:
+            stats.rewritten += 1
+
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """Agent lines were handled; traced as well as counted and logged."""
+        sent_before, dropped_before = self.down.messages, self.down.dropped
+        super().lines(verdicts, sent)
+        if self.stats is not None:
+            if not sent_before and self.down.messages:
+                self.stats.first_byte.observe(time.monotonic() - self.started)
+            if self.down.dropped != dropped_before:
+                self._count_drops(verdicts, self.stats)
+        if self.trace is not None:
+            self.trace.agent_lines(verdicts)
+
+    def _count_drops(self, verdicts: Sequence[Line], stats: RelayStats) -> None:
+        for line in verdicts:
+            if isinstance(line, Dropped):
+                stats.drop("not_utf8" if line.reason.startswith("invalid UTF-8") else "too_large")
+
+    def carried(self) -> tuple[int, int, int, int]:
+        """Messages and bytes to the agent, then to the client, so far."""
+        return self.up.messages, self.up.bytes, self.down.messages, self.down.bytes
+
+    def client_dropped(self) -> None:
+        """A client frame came after the agent's stdin closed: it goes nowhere."""
+        if not self._told_stdin_closed:
+            self._told_stdin_closed = True
+            self.log.warning("agent's stdin is closed: client messages are dropped")
+        self.up.dropped += 1
+        if self.stats is not None:
+            self.stats.drop("stdin_closed")
+
+    # -- the connection ----------------------------------------------------------------
+
+    def opened(self, peer: Peer, agent: Sequence[str], pid: int | None) -> None:
+        """The agent runs (``pid``), or failed to start (None): the first record."""
+        if pid is not None:
+            subject = shortened(peer.subject, SUBJECT_CHARS)
+            self.log = self.log.bind(agent_pid=pid, remote=peer.remote, subject=subject)
+            self.log.info("connection opened")
+            if self.stats is not None:
+                self.stats.opened_connection(self)
+        if self.trace is not None:
+            self.trace.opened(
+                conn=self.conn_id,
+                path=peer.path,
+                remote=peer.remote,
+                subject=peer.subject,
+                agent=agent,
+                pid=pid,
+            )
+
+    def start_failed(self, why: str, peer: Peer, agent: Sequence[str]) -> None:
+        """The agent could not be started."""
+        self.log.error("agent failed to start", reason=why, remote=peer.remote)
+        self.opened(peer, agent, None)
+
+    def agent_stderr(self, text: str) -> None:
+        """One line the agent wrote to its stderr (the last ones are kept, should it fail)."""
+        self.log.info("agent stderr", line=text)
+        self.stderr_tail.add(text)
+
+    def warn(self, event: str) -> None:
+        """Something the operator should know about this connection."""
+        self.log.warning(event)
+
+    def relay_failed(self, error: BaseException) -> None:
+        """A pump raised: a bug in the relay, with its traceback."""
+        self.log.error("relay error", exc_info=error)
+
+    # -- a resumable connection --------------------------------------------------------
+
+    def detached(self, why: str, grace: float) -> None:
+        """The socket went; the agent runs on, waiting ``grace`` seconds for a resume."""
+        self.log.info("connection detached", reason=why, grace=grace)
+        if self.stats is not None:
+            self.stats.detached += 1
+        if self.trace is not None:
+            self.trace.noted("detach", why=why, grace=grace)
+
+    def resumed(self, *, gap: float | None, replayed: int, resent: int, fenced: bool) -> None:
+        """A new socket took the connection over: how long it was gone, what it re-gets."""
+        fields = {
+            "gap_seconds": None if gap is None else round(gap, 3),
+            "records_replayed": replayed,
+            "messages_resent": resent,
+            "fenced_older_socket": fenced,
+        }
+        self.log.info("connection resumed", **fields)
+        if self.stats is not None:
+            self.stats.resumed += 1
+        if self.trace is not None:
+            self.trace.noted("resume", **fields)
+
+    def expired(self, grace: float) -> None:
+        """No resume came within the grace: the connection ends."""
+        self.log.info("connection expired", grace=grace)
+        if self.stats is not None:
+            self.stats.expired += 1
+        if self.trace is not None:
+            self.trace.noted("expire", grace=grace)
+
+    def closed(self, exit_: Exit | None, close_code: int | None, close_reason: str | None) -> None:
+        """The connection is over: its last log line and trace record."""
+        if self.stats is not None:
+            returncode = None if exit_ is None else exit_.returncode
+            seconds = time.monotonic() - self.started
+            self.stats.ended_connection(self, close_code, returncode, seconds)
+        if exit_ is not None and exit_.failed:
+            # Its stderr is logged at info: a crash's traceback must show at warning too.
+            self.log.warning(
+                "agent failed", exit_status=exit_.returncode, reason=exit_.reason,
+                stderr_tail=self.stderr_tail.lines(),
+            )  # fmt: skip
+        if exit_ is not None:
+            self.log.info(
+                "connection closed",
+                exit_status=exit_.returncode,
+                close_code=close_code,
+                close_reason=close_reason,
+                messages_in=self.up.messages,
+                bytes_in=self.up.bytes,
+                messages_out=self.down.messages,
+                bytes_out=self.down.bytes,
+                dropped_out=self.down.dropped,
+                dropped_in=self.up.dropped,
+                duration=round(time.monotonic() - self.started, 3),
+            )
+        if self.trace is not None:
+            self.trace.closed(
+                exit_status=None if exit_ is None else exit_.returncode,
+                close_code=close_code,
+                close_reason=close_reason,
+                messages_in=self.up.messages,
+                messages_out=self.down.messages,
+                dropped_out=self.down.dropped,
+            )
+            self.trace = None
+
+
+class StderrTail:
+    """The last lines an agent wrote to its stderr, bounded in lines and in characters."""
+
+    def __init__(self) -> None:
+        self._lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+
+    def add(self, line: str) -> None:
+        self._lines.append(shortened(line, STDERR_TAIL_LINE_CHARS))
+
+    def lines(self) -> list[str]:
+        """The last lines, oldest first, as many as fit in ``STDERR_TAIL_CHARS``."""
+        kept: list[str] = []
+        size = 0
+        for line in reversed(self._lines):
+            size += len(line)
+            if size > STDERR_TAIL_CHARS:
+                break
+            kept.append(line)
+        return kept[::-1]

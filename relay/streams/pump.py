@@ -1,0 +1,334 @@
+"""Pumps between a byte pipe (one message per line) and a WebSocket (one per text frame).
+
+Used by ``serve`` (agent pipes <-> client socket) and ``connect`` (editor stdio <->
+relay socket). Backpressure both ways: a line is read from the pipe only after the
+previous frame was handed to a socket with room for it, and a frame is received only
+after the previous line was drained into the pipe. Nothing is queued without bound.
+
+The pumps know nothing of logs, counters or traces: each received frame's outcome
+comes from a judge (:func:`relay.core.outcome.judge_frame`), each line's verdict from the
+splitter, and both are handed, once carried out, to the caller's observer
+(:mod:`relay.observe.observer`).
+
+While a full pipe holds the socket's reading, the event loop cannot see the peer hang
+up: every ``PEER_CHECK_SECONDS`` of such a stall the pump asks the kernel about the
+socket, and now and then sends a ping, which a peer that has gone answers with a reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import select
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
+
+from websockets.asyncio.connection import Connection
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from relay.core.framing import Line, LineSplitter
+from relay.core.outcome import Forward, Outcome, Refuse
+from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
+
+READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
+PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
+PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
+STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
+MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
+_HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
+
+Judge = Callable[[str | bytes], Outcome]
+"""Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
+Inspect = Callable[[bytes], bool]
+"""Shown each line before it is sent, until it returns False (then never again)."""
+
+
+class ByteReader(Protocol):
+    """Where :func:`lines_to_frames` reads: an :class:`asyncio.StreamReader` or a wrapper."""
+
+    async def read(self, n: int) -> bytes: ...
+
+
+class FrameSink(Protocol):
+    """Where :func:`lines_to_frames` sends: :class:`TextFrames`, or anything that sends like it."""
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None: ...
+
+
+class FrameObserver(Protocol):
+    """Told what became of each received frame, once it was carried out."""
+
+    def frame(self, outcome: Outcome) -> None: ...
+
+    def peer_lost(self) -> None:
+        """The socket's peer went while a full pipe held up the socket's reading."""
+
+
+class LineObserver(Protocol):
+    """Told the verdict on each line read from the pipe, once the sent ones were sent."""
+
+    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+        """``sent``: the lines among ``verdicts`` that were sent, in order."""
+
+
+def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
+    """How long a send may see nothing drain before the peer is taken for gone.
+
+    As long as a heartbeat may go unanswered, and never under MIN_STALL_SECONDS.
+    """
+    return max(ping_interval + ping_timeout, MIN_STALL_SECONDS)
+
+
+class TextFrames:
+    """Sends the lines of one pipe read as text frames in one socket write.
+
+    websockets' ``send()`` writes and drains once per frame. This does what its
+    ``send_context()`` (what ``send()`` is built on) does when the connection is open,
+    without the context manager's calls: the connection's sans-I/O protocol makes the
+    frames, as ``send()`` would, then they are written (one ``writelines``: one system
+    call) and drained once. The protocol's state stays the one source of truth: a
+    connection that is not open, or that fails during the drain, goes through
+    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
+    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
+    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
+    in pyproject.toml).
+
+    A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
+    full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
+    behind the same buffer. With ``stall_timeout``, a send during which nothing at all
+    drains for that long aborts the socket, as a missed pong would. A timer checks the
+    buffer only while a send waits, so the cost per send is two attribute writes.
+    """
+
+    def __init__(
+        self,
+        ws: Connection,
+        stall_timeout: float | None = None,
+        on_stall: Callable[[float], None] | None = None,
+    ) -> None:
+        self.ws = ws
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall  # told the seconds nothing drained, before the abort
+        self._sending = False
+        self._sends = 0  # sends completed so far: progress the stall check looks for
+        self._timer: asyncio.TimerHandle | None = None
+        self._seen = (-1, -1)  # (sends, bytes buffered) at the last check
+        self._stalled_since = 0.0
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
+        ws = self.ws
+        if self.stall_timeout is not None and self._timer is None:
+            self._arm()
+        self._sending = True
+        try:
+            protocol = ws.protocol
+            if protocol.state is not State.OPEN:
+                async with ws.send_context():  # closing or closed: raises ConnectionClosed
+                    pass
+            for frame in frames:
+                protocol.send_text(frame)
+            # All the frames in one system call (send_context() would write them one by
+            # one). OPEN, and only data frames made: no end-of-stream marker among them.
+            ws.transport.writelines(protocol.data_to_send())
+            try:
+                await ws.drain()
+            except Exception:
+                async with ws.send_context():  # the socket is gone: raises ConnectionClosed
+                    pass
+                raise
+        finally:
+            self._sending = False
+            self._sends += 1
+
+    def _arm(self) -> None:
+        assert self.stall_timeout is not None
+        period = min(STALL_CHECK_SECONDS, self.stall_timeout / 4)
+        self._timer = asyncio.get_running_loop().call_later(period, self._check)
+
+    def _check(self) -> None:
+        """While a send waits: abort the socket once nothing has drained for stall_timeout."""
+        self._timer = None
+        if not self._sending:
+            return  # the next send arms the check again
+        now = asyncio.get_running_loop().time()
+        seen = (self._sends, self.ws.transport.get_write_buffer_size())
+        if seen[0] != self._seen[0] or seen[1] < self._seen[1]:
+            self._stalled_since = now  # something went out since the last check
+        self._seen = seen
+        assert self.stall_timeout is not None
+        if now - self._stalled_since >= self.stall_timeout:
+            if self.on_stall is not None:
+                self.on_stall(now - self._stalled_since)
+            self.ws.transport.abort()
+            return
+        self._arm()
+
+
+class Ended(enum.Enum):
+    """Why a frames-to-lines pump stopped."""
+
+    SOCKET_CLOSED = "socket closed"
+    PIPE_CLOSED = "pipe closed"
+
+
+async def lines_to_frames(
+    reader: ByteReader,
+    sink: FrameSink,
+    *,
+    max_bytes: int,
+    observer: LineObserver,
+    inspect: Inspect | None = None,
+) -> None:
+    """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
+
+    Each line gets its verdict from :class:`relay.core.framing.LineSplitter`: sent, or
+    dropped (over ``max_bytes``, or not valid UTF-8). ``inspect`` is shown each line to
+    be sent, before it is. ``observer`` gets the verdicts of each read once its lines
+    were sent. Raises ConnectionClosed if the socket goes first.
+    """
+    splitter = LineSplitter(max_bytes, utf8=True)
+    while chunk := await reader.read(READ_CHUNK):
+        dropped = splitter.dropped
+        verdicts = splitter.feed(chunk)
+        clean = splitter.dropped == dropped  # nearly always: every line is sent
+        inspect = await _send(verdicts, clean, sink, observer, inspect)
+    last = splitter.finish()
+    if last is not None:
+        await _send([last], False, sink, observer, inspect)
+
+
+async def _send(
+    verdicts: list[Line],
+    clean: bool,
+    sink: FrameSink,
+    observer: LineObserver,
+    inspect: Inspect | None,
+) -> Inspect | None:
+    """Send the lines of one read together; returns ``inspect`` unless it declined.
+
+    ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
+    """
+    if clean:
+        frames = cast(list[bytes], verdicts)
+    else:
+        frames = [line for line in verdicts if isinstance(line, bytes)]
+    if inspect is not None and not all(map(inspect, frames)):
+        inspect = None
+    if frames:
+        await sink.send_frames(frames)
+    observer.lines(verdicts, frames)
+    return inspect
+
+
+async def frames_to_lines(
+    ws: Connection,
+    writer: asyncio.StreamWriter,
+    *,
+    judge: Judge,
+    observer: FrameObserver,
+) -> Ended:
+    """Carry out the outcome of each frame of ``ws`` until either side closes.
+
+    ``judge`` gives each frame its outcome: a line to write into ``writer``, a reply to
+    send back, or nothing. ``observer`` is told each outcome once it was carried out.
+    When the peer hangs up while the pipe is full (the socket is not being read, so
+    nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
+    """
+    waiting = frames_waiting(ws)
+    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
+    while True:
+        if waiting is not None and lines.batch_open and not waiting():
+            lines.flush()  # nothing more is received yet: the batch ends before recv() waits
+        try:
+            frame = await ws.recv()
+        except ConnectionClosed:
+            lines.flush()
+            return Ended.SOCKET_CLOSED
+        outcome = judge(frame)
+        if isinstance(outcome, Forward):
+            if not await lines.write(outcome.line):
+                if lines.peer_lost:
+                    observer.peer_lost()
+                    ws.transport.abort()
+                    return Ended.SOCKET_CLOSED
+                return Ended.PIPE_CLOSED
+        elif isinstance(outcome, Refuse) and not await _reply(ws, outcome.reply):
+            observer.frame(outcome)
+            return Ended.SOCKET_CLOSED
+        observer.frame(outcome)
+
+
+def frames_waiting(ws: Connection) -> Callable[[], int] | None:
+    """How many received frames wait in websockets' queue for ``recv()``, as a function.
+
+    ``recv()`` returns a waiting frame without going through the event loop; when none
+    waits it will, and the lines joined meanwhile should go out first. This reads
+    websockets' receive queue (the 17.x asyncio implementation's ``recv_messages``);
+    None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
+    next turn instead.
+    """
+    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
+    length = getattr(queue, "__len__", None)
+    return length if callable(length) else None
+
+
+class PeerWatch:
+    """Whether the socket's peer is gone, asked while a full pipe stalls the socket's reading.
+
+    It also sends a ping at each check of a stall's first ``PROBE_EARLY_SECONDS``, then
+    every ``PROBE_EVERY_SECONDS``: the kernel of a peer that closed its socket answers
+    data with a reset, which the next check sees. Without it, a peer whose last frames
+    still wait unread (its close stuck behind them) could leave unnoticed until the
+    next heartbeat.
+    """
+
+    EARLY_CHECKS = round(PROBE_EARLY_SECONDS / PEER_CHECK_SECONDS)
+    CHECKS_BETWEEN_PROBES = round(PROBE_EVERY_SECONDS / PEER_CHECK_SECONDS)
+
+    def __init__(self, ws: Connection) -> None:
+        self.ws = ws
+        self._probes: set[asyncio.Future[Any]] = set()
+
+    def __call__(self, checks: int) -> bool:
+        if self.ws.state is State.CLOSED or peer_hung_up(self.ws):
+            return True
+        if checks <= self.EARLY_CHECKS or checks % self.CHECKS_BETWEEN_PROBES == 0:
+            probe = asyncio.ensure_future(self.ws.ping())
+            self._probes.add(probe)
+            probe.add_done_callback(self._probed)
+        return False
+
+    def _probed(self, probe: asyncio.Future[Any]) -> None:
+        self._probes.discard(probe)
+        if not probe.cancelled():
+            probe.exception()  # a closed socket: the pump sees it anyway
+
+
+def peer_hung_up(ws: Connection) -> bool:
+    """True when the socket's peer has shut down or reset the connection.
+
+    Asks the kernel directly (poll, no read), so it works while the socket's reading is
+    paused and unread data sits before the hang-up.
+    """
+    sock = ws.transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        fd = sock.fileno()
+    except (OSError, ValueError):
+        return True
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, _HANG_UP)
+    return bool(poller.poll(0))
+
+
+async def _reply(ws: Connection, reply: bytes) -> bool:
+    try:
+        await ws.send(reply, text=True)
+    except ConnectionClosed:
+        return False
+    return True

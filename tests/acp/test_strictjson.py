@@ -1,0 +1,90 @@
+"""Tests for relay.acp.strictjson: JSON read whole and unambiguously, written back as spelled."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from relay.acp.strictjson import MAX_DEPTH, JsonRefused, dumps, loads
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"id":1E2,"x":-0,"y":1.50,"z":[1e-7,0.0,-12]}',
+        b'{"id":' + b"9" * 5000 + b"}",
+        b'{"n":null,"t":true,"f":false,"a":[],"o":{}}',
+        b'"just a string"',
+    ],
+)
+def test_compact_text_comes_back_byte_for_byte(text: bytes) -> None:
+    """Numbers keep their spelling, however many digits; compact text is rewritten as it was."""
+    assert dumps(loads(text)) == text
+
+
+def test_strings_keep_their_characters() -> None:
+    """Escapes are read as the characters they stand for, and written back as text."""
+    value = loads(b'{"s":"caf\xc3\xa9 \\u00e9 \\ud83d\\ude00 \\n \\""}')
+    assert value == {"s": 'café é \U0001f600 \n "'}
+    assert json.loads(dumps(value)) == value
+
+
+def test_a_rewritten_id_keeps_its_exact_spelling() -> None:
+    """The id 1E2 is written back as 1E2, not 100.0."""
+    value = loads(b'{"jsonrpc":"2.0","id":1E2,"params":{"a":1}}')
+    value["params"]["a"] = "changed"
+    assert dumps(value) == b'{"jsonrpc":"2.0","id":1E2,"params":{"a":"changed"}}'
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (b'{"method":"a","method":"b"}', "'method' appears twice"),
+        (b'{"params":{"cwd":"/a","cwd":"/etc"}}', "'cwd' appears twice"),
+        (b'{"a":[{"k":1,"k":1}]}', "'k' appears twice"),
+        (b'{"cwd":"\\ud800"}', "lone surrogate"),
+        (b'{"cwd":"\\udc00x"}', "lone surrogate"),
+        (b'{"\\ud800":1}', "lone surrogate"),
+        (b'{"id":NaN}', "NaN is not JSON"),
+        (b'{"id":Infinity}', "Infinity is not JSON"),
+        (b'{"id":-Infinity}', "-Infinity is not JSON"),
+        (b'{"id":1', "Expecting"),
+        (b"\xff{}", "not UTF-8|Expecting"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[" * (MAX_DEPTH + 2) + b"]" * (MAX_DEPTH + 2), "nested too deeply"),
+    ],
+)
+def test_ambiguous_or_broken_text_is_refused(text: bytes, why: str) -> None:
+    """What parsers would read differently, or could not read, is refused with the reason."""
+    with pytest.raises(JsonRefused, match=why):
+        loads(text)
+
+
+def test_size_is_bounded_before_parsing() -> None:
+    """A text over max_bytes is refused without being parsed."""
+    with pytest.raises(JsonRefused, match="over 10 bytes"):
+        loads(b'{"a":"0123456789"}', max_bytes=10)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_any_json_round_trips(value: Any) -> None:
+    """Whatever valid JSON comes in goes back out with the same meaning."""
+    text = json.dumps(value, ensure_ascii=False).encode()
+    assert json.loads(dumps(loads(text))) == json.loads(text)

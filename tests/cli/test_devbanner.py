@@ -1,0 +1,127 @@
+"""The ``serve --dev`` banner (relay/cli/devbanner.py), read from a real ``acp-relay serve
+--dev`` as a person would: its URL, its "More tickets" command, what it names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+
+from relay.core.tickets import verify
+from tests.support.cli import dev_banner, run_async, serve
+from tests.support.clients import ChunkClient
+from tests.support.env import clean_env
+from tests.support.live import SECRET
+from tests.support.sockets import refused
+
+
+@pytest.mark.slow
+async def test_dev_banner_url_works_once_with_the_acp_sdk() -> None:
+    """--dev prints a ws:// URL with a ticket that drives the demo agent once, then gets 401."""
+    import acp
+    from acp.ws.client import create_websocket_stream
+
+    client = ChunkClient()
+    updates = client.chunks
+
+    async with serve("--dev", env=clean_env()) as relay:
+        url, _ = await dev_banner(relay)
+        assert url.startswith(f"ws://127.0.0.1:{relay.port}/acp?ticket=")
+        transport = await create_websocket_stream(url)
+        conn = acp.connect_to_agent(client, transport)  # type: ignore[arg-type]
+        try:
+            async with asyncio.timeout(20):
+                init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+                session = await conn.new_session(cwd="/tmp", mcp_servers=[])
+                reply = await conn.prompt(
+                    session_id=session.session_id, prompt=[acp.text_block("hello from the cli")]
+                )
+        finally:
+            await conn.close()
+        status, body, _ = await refused(url)
+    assert init.agent_info is not None
+    assert init.agent_info.name == "acp-relay-demo"
+    assert reply.stop_reason == "end_turn"
+    assert "".join(u for u in updates if not u.startswith("session started")) == (
+        "hello from the cli"
+    )
+    assert status == 401
+    assert "already used" in body
+
+
+@pytest.mark.slow
+async def test_dev_banner_more_tickets_command_mints_working_tickets() -> None:
+    """The banner's "More tickets" command, run as printed, prints a URL that connects."""
+    async with serve("--dev", env=clean_env()) as relay:
+        banner_url, more = await dev_banner(relay)
+        setting, *argv = shlex.split(more)
+        assert setting == "ACP_RELAY_TICKET_TTL=28800"  # the --dev relay's, for `ticket`
+        assert argv[:4] == [sys.executable, "-m", "relay", "ticket"]  # how it was started
+        assert argv[argv.index("--url") + 1] == relay.url
+        secret_file = Path(argv[argv.index("--secret-file") + 1])
+        dev_secret = read_secret(secret_file)
+        status, out, err = await run_async(argv, env=clean_env(ACP_RELAY_TICKET_TTL="28800"))
+        assert (status, err) == (0, "")
+        url = out.strip()
+        assert url.startswith(f"{relay.url}?ticket=")
+        async with connect(url) as ws:
+            await ws.send(
+                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+            )
+            async with asyncio.timeout(10):
+                reply = json.loads(await ws.recv())
+        assert reply["id"] == 1
+        assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo"
+        assert await relay.stop() == 0
+    claims = verify(url.partition("ticket=")[2], [dev_secret], now=time.time(), max_age=28800)
+    assert claims.exp is not None
+    assert claims.exp > time.time() + 28000  # lives as long as the --dev relay accepts it
+    assert not secret_file.parent.exists()  # the throwaway secret goes with the relay
+    stderr = "\n".join(relay.stderr)
+    for needle in (dev_secret, banner_url.partition("ticket=")[2], url.partition("ticket=")[2]):
+        assert needle not in stderr
+
+
+@pytest.mark.slow
+async def test_dev_banner_names_the_given_secret_file_and_agent(tmp_path: Path) -> None:
+    """With --secret-file and --agent, the --dev banner names both, its More tickets command
+    uses that file, and the console address carries a token that is never logged."""
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET + "\n")
+    args = ("--dev", "--secret-file", str(secret_file), "--agent", "cat")
+    async with serve(*args, env=clean_env()) as relay:
+        _, more = await dev_banner(relay)
+        text = "\n".join(relay.stdout)
+        assert f"Secret: the first line of {secret_file} (--secret-file)" in text
+        assert "Agent: cat (--agent)" in text
+        assert f"--secret-file {secret_file} " in more
+        token = re.search(r"http://127\.0\.0\.1:\d+/\?token=(\S+)\n", text)
+        assert token, text
+        assert await relay.stop() == 0
+    assert token[1] not in "\n".join(relay.stderr)
+
+
+async def test_dev_banner_says_the_secret_is_throwaway() -> None:
+    """Without --secret-file the --dev banner says the secret is new at each start and how to
+    keep one, and that the agent is the demo agent."""
+    async with serve("--dev", env=clean_env()) as relay:
+        await dev_banner(relay)
+        text = "\n".join(relay.stdout)
+    assert "Secret: a throwaway one, new at each start (--secret-file FILE keeps one)" in text
+    assert "Agent: the built-in demo agent" in text
+
+
+def read_secret(path: Path) -> str:
+    """The only line of a --dev secret file, which only its owner may read."""
+    assert path.stat().st_mode & 0o777 == 0o600
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1
+    assert len(lines[0]) >= 32
+    return lines[0]

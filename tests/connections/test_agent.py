@@ -1,0 +1,245 @@
+"""Tests for relay.connections.agent: starting the agent in its own group and stopping it with its
+children."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from relay.config.account import Account
+from relay.connections.agent import (
+    AgentProcess,
+    AgentStartError,
+    Exit,
+    drain_stderr,
+    signal_name,
+    spawn_arguments,
+)
+from tests.support.agents import AGENTS
+from tests.support.processes import pid_alive
+
+ENV = dict(os.environ)
+
+
+@pytest.mark.parametrize(
+    ("returncode", "code", "reason"),
+    [
+        (0, 1000, "agent exited"),
+        (3, 1011, "agent exited with status 3"),
+        (-9, 1011, "agent killed by SIGKILL"),
+        (-15, 1011, "agent killed by SIGTERM"),
+        (-200, 1011, "agent killed by signal 200"),
+    ],
+)
+def test_exit_close_code_and_reason(returncode: int, code: int, reason: str) -> None:
+    """An exit status maps to the close code and reason the client sees."""
+    assert (Exit(returncode).close_code, Exit(returncode).reason) == (code, reason)
+
+
+def test_signal_name() -> None:
+    """Signals are named; unknown numbers are spelled out."""
+    assert (signal_name(2), signal_name(999)) == ("SIGINT", "signal 999")
+
+
+async def test_agent_runs_in_its_own_process_group(tmp_path: Path) -> None:
+    """The agent leads a new process group, so its children can be signalled together."""
+    agent = await AgentProcess.start(["sleep", "30"], cwd=str(tmp_path), env=ENV)
+    try:
+        assert os.getpgid(agent.pid) == agent.pid != os.getpgid(0)
+    finally:
+        await agent.stop(0.5)
+
+
+async def test_agent_gets_the_workspace_as_cwd(tmp_path: Path) -> None:
+    """The agent's working directory is the workspace."""
+    agent = await AgentProcess.start(
+        [sys.executable, "-c", "import os; print(os.getcwd())"], cwd=str(tmp_path), env=ENV
+    )
+    async with asyncio.timeout(10):
+        out = await agent.stdout.read()
+        assert (await agent.wait()).returncode == 0
+    assert out.decode().strip() == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["/nonexistent/agent-binary"], "/nonexistent/agent-binary: command not found"),
+        (["no-such-agent-command-xyz"], "no-such-agent-command-xyz: command not found"),
+        ([str(AGENTS / "echo.py")], "echo.py: permission denied (is it executable?)"),
+    ],
+)
+async def test_start_failure_says_why(tmp_path: Path, argv: list[str], message: str) -> None:
+    """A command that cannot run raises AgentStartError with a fixable reason."""
+    with pytest.raises(AgentStartError) as caught:
+        await AgentProcess.start(argv, cwd=str(tmp_path), env=ENV)
+    assert message in str(caught.value)
+
+
+async def test_missing_workspace_is_named(tmp_path: Path) -> None:
+    """A workspace that does not exist is named in the start error."""
+    missing = tmp_path / "gone"
+    with pytest.raises(AgentStartError, match="does not exist"):
+        await AgentProcess.start(["cat"], cwd=str(missing), env=ENV)
+
+
+@pytest.mark.parametrize(
+    ("exit_", "failed"),
+    [(Exit(0), False), (Exit(2), True), (Exit(-9), True), (Exit(-9, stopped=True), False)],
+)
+def test_an_exit_failed_unless_0_or_the_relays_doing(exit_: Exit, failed: bool) -> None:
+    """An agent failed when it exited non-zero, or died of a signal, the relay not stopping it."""
+    assert exit_.failed is failed
+
+
+async def test_an_agent_that_crashes_by_itself_was_not_stopped(tmp_path: Path) -> None:
+    """An agent exiting 3 on its own, then its children stopped, is an unstopped exit 3."""
+    agent = await AgentProcess.start(["sh", "-c", "exit 3"], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(10):
+        exit_ = await agent.wait()
+        await agent.stop_children(0.5)
+        assert await agent.wait() == exit_ == Exit(3, stopped=False)
+    agent.release()
+
+
+async def test_stop_closes_stdin_first(tmp_path: Path) -> None:
+    """An agent that exits on stdin EOF is stopped cleanly, with status 0, before any signal."""
+    agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(5):
+        exit_ = await agent.stop(3.0)
+    assert exit_ == Exit(0)
+
+
+@pytest.mark.slow
+async def test_stubborn_agent_and_child_gone_within_two_graces(tmp_path: Path) -> None:
+    """An agent ignoring EOF and SIGTERM, with a child doing the same, is SIGKILLed with it."""
+    agent = await AgentProcess.start(
+        [sys.executable, str(AGENTS / "stubborn.py")], cwd=str(tmp_path), env=ENV
+    )
+    async with asyncio.timeout(10):
+        ready = (await agent.stdout.readline()).split()
+    child = int(ready[2])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with asyncio.timeout(5):
+        exit_ = await agent.stop(0.3)
+    assert loop.time() - started < 2 * 0.3 + 0.5
+    assert exit_.reason == "agent killed by SIGKILL"
+    assert (exit_.stopped, exit_.failed) == (True, False)  # the relay's doing, not a crash
+    assert not pid_alive(agent.pid)
+    assert not pid_alive(child)
+
+
+@pytest.mark.slow
+async def test_children_left_behind_are_stopped(tmp_path: Path) -> None:
+    """When the agent exits but its child lives on, the child is stopped too."""
+    script = (
+        "import subprocess,sys\np = subprocess.Popen(['sleep', '60'])\nprint(p.pid, flush=True)\n"
+    )
+    agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
+    async with asyncio.timeout(10):
+        child = int((await agent.stdout.readline()).strip())
+        assert (await agent.wait()).returncode == 0
+        assert pid_alive(child)
+        await agent.stop_children(1.0)
+    assert not pid_alive(child)
+
+
+async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
+    """Each stderr line is handed on as one text; an oversized one is reported by size only."""
+    script = "import sys; sys.stderr.write('one\\ntwo\\n' + 'x' * 10000 + '\\nlast')"
+    agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
+    lines: list[str] = []
+    async with asyncio.timeout(10):
+        await drain_stderr(agent.stderr, lines.append)
+        await agent.wait()
+    assert lines == [
+        "one",
+        "two",
+        "[10000 bytes, over 8192: not shown]",
+        "last",
+    ]
+
+
+class ListedGroups:
+    """A guard that keeps the list the watchdog would keep."""
+
+    def __init__(self) -> None:
+        self.groups: list[int] = []
+
+    def watch(self, pgid: int) -> None:
+        self.groups.append(pgid)
+
+    def forget(self, pgid: int) -> None:
+        self.groups.remove(pgid)
+
+
+async def test_the_guard_watches_an_agent_from_its_start_to_its_release(tmp_path: Path) -> None:
+    """An agent's process group is on the guard's list from its start until released."""
+    guard = ListedGroups()
+    agent = await AgentProcess.start(["cat"], cwd=str(tmp_path), env=ENV, guard=guard)
+    assert guard.groups == [agent.pid]
+    await agent.stop(0.5)
+    assert guard.groups == [agent.pid]  # stopped, not yet released
+    agent.release()
+    agent.release()
+    assert guard.groups == []
+
+
+NOBODY = Account("nobody", 65534, 65534, (65534, 100), "/nonexistent", "/usr/bin/setpriv")
+
+
+@pytest.mark.parametrize(
+    ("account", "argv", "extra"),
+    [
+        (None, ["my-agent", "--acp"], {}),
+        (
+            NOBODY,
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--groups=65534,100", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, groups=()),
+            ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+             "my-agent", "--acp"],
+            {},
+        ),
+        (
+            replace(NOBODY, setpriv=None),
+            ["my-agent", "--acp"],
+            {"user": 65534, "group": 65534, "extra_groups": [65534, 100]},
+        ),
+    ],
+)  # fmt: skip
+def test_spawn_arguments(
+    account: Account | None, argv: list[str], extra: dict[str, object]
+) -> None:
+    """Another account is switched to by setpriv before the agent's exec, else by Popen."""
+    assert spawn_arguments(["my-agent", "--acp"], account) == (argv, extra)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to start agents as nobody")
+@pytest.mark.parametrize("through_setpriv", [True, False], ids=["setpriv", "popen"])
+async def test_an_agent_runs_as_its_account(through_setpriv: bool) -> None:
+    """Started as another account, the agent has its uid, gid and groups, none of root's."""
+    setpriv = shutil.which("setpriv") if through_setpriv else None
+    if through_setpriv and setpriv is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    account = Account("nobody", 65534, 65534, (65534,), "/nonexistent", setpriv)
+    agent = await AgentProcess.start(["id"], cwd="/", env=ENV, account=account)
+    async with asyncio.timeout(10):
+        out = await agent.stdout.read()
+        assert (await agent.wait()).returncode == 0
+    agent.release()
+    ids = dict(part.split("=", 1) for part in out.decode().split())
+    assert ids["uid"].startswith("65534(")
+    assert ids["gid"].startswith("65534(")
+    assert ids["groups"].split("(")[0] == "65534"
+    assert "0(root)" not in out.decode()

@@ -1,0 +1,140 @@
+"""Tests for relay.core.editorerrors: the errors connect answers the editor's requests with."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from relay.core.editorerrors import (
+    Close,
+    Failure,
+    cannot_connect,
+    connection_closed,
+    http_refusal,
+    reason_from_body,
+)
+
+URL = "ws://127.0.0.1:9/acp"
+
+
+# -- failures ---------------------------------------------------------------------------
+
+
+def test_error_response_is_one_json_rpc_line() -> None:
+    """The error response echoes the id, uses -32603 and carries message and data."""
+    failure = cannot_connect(URL, "refused", "Connection refused")
+    raw = failure.error_response("req-1")
+    assert b"\n" not in raw
+    assert json.loads(raw) == {
+        "jsonrpc": "2.0",
+        "id": "req-1",
+        "error": {
+            "code": -32603,
+            "message": "cannot reach relay at ws://127.0.0.1:9/acp: connection refused",
+            "data": {"url": URL, "cause": "refused", "detail": "Connection refused"},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (401, b"ticket expired (issued 75 s ago, max age 60 s)\n", "relay refused the ticket "
+         "(401): ticket expired (issued 75 s ago, max age 60 s)"),
+        (403, b"origin https://e.example is not allowed: add it\n", "relay refused the "
+         "connection (403): origin https://e.example is not allowed: add it"),
+        (404, b"not found: the ACP endpoint is /acp\n", "relay has no ACP endpoint at "
+         "ws://127.0.0.1:9/acp (404): not found: the ACP endpoint is /acp"),
+        (503, b"relay is at its limit of 2 connections; retry in 5 s\n", "relay is busy (503): "
+         "relay is at its limit of 2 connections; retry in 5 s"),
+        (502, b"<html><body>Bad gateway</body></html>", "relay refused the connection (502): "
+         "Bad Gateway"),
+        (299, b"", "relay refused the connection (299): HTTP 299"),
+    ],
+)  # fmt: skip
+def test_http_refusals_quote_the_relays_reason(status: int, body: bytes, message: str) -> None:
+    """Each refusal names what was refused, with the status and the body's first line."""
+    failure = http_refusal(URL, status, body, "5" if status == 503 else None)
+    assert failure.message == message
+    assert failure.data["status"] == status
+    assert failure.data["url"] == URL
+    assert ("retryAfter" in failure.data) == (status == 503)
+    assert failure.exit_status == 1
+
+
+def test_long_bodies_are_cut() -> None:
+    """Only the first line of a body is quoted, at most 300 characters."""
+    assert reason_from_body(400, b"first\nsecond") == "first"
+    assert len(reason_from_body(400, b"y" * 1000)) == 300
+
+
+@pytest.mark.parametrize(
+    ("received", "sent", "relay_first", "message", "cause", "status"),
+    [
+        (Close(1011, "agent exited with status 3"), None, True, "agent exited with status 3",
+         "closed", 1),
+        (Close(1000, "agent exited"), Close(1000, "agent exited"), True, "agent exited",
+         "closed", 0),
+        (Close(1001), None, True, "relay closed the connection (1001 going away)", "closed", 1),
+        (Close(1011, "keepalive ping timeout"), Close(1011, "keepalive ping timeout"), False,
+         f"lost the relay at {URL}: no answer to a heartbeat ping within 0.5 s", "heartbeat", 1),
+        (None, Close(1011, "keepalive ping timeout"), False,
+         f"lost the relay at {URL}: no answer to a heartbeat ping within 0.5 s", "heartbeat", 1),
+        (None, Close(1009, "frame with 9 bytes exceeds limit of 8 bytes"), False,
+         "relay sent a message over --max-message-bytes (frame with 9 bytes exceeds limit of 8 "
+         "bytes)", "closed", 1),
+        (None, None, False, f"lost the connection to the relay at {URL} (no close frame)", "lost",
+         1),
+    ],
+    ids=["agent-3", "agent-0", "going-away", "heartbeat-echoed", "heartbeat", "too-big", "lost"],
+)  # fmt: skip
+def test_closes_say_who_closed_and_why(
+    received: Close | None,
+    sent: Close | None,
+    relay_first: bool,
+    message: str,
+    cause: str,
+    status: int,
+) -> None:
+    """The relay's agent reasons pass through; heartbeat, size and lost sockets are named."""
+    failure = connection_closed(
+        URL, received=received, sent=sent, relay_first=relay_first, ping_timeout=0.5
+    )
+    assert (failure.message, failure.data["cause"], failure.exit_status) == (
+        message,
+        cause,
+        status,
+    )
+    assert failure.data["url"] == URL
+
+
+@pytest.mark.parametrize(
+    ("cause", "detail", "message"),
+    [
+        ("dns", "Name or service not known", "cannot reach relay at ws://127.0.0.1:9/acp: "
+         "cannot resolve 127.0.0.1 (Name or service not known)"),
+        ("tls", "certificate verify failed: self-signed certificate", "TLS handshake with relay "
+         "at ws://127.0.0.1:9/acp failed: certificate verify failed: self-signed certificate"),
+        ("ticket", "--ticket-command exited with status 1", "cannot get a ticket for relay at "
+         "ws://127.0.0.1:9/acp: --ticket-command exited with status 1"),
+        ("timeout", "no answer within 10 s (--open-timeout)", "cannot reach relay at "
+         "ws://127.0.0.1:9/acp: no answer within 10 s (--open-timeout)"),
+    ],
+)  # fmt: skip
+def test_cannot_connect_messages(cause: Any, detail: str, message: str) -> None:
+    """Each cause has its sentence; data carries the cause and the raw detail."""
+    failure = cannot_connect(URL, cause, detail)
+    assert failure.message == message
+    assert failure.data == {"url": URL, "cause": cause, "detail": detail}
+
+
+def test_redacted_removes_the_ticket_everywhere() -> None:
+    """A ticket quoted by a proxy's reason disappears from the message and the data."""
+    failure = http_refusal(URL, 400, b"bad request for /acp?ticket=SECRET-TICKET")
+    clean = failure.redacted("SECRET-TICKET")
+    assert "SECRET-TICKET" not in clean.message + json.dumps(dict(clean.data))
+    assert "[redacted]" in clean.message
+    assert failure.redacted(None) is failure
+    assert isinstance(clean, Failure)

@@ -1,0 +1,507 @@
+"""The dev console at ``/`` under ``serve --dev``: its HTTP answers, and a real browser using it.
+
+The browser tests drive Debian's ``chromium`` (installed by ``tests/system``) through
+Playwright, against relays started as a user would (``acp-relay serve``, a subprocess).
+Screenshots go to ``tests/artifacts/``; ``docs/console.png`` (docs/dev-console.md's) is written
+when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from playwright.async_api import BrowserContext, Locator, Page, ViewportSize, expect
+from structlog.testing import capture_logs
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from relay.core.tickets import verify
+from tests.support.agents import AGENTS, DEMO_AGENT
+from tests.support.browser import (
+    ROOT,
+    browser,
+    page_server,
+    require_chromium,
+    save_artifact,
+)
+from tests.support.cli import RelayRun, serve
+from tests.support.env import clean_env, secret_env
+from tests.support.http import http_get
+from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
+from tests.support.netcut import NetCut
+from tests.support.waiting import until
+
+README_SHOT = ROOT / "docs" / "console.png"
+ASKS = (sys.executable, str(AGENTS / "asks.py"))
+
+
+# -- plain HTTP ------------------------------------------------------------------------
+
+
+TOKEN = "console-token-0123456789"
+
+
+def page_ticket(body: str) -> str:
+    match = re.search(r'data-ticket="([^"]*)"', body)
+    assert match, body
+    return html.unescape(match[1])
+
+
+def console_relay() -> contextlib.AbstractAsyncContextManager[LiveRelay]:
+    """A relay in this loop serving the dev console, its token TOKEN, and the echo agent."""
+    return live_relay(("cat",), console=True, console_token=TOKEN)
+
+
+async def test_console_only_under_dev() -> None:
+    """Without --dev (console off) / and the console files are 404, like any other path."""
+    async with live_relay(("cat",)) as live:
+        for path in ("/", "/console.js", "/console.css"):
+            status, _, body = await http_get(live.relay.port, path)
+            assert (status, body) == (404, "not found: the ACP endpoint is /acp\n")
+
+
+async def test_console_page_headers_and_a_fresh_ticket_per_load() -> None:
+    """The page is HTML with no-store and a strict CSP; each load embeds a new working ticket."""
+    async with console_relay() as live:
+        port = live.relay.port
+        loads = [await http_get(port, f"/?token={TOKEN}") for _ in range(2)]
+        tickets = [page_ticket(body) for _, _, body in loads]
+        for status, headers, body in loads:
+            assert status == 200
+            assert headers["content-type"] == "text/html; charset=utf-8"
+            assert headers["cache-control"] == "no-store"
+            assert headers["x-content-type-options"] == "nosniff"
+            csp = headers["content-security-policy"]
+            assert "default-src 'none'" in csp
+            assert "script-src 'self';" in csp
+            assert f"connect-src 'self' ws://127.0.0.1:{port} wss://127.0.0.1:{port};" in csp
+            assert "unsafe" not in csp
+            assert 'data-path="/acp"' in body
+            assert f'data-token="{TOKEN}"' in body
+            assert '<script src="/console.js" type="module"></script>' in body
+            assert "<script>" not in body  # nothing inline: the CSP would block it anyway
+        assert tickets[0] != tickets[1]
+        claims = verify(tickets[0], [SECRET], now=time.time(), max_age=60)
+        assert claims.sub == "dev-console"
+        async with connect(live.url(tickets[0])) as ws:
+            await ws.send('{"id":1}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"id":1}'
+        with pytest.raises(InvalidStatus, match="401"):  # single use
+            async with connect(live.url(tickets[0])):
+                pass
+        for path, kind in (("/console.js", "text/javascript"), ("/console.css", "text/css")):
+            status, headers, body = await http_get(port, path)
+            assert (status, headers["content-type"]) == (200, f"{kind}; charset=utf-8")
+            assert "content-security-policy" in headers
+            assert headers["cache-control"] == "no-store"
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example:8765", "evil.example", "127.0.0.1:1 onerror=x", ""], ids=str
+)
+async def test_console_refused_to_a_host_that_could_not_connect(host: str) -> None:
+    """A Host whose origin the relay would refuse (e.g. DNS rebinding) gets 403 and no ticket,
+    even with the token; the answer names --allow-origin."""
+    async with console_relay() as live:
+        for path in (f"/?token={TOKEN}", "/console-ticket"):
+            headers = [f"Acp-Console-Token: {TOKEN}"]
+            status, _, body = await http_get(live.relay.port, path, host or " ", headers)
+            assert status == 403
+            assert "ticket" not in body
+            assert "--allow-origin" in body
+
+
+@pytest.mark.parametrize("query", ["", "?token=", "?token=wrong", f"?x={TOKEN}"], ids=repr)
+async def test_console_page_needs_the_token(query: str) -> None:
+    """Without the run's token in its address the page is 403, saying where the address is."""
+    async with console_relay() as live:
+        status, _, body = await http_get(live.relay.port, f"/{query}")
+    assert status == 403
+    assert "data-ticket" not in body
+    assert "printed on its standard output (http://HOST:PORT/?token=...)" in body
+
+
+async def test_console_ticket_needs_the_token_and_the_same_origin() -> None:
+    """/console-ticket gives a working dev-console ticket for the token's header from the
+    page's own origin; no token, a wrong one or another origin gets 403."""
+    async with console_relay() as live:
+        port = live.relay.port
+        ok = f"Acp-Console-Token: {TOKEN}"
+        refused = [
+            [],
+            ["Acp-Console-Token: wrong"],
+            [ok, "Origin: http://evil.example"],
+            [ok, "Sec-Fetch-Site: cross-site"],
+        ]
+        for headers in refused:
+            assert (await http_get(port, "/console-ticket", headers=headers)).status == 403
+        status, answer_headers, ticket = await http_get(
+            port, "/console-ticket", headers=[ok, f"Origin: http://127.0.0.1:{port}"]
+        )
+        assert status == 200
+        assert "access-control-allow-origin" not in answer_headers
+        assert verify(ticket, [SECRET], now=time.time(), max_age=60).sub == "dev-console"
+        async with connect(live.url(ticket)) as ws:
+            await ws.send('{"id":1}')
+            async with asyncio.timeout(5):
+                assert await ws.recv() == '{"id":1}'
+
+
+async def test_console_token_never_logged() -> None:
+    """A refused console request logs why, never the token that came with it."""
+    async with console_relay() as live:
+        with capture_logs() as events:
+            await http_get(live.relay.port, f"/?token={TOKEN}x")
+            await http_get(live.relay.port, f"/?token={TOKEN}", host="evil.example")
+    assert [e["reason"] for e in events] == [
+        "missing or wrong console token",
+        "origin not allowed",
+    ]
+    assert TOKEN not in repr(events)
+
+
+async def test_websocket_upgrade_at_root_is_still_not_the_endpoint() -> None:
+    """Under --dev, a WebSocket upgrade to / is not admitted: the endpoint stays --path."""
+    async with console_relay() as live:
+        with pytest.raises(InvalidStatus, match="404"):
+            async with connect(f"{live.base}/?ticket={make_ticket()}"):
+                pass
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+
+@pytest.fixture
+def chromium() -> str:
+    """Debian's chromium, installed by the project's test setup if missing."""
+    return require_chromium()
+
+
+def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
+    """The page's log rows in ``direction`` (``to_agent``, ``to_client``), by summary text."""
+    locator = page.locator(f'#log li[data-dir="{direction}"]')
+    if summary is not None:
+        locator = locator.filter(has=page.locator(".summary", has_text=summary))
+    return locator
+
+
+def save_screenshot(png: bytes, name: str) -> None:
+    save_artifact(png, name)
+    if name == "console.png" and (
+        not README_SHOT.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
+    ):
+        README_SHOT.parent.mkdir(exist_ok=True)
+        README_SHOT.write_bytes(png)
+
+
+async def console_url(relay: RelayRun) -> str:
+    """The console address the --dev banner prints on stdout, with the run's token."""
+
+    def parse() -> str | None:
+        found = re.search(r"Dev console \(.*\):\n +(\S+)\n", "\n".join(relay.stdout) + "\n")
+        return found[1] if found else None
+
+    url = await until(parse, lambda: f"the console address on stdout: {relay.stdout}")
+    assert re.fullmatch(rf"http://127\.0\.0\.1:{relay.port}/\?token=[\w-]{{32}}", url), url
+    return url
+
+
+def console_token(url: str) -> str:
+    return url.partition("?token=")[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_path: Path) -> None:
+    """The page connects, runs initialize, session/new and a streamed prompt, shows the close."""
+    prompt = "streamed word by word through the relay"
+    async with (
+        serve("--dev", env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        page = await context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        sockets: list[str] = []
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+
+        url = await console_url(relay)
+        served = await page.goto(url)
+        assert served is not None
+        ticket = page_ticket(await served.text())
+        status = page.locator("#status")
+        await expect(status).to_have_text("open: /acp")
+        await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+        assert await page.locator("body").get_attribute("data-ticket") is None
+        assert await page.locator("body").get_attribute("data-token") is None
+
+        await page.click("#send-initialize")
+        await expect(rows(page, "to_agent", "initialize #1")).to_have_count(1)
+        await expect(rows(page, "to_client", "result #1 (initialize)")).to_have_count(1)
+
+        await page.click("#send-new")
+        await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
+        await expect(page.locator("#session-id")).to_have_value(re.compile(r"^[0-9a-f]{32}$"))
+        await expect(page.locator("#agent-text .agent").first).to_have_text(
+            f"session started in {os.getcwd()} with MCP servers: (none)"
+        )
+
+        await page.fill("#prompt", prompt)
+        await page.click("#send-prompt")
+        await expect(rows(page, "to_client", "result #3 (session/prompt)")).to_have_count(1)
+        await expect(page.locator("#agent-text .you")).to_have_text(prompt)
+        await expect(page.locator("#agent-text .agent").last).to_have_text(prompt)
+        chunks = rows(page, "to_client", "agent_message_chunk")
+        assert await chunks.count() == len(prompt.split()) + 1
+
+        await page.fill("#raw", '{"jsonrpc":"2.0","id":"raw-1","method":"no/such"}')
+        await page.click("#send-raw")
+        await expect(rows(page, "to_client", "error #raw-1")).to_have_count(1)
+
+        times = await page.locator("#log li time").all_inner_texts()
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", t) for t in times)
+        labels = set(await page.locator("#log li .dir").all_inner_texts())
+        assert {"client → agent", "agent → client"} <= labels
+
+        first_reply = rows(page, "to_client", "result #1").first
+        await first_reply.locator(".summary").click()
+        await expect(first_reply.locator("pre")).to_contain_text('"agentInfo": {')
+        await first_reply.locator(".summary").click()
+        await expect(first_reply.locator("pre")).to_have_count(0)
+        await rows(page, "to_agent", "session/new").locator(".summary").click()  # a short one
+        await expect(page.locator("#log pre")).to_contain_text('"mcpServers": []')
+        await expect(chunks.first).to_contain_text('agent_message_chunk "session started in')
+
+        assert await relay.stop() == 0
+        await expect(status).to_have_text("closed: 1001 (going away: the relay is shutting down)")
+        await expect(page.locator("#reload")).to_be_visible()
+        await expect(page.locator("#send-prompt")).to_be_disabled()
+        save_screenshot(await page.screenshot(), "console.png")
+
+    assert problems == []
+    assert sockets == [f"ws://127.0.0.1:{relay.port}/acp"]  # the ticket went as a subprotocol
+    assert len(ticket) > 40
+    opened = relay.events("connection opened")
+    assert [r["subject"] for r in opened] == ["dev-console"]
+    stderr = "\n".join(relay.stderr)
+    assert ticket not in stderr
+    assert ticket.rsplit(".", 1)[-1] not in stderr
+    assert console_token(url) not in stderr
+    assert relay.events("connection closed")[0]["messages_in"] == 4
+
+
+OTHER_PAGE = """<!doctype html>
+<meta charset="utf-8"><title>another origin</title>
+<p id="result">connecting</p>
+<script>
+const result = document.getElementById("result");
+const ws = new WebSocket({url});
+ws.onopen = () => {{ result.textContent = "open"; }};
+ws.onclose = (e) => {{ result.textContent = "closed " + e.code; }};
+</script>
+"""
+
+
+def other_origin(ws_url: str) -> contextlib.AbstractContextManager[str]:
+    """A second loopback HTTP server whose only page tries a WebSocket to ``ws_url``."""
+    body = OTHER_PAGE.format(url=repr(ws_url)).encode()
+    return page_server(lambda _path: (200, "text/html; charset=utf-8", body))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_page_from_another_origin_is_refused(chromium: str, tmp_path: Path) -> None:
+    """A page from an origin not allowed sees its socket close with 1006; the relay logged 403."""
+    args = ("--agent", "cat", "--allow-origin", "https://example.test")
+    async with serve(*args, env=secret_env()) as relay:
+        with other_origin(relay.ticket_url()) as origin:
+            async with browser(chromium, tmp_path / "profile") as context:
+                page = await context.new_page()
+                await page.goto(f"{origin}/")
+                await expect(page.locator("#result")).to_have_text("closed 1006")
+                save_screenshot(await page.screenshot(), "other-origin.png")
+        refusals = await relay.wait_event("connection refused")
+    assert len(refusals) == 1
+    assert refusals[0]["status"] == 403
+    assert refusals[0]["reason"].startswith(f"origin {origin} is not allowed")
+    assert relay.events("connection opened") == []
+
+
+# -- resuming, permission requests, a narrow window -------------------------------------
+
+LONG = 300  # words in a long answer
+RESUMED = re.compile(r"^resumed after \d+\.\d s, \d+ messages? replayed$")
+
+
+def slow_demo(delay: float = 0.01) -> str:
+    """--agent for the demo agent streaming one word every ``delay`` seconds."""
+    return shlex.join([*DEMO_AGENT, "--word-delay", str(delay)])
+
+
+def events(page: Page) -> Locator:
+    """The page's socket event rows."""
+    return page.locator('#log li[data-dir="event"] .summary')
+
+
+async def open_console(context: BrowserContext, url: str, problems: list[str]) -> Page:
+    """The console at ``url``, open; page errors go into ``problems``."""
+    page = await context.new_page()
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    await page.goto(url)
+    await expect(page.locator("#status")).to_have_text("open: /acp")
+    return page
+
+
+async def start_session(page: Page) -> None:
+    """initialize and session/new, answered."""
+    await page.click("#send-initialize")
+    await expect(rows(page, "to_client", "result #1 (initialize)")).to_have_count(1)
+    await page.click("#send-new")
+    await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_resumes_a_long_answer_across_a_network_cut(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The console streams a long answer, the network is reset mid-way: the page says it is
+    resuming, then "resumed after N s, M messages replayed", and the answer is complete with
+    every chunk once; the relay kept one connection (one agent) and logged one resume."""
+    words = [f"word{i:03d} " for i in range(LONG)]
+    async with (
+        serve("--dev", "--agent", slow_demo(), env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        await start_session(page)
+        await page.fill("#prompt", "".join(words))
+        await page.click("#send-prompt")
+        chunks = rows(page, "to_client", "agent_message_chunk")
+        await expect(chunks.nth(LONG // 3)).to_be_attached()  # a third of the answer is in
+        net.reset()
+        await expect(events(page).filter(has_text="resuming within")).to_have_count(1)
+        await expect(events(page).filter(has_text=RESUMED)).to_have_count(1)
+        await expect(rows(page, "to_client", "result #3 (session/prompt)")).to_have_count(1)
+        await expect(page.locator("#agent-text .agent").last).to_have_text("".join(words))
+        assert await chunks.count() == LONG + 1  # and the session report: each once
+        await expect(page.locator("#status")).to_have_text(RESUMED)
+        save_artifact(await page.screenshot(), "console-resumed.png")
+        [lost] = await events(page).filter(has_text="resuming within").all_inner_texts()
+        assert lost == "connection lost (lost (no close frame)), resuming within 60 s"
+        assert len(relay.events("connection opened")) == 1
+        await relay.wait_event("connection resumed")
+    assert problems == []
+    assert token not in "\n".join(relay.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_says_why_it_could_not_resume(chromium: str, tmp_path: Path) -> None:
+    """With the network gone past the relay's grace, the console says it could not resume and
+    why, and offers a new connection."""
+    args = ("--dev", "--agent", "cat", "--resume-grace", "1")
+    async with (
+        serve(*args, env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        page = await open_console(context, f"http://127.0.0.1:{net.port}/?token={token}", problems)
+        net.reset()
+        net.blackhole()  # new sockets get nowhere either
+        status = page.locator("#status")
+        await expect(status).to_have_text(
+            "could not resume: could not resume within the relay's grace of 1 s (no ticket in time)"
+        )
+        await expect(page.locator("#reload")).to_be_visible()
+        await expect(page.locator("#send-raw")).to_be_disabled()
+        await relay.wait_event("connection expired")
+        net.restore()
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_answers_the_agents_requests(chromium: str, tmp_path: Path) -> None:
+    """A permission request shows as the tool call's title and kind with a button per option;
+    the click sends the chosen outcome. Any other agent request is answered -32601 at once."""
+    async with (
+        serve("--dev", "--agent", shlex.join(ASKS), env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        problems: list[str] = []
+        page = await open_console(context, await console_url(relay), problems)
+        ask = page.locator("#asks .ask")
+        await expect(ask).to_have_count(1)
+        await expect(ask.locator(".tool-title")).to_have_text("Write notes.md")
+        await expect(ask.locator(".tool-kind")).to_have_text("edit")
+        await expect(ask.locator("button")).to_have_text(["Allow"])
+        save_artifact(await page.screenshot(), "console-ask.png")
+        await ask.locator("button", has_text="Allow").click()
+        await expect(page.locator("#asks")).to_be_hidden()
+        answer = rows(page, "to_agent", "result #perm-1 (session/request_permission)")
+        await expect(answer).to_have_count(1)
+        answered = rows(page, "to_client", "answered")
+        await expect(answered).to_have_count(1)
+        params = json.loads(await answered.get_attribute("data-line") or "")["params"]
+        assert params == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+        # asks.py echoes other lines: a request sent raw comes back as the agent's request
+        params = {"sessionId": "s-1", "path": "/etc/hostname"}
+        read = {"jsonrpc": "2.0", "id": "q1", "method": "fs/read_text_file", "params": params}
+        await page.fill("#raw", json.dumps(read))
+        await page.click("#send-raw")
+        refusal = rows(page, "to_agent", "error #q1 (fs/read_text_file): Method not found")
+        await expect(refusal).to_have_count(1)
+        error = json.loads(await refusal.get_attribute("data-line") or "")["error"]
+        assert error["code"] == -32601
+        assert error["data"]["method"] == "fs/read_text_file"
+        save_artifact(await page.screenshot(), "console-asks.png")
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_stacks_its_panes_on_a_narrow_window(chromium: str, tmp_path: Path) -> None:
+    """At a phone's width the send pane sits above the lines, both full width, nothing wider
+    than the window; at a desktop's width they sit side by side."""
+    async with serve("--dev", "--agent", "cat", env=clean_env()) as relay:
+        url = await console_url(relay)
+        for width, height, stacked in ((390, 844, True), (1100, 640, False)):
+            viewport = ViewportSize(width=width, height=height)
+            profile = tmp_path / f"profile-{width}"
+            async with browser(chromium, profile, viewport) as context:
+                page = await open_console(context, url, [])
+                controls = await page.locator("section.controls").bounding_box()
+                lines = await page.locator("section.lines").bounding_box()
+                assert controls is not None
+                assert lines is not None
+                if stacked:
+                    assert lines["y"] >= controls["y"] + controls["height"] - 1
+                    for box in (controls, lines):
+                        assert box["x"] <= 1
+                        assert box["width"] >= width - 20
+                else:
+                    assert lines["x"] >= controls["x"] + controls["width"] - 1
+                    assert abs(lines["y"] - controls["y"]) <= 1
+                scroll_width = await page.evaluate("document.documentElement.scrollWidth")
+                assert scroll_width <= width
+                save_artifact(await page.screenshot(full_page=True), f"console-{width}.png")

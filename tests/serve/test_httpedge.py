@@ -1,0 +1,63 @@
+"""Tests for relay.serve.httpedge: answers for other methods and the handshake cap, on a live
+relay."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from relay.serve.httpedge import other_method
+from tests.support.http import exchange, status_of
+from tests.support.live import live_relay
+from tests.support.waiting import until
+
+CAT = ("cat",)
+
+
+@pytest.mark.parametrize(
+    ("head", "method"),
+    [
+        (b"GET /acp HTTP/1.1\r\n", ""),
+        (b"GET ", ""),
+        (b"POST /acp HTTP/1.1\r\nHost: x\r\n", "POST"),
+        (b"DELETE /acp?x=1 HTTP/1.1\r\n", "DELETE"),
+        (b"POST /acp HTTP/1.1", None),
+        (b"\x16\x03\x01\x02\x00\r\n", ""),
+        (b"GARBAGE / SPDY/9\r\n", ""),
+        (b"x" * 9000, ""),
+    ],
+)
+def test_other_method(head: bytes, method: str | None) -> None:
+    """Only a complete HTTP/1 request line of another method is answered here."""
+    assert other_method(head) == method
+
+
+async def test_post_to_the_endpoint_gets_405_naming_the_websocket_profile() -> None:
+    """A Streamable-HTTP client's POST /acp learns what the relay speaks, with Allow: GET."""
+    async with live_relay(CAT) as live:
+        request = b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}"
+        answer = await exchange(live.relay.port, request, seconds=5)
+    assert status_of(answer) == 405
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"\r\nAllow: GET" in head
+    assert b"WebSocket profile only" in body
+
+
+async def test_handshakes_past_the_cap_get_503_and_the_relay_still_answers() -> None:
+    """Half-open requests beyond the cap are refused at once; /healthz keeps answering."""
+    async with live_relay(CAT) as live:
+        live.relay.gate.per_address = 5
+        held = [await asyncio.open_connection("127.0.0.1", live.relay.port) for _ in range(5)]
+        for _, writer in held:
+            writer.write(b"GET /acp HTTP/1.1\r\n")  # never finished
+        answer = await exchange(live.relay.port, b"GET /healthz HTTP/1.1\r\n\r\n", seconds=5)
+        assert status_of(answer) == 503
+        assert b"handshakes in progress" in answer
+        for _, writer in held:
+            writer.close()
+        await until(lambda: not live.relay.gate.total, seconds=5, what="no handshake held")
+        answer = await exchange(
+            live.relay.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds=5
+        )
+    assert status_of(answer) == 200

@@ -1,0 +1,493 @@
+"""Tests for relay.streams.pump: real OS pipes and processes against a real WebSocket on
+127.0.0.1:0."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+import pytest
+from structlog.testing import capture_logs
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
+
+from relay.core.outcome import Forward, Outcome, Refuse, judge_frame
+from relay.observe import logs
+from relay.observe.logs import Logger
+from relay.observe.observer import Counters, PumpObserver
+from relay.streams.pump import (
+    READ_CHUNK,
+    Ended,
+    TextFrames,
+    frames_to_lines,
+    frames_waiting,
+    lines_to_frames,
+)
+from tests.support.netcut import NetCut
+from tests.support.pipes import os_pipe
+from tests.support.waiting import until
+
+LIMIT = 4 * 1024 * 1024
+LOG = logs.get_logger("test.pump")
+
+
+def sent_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
+    """An observer counting the lines a lines-to-frames pump sends into ``counters``."""
+    return PumpObserver(log, from_socket=Counters(), to_socket=counters)
+
+
+def forwarded_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
+    """An observer counting the frames a frames-to-lines pump forwards into ``counters``."""
+    return PumpObserver(log, from_socket=counters, to_socket=Counters())
+
+
+@asynccontextmanager
+async def socket_pair() -> AsyncIterator[tuple[ServerConnection, ClientConnection]]:
+    """A connected WebSocket: the relay's side and a client, over loopback TCP."""
+    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
+
+    async def handler(conn: ServerConnection) -> None:
+        accepted.set_result(conn)
+        await conn.wait_closed()
+
+    relay_side = serve(
+        handler, "127.0.0.1", 0, max_size=LIMIT, close_timeout=1, compression=None
+    )  # no compression, as the relay and connect use: bytes on the wire are the frame's
+    async with relay_side as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        url = f"ws://127.0.0.1:{port}"
+        async with connect(url, max_size=LIMIT, close_timeout=1, compression=None) as client:
+            async with asyncio.timeout(5):
+                conn = await accepted
+            yield conn, client
+
+
+async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
+    """Write ``data`` into the pipe, then close it (the reader sees EOF)."""
+    writer.write(data)
+    await writer.drain()
+    writer.close()
+
+
+async def frames(client: ClientConnection, count: int) -> list[bytes]:
+    """The next ``count`` frames the client receives, as raw bytes."""
+    return [await client.recv(decode=False) for _ in range(count)]
+
+
+async def pump_out(
+    data: bytes, expected: int, max_bytes: int = LIMIT
+) -> tuple[list[bytes], Counters]:
+    """Feed ``data`` through lines_to_frames; return the first ``expected`` frames and counters."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        log = logs.get_logger("test")
+        writing = asyncio.create_task(feed(pipe.writer, data))
+        pumping = asyncio.create_task(
+            lines_to_frames(
+                pipe.reader,
+                TextFrames(conn),
+                max_bytes=max_bytes,
+                observer=sent_into(counters, log),
+            )
+        )
+        received = await frames(client, expected)
+        await asyncio.gather(writing, pumping)
+    return received, counters
+
+
+# -- lines_to_frames ------------------------------------------------------------------
+
+
+async def test_lines_arrive_as_identical_frames_in_order() -> None:
+    """Each line becomes one text frame with the same bytes, in order, terminators removed."""
+    big = b'{"text":"' + "é✓".encode() * (READ_CHUNK // 2) + b'"}'  # spans several reads
+    lines = [b'{"jsonrpc":"2.0","id":1}', '{"t":"héllo ✓ 🎉"}'.encode(), big, b"{ }"]
+    data = lines[0] + b"\n\n" + lines[1] + b"\r\n" + lines[2] + b"\n" + lines[3] + b"\n"
+    received, counters = await pump_out(data, len(lines))
+    assert received == lines
+    assert (counters.messages, counters.bytes, counters.dropped) == (
+        4,
+        sum(map(len, lines)),
+        0,
+    )
+
+
+async def test_unterminated_last_line_is_sent_at_eof() -> None:
+    """A last line without a newline is still sent when the pipe ends."""
+    received, counters = await pump_out(b'{"a":1}\n{"b":2}', 2)
+    assert received == [b'{"a":1}', b'{"b":2}']
+    assert counters.messages == 2
+
+
+async def test_bad_lines_dropped_counted_and_logged() -> None:
+    """Over-limit and invalid UTF-8 lines are dropped, counted and logged with size and position."""
+    data = b'{"n":1}\n\xff\xfe\n' + b"y" * 40 + b'\n{"n":2}\n' + b"z" * 33
+    with capture_logs() as events:
+        received, counters = await pump_out(data, 2, max_bytes=32)
+    assert received == [b'{"n":1}', b'{"n":2}']
+    assert (counters.messages, counters.bytes, counters.dropped) == (2, 14, 3)
+    assert [(e["event"], e["log_level"], e["size"], e["after_message"]) for e in events] == [
+        ("line dropped", "error", 2, 1),
+        ("line dropped", "error", 40, 1),
+        ("line dropped", "error", 33, 2),
+    ]
+    assert [e["reason"] for e in events] == [
+        "invalid UTF-8 at byte 0: invalid start byte",
+        "line of 40 bytes over the limit",
+        "line of 33 bytes over the limit",
+    ]
+
+
+async def test_real_process_stdout_becomes_frames() -> None:
+    """Lines a real process writes to its stdout arrive as frames, all of them, in order."""
+    script = "for i in range(2000): print('{\"i\":%d}' % i)"
+    counters = Counters()
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, stdout=asyncio.subprocess.PIPE
+        )
+        assert proc.stdout is not None
+        pumping = asyncio.create_task(
+            lines_to_frames(
+                proc.stdout, TextFrames(conn), max_bytes=LIMIT, observer=sent_into(counters, LOG)
+            )
+        )
+        received = await frames(client, 2000)
+        await pumping
+        assert await proc.wait() == 0
+    assert received == [b'{"i":%d}' % i for i in range(2000)]
+    assert counters.messages == 2000
+
+
+async def test_lines_to_frames_raises_when_socket_is_gone() -> None:
+    """If the socket closes first, the pump raises ConnectionClosed instead of hanging."""
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        await client.close()
+        await conn.wait_closed()
+        pipe.writer.write(b"{}\n")
+        with pytest.raises(ConnectionClosed):
+            await lines_to_frames(
+                pipe.reader, TextFrames(conn), max_bytes=LIMIT, observer=sent_into(Counters(), LOG)
+            )
+
+
+async def test_observe_sees_lines_until_it_declines() -> None:
+    """The observer is shown each forwarded line until it returns False, then never again."""
+    seen: list[bytes] = []
+
+    def observe(line: bytes) -> bool:
+        seen.append(line)
+        return b"stop" not in line
+
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        writing = asyncio.create_task(feed(pipe.writer, b"a\nstop\nb\nc\n"))
+        pumping = asyncio.create_task(
+            lines_to_frames(
+                pipe.reader,
+                TextFrames(conn),
+                max_bytes=LIMIT,
+                observer=sent_into(counters),
+                inspect=observe,
+            )
+        )
+        received = await frames(client, 4)
+        await asyncio.gather(writing, pumping)
+    assert received == [b"a", b"stop", b"b", b"c"]
+    assert seen == [b"a", b"stop"]
+
+
+# -- frames_to_lines ------------------------------------------------------------------
+
+
+async def read_lines(reader: asyncio.StreamReader, count: int) -> list[bytes]:
+    return [await reader.readline() for _ in range(count)]
+
+
+async def test_frames_become_lines_in_order() -> None:
+    """Text frames are written as lines byte-identical; blank and binary frames are not."""
+    sent = ['{"jsonrpc":"2.0","id":1}', '{"t":"héllo ✓ 🎉"}', '{"big":"' + "x" * 300_000 + '"}']
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        with capture_logs() as events:
+            pumping = asyncio.create_task(
+                frames_to_lines(
+                    conn,
+                    pipe.writer,
+                    judge=judge_frame,
+                    observer=forwarded_into(counters, logs.get_logger("test")),
+                )
+            )
+            await client.send(sent[0])
+            await client.send("")
+            await client.send(b"\x00binary")
+            for frame in sent[1:]:
+                await client.send(frame)
+            lines = await read_lines(pipe.reader, 3)
+            await client.close()
+            assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [s.encode() + b"\n" for s in sent]
+    assert (counters.messages, counters.bytes) == (3, sum(len(s.encode()) for s in sent))
+    assert [(e["event"], e["size"]) for e in events] == [("binary frame ignored", 7)]
+
+
+async def test_a_burst_ending_in_a_refusal_leaves_no_line_behind() -> None:
+    """Frames received at once are joined into the pipe; a refusal last does not hold them."""
+    burst = [f'{{"id":{i}}}'.encode() for i in range(50)]
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        await TextFrames(client).send_frames([*burst, b"not json\nat all"])  # one write
+        lines = await read_lines(pipe.reader, len(burst))
+        reply = json.loads(await client.recv())
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [line + b"\n" for line in burst]
+    assert reply["error"]["code"] == -32700
+
+
+async def test_frames_waiting_counts_what_recv_would_return_at_once() -> None:
+    """frames_waiting gives the number of received frames not yet taken by recv()."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        waiting = frames_waiting(conn)
+        assert waiting is not None
+        assert waiting() == 0
+        await TextFrames(client).send_frames([b"{}", b"{}", b"{}"])
+        await until(lambda: waiting() == 3)
+        await conn.recv()
+        assert waiting() == 2
+
+
+async def test_frame_with_newlines_is_compacted_or_refused() -> None:
+    """Pretty JSON becomes one compact line; a non-JSON frame with a newline gets -32700."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
+        )
+        await client.send('{\n  "id": 1,\n  "method": "a"\n}')
+        await client.send("not json\nat all")
+        reply = json.loads(await client.recv())
+        await client.send('{"id":2}')
+        lines = await read_lines(pipe.reader, 2)
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [b'{"id":1,"method":"a"}\n', b'{"id":2}\n']
+    assert (reply["id"], reply["error"]["code"]) == (None, -32700)
+    assert counters.messages == 2
+
+
+async def test_refused_frame_is_answered_and_not_written() -> None:
+    """A Refuse outcome's reply is sent back to the client and its line never reaches the pipe."""
+
+    def judge(frame: str | bytes) -> Outcome:
+        outcome = judge_frame(frame)
+        if not isinstance(outcome, Forward):
+            return outcome
+        if b"forbidden" in outcome.line:
+            reply = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}'
+            return Refuse(reply, "no way", outcome.frame)
+        return Forward(outcome.line.replace(b"old", b"newer"), outcome.frame)
+
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        with capture_logs() as events:
+            pumping = asyncio.create_task(
+                frames_to_lines(
+                    conn,
+                    pipe.writer,
+                    judge=judge,
+                    observer=forwarded_into(counters, logs.get_logger("test")),
+                )
+            )
+            await client.send('{"id":6,"p":"old"}')
+            await client.send('{"id":7,"p":"forbidden"}')
+            reply = await client.recv(decode=False)
+            await client.send('{"id":8}')
+            lines = await read_lines(pipe.reader, 2)
+            await client.close()
+            assert await pumping is Ended.SOCKET_CLOSED
+    assert reply == b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602}}'
+    assert lines == [b'{"id":6,"p":"newer"}\n', b'{"id":8}\n']
+    assert (counters.messages, counters.bytes) == (2, len(b'{"id":6,"p":"newer"}{"id":8}'))
+    assert [(e["event"], e["reason"]) for e in events] == [("frame refused", "no way")]
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+async def test_peer_gone_ends_with_socket_closed(how: str) -> None:
+    """When the client closes cleanly or drops the TCP connection, the pump ends SOCKET_CLOSED."""
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        await client.send("{}")
+        assert await pipe.reader.readline() == b"{}\n"
+        if how == "close":
+            await client.close()
+        else:
+            client.transport.abort()
+        assert await pumping is Ended.SOCKET_CLOSED
+
+
+async def test_pipe_reader_gone_ends_with_pipe_closed() -> None:
+    """When nobody reads the pipe any more, the next frame ends the pump PIPE_CLOSED."""
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
+        )
+        await client.send('{"n":1}')
+        assert await pipe.reader.readline() == b'{"n":1}\n'
+        pipe.read_end.close()
+        await until(pipe.writer.is_closing)  # the write end notices the hang-up
+        await client.send('{"n":2}')
+        assert await pumping is Ended.PIPE_CLOSED
+    assert counters.messages == 1
+
+
+async def test_pump_blocked_on_full_pipe_ends_when_reader_goes() -> None:
+    """A pump waiting for a full pipe to drain ends PIPE_CLOSED as soon as the reader goes."""
+    frame = '{"x":"' + "x" * 100_000 + '"}'
+    counters = Counters()
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pipe.read_end.pause_reading()  # a reader that does not read
+        pumping = asyncio.create_task(
+            frames_to_lines(conn, pipe.writer, judge=judge_frame, observer=forwarded_into(counters))
+        )
+        for _ in range(4):
+            await client.send(frame)
+        transport = pipe.writer.transport
+        await until(lambda: transport.get_write_buffer_size() > 0)  # full: the pump waits
+        assert not pumping.done()
+        pipe.read_end.close()
+        assert await pumping is Ended.PIPE_CLOSED
+    assert counters.messages <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["reset", "close"])
+async def test_pump_blocked_on_full_pipe_ends_when_the_peer_goes(how: str) -> None:
+    """A pump waiting on a pipe nobody reads still sees the peer go, and ends SOCKET_CLOSED."""
+    frame = '{"x":"' + "x" * 100_000 + '"}'
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pipe.read_end.pause_reading()  # a reader that does not read
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        for _ in range(4):
+            await client.send(frame)
+        transport = pipe.writer.transport
+        await until(lambda: transport.get_write_buffer_size() > 0)  # full: the pump waits
+        if how == "reset":
+            sock = client.transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.transport.abort()
+        assert await pumping is Ended.SOCKET_CLOSED
+
+
+async def test_process_exit_ends_with_pipe_closed() -> None:
+    """When the agent process exits, frames after that end the pump PIPE_CLOSED."""
+    script = "import sys; sys.stdout.write(sys.stdin.readline())"
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, proc.stdin, judge=judge_frame, observer=forwarded_into(Counters())
+            )
+        )
+        await client.send('{"first":1}')
+        assert await proc.stdout.read() == b'{"first":1}\n'
+        assert await proc.wait() == 0
+        while not pumping.done():
+            await client.send('{"later":1}')
+            await asyncio.sleep(0.01)
+        assert pumping.result() is Ended.PIPE_CLOSED
+
+
+async def sends_until_closed(sender: TextFrames, frames: list[bytes]) -> None:
+    """Send ``frames`` again and again until the socket is closed."""
+    with suppress(ConnectionClosed):
+        while True:
+            await sender.send_frames(frames)
+
+
+async def test_send_to_a_peer_that_stopped_reading_aborts_after_the_stall_timeout() -> None:
+    """A send on which nothing drains for stall_timeout aborts the socket instead of hanging."""
+    big = [b'{"x":"' + b"x" * 60_000 + b'"}'] * 20
+    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
+
+    async def handler(conn: ServerConnection) -> None:
+        accepted.set_result(conn)
+        await conn.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        cut = NetCut(port, receive_buffer=65536)
+        async with cut as net, connect(net.url("/"), max_size=None) as client:
+            conn = await accepted
+            net.blackhole()  # a silent drop: nothing read, nothing closed
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            async with asyncio.timeout(10):
+                await sends_until_closed(TextFrames(conn, stall_timeout=0.4), big)
+            waited = loop.time() - started
+            assert conn.state is State.CLOSED
+            client.transport.abort()
+    assert 0.4 <= waited < 3
+
+
+async def test_a_slow_reader_is_not_taken_for_a_dead_one() -> None:
+    """A peer that reads in short bursts keeps its socket, however long the sends take."""
+    frame = b'{"x":"' + b"x" * 50_000 + b'"}'
+    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
+
+    async def handler(conn: ServerConnection) -> None:
+        accepted.set_result(conn)
+        await conn.wait_closed()
+
+    async def trickle(net: NetCut) -> None:
+        """The behaviour under test: the peer's reads come in short bursts."""
+        while True:
+            net.blackhole()
+            await asyncio.sleep(0.15)
+            net.restore()
+            await asyncio.sleep(0.01)
+
+    async with serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        cut = NetCut(port, receive_buffer=65536)
+        async with cut as net, connect(net.url("/"), max_size=None, compression=None) as client:
+            conn = await accepted
+            sender = TextFrames(conn, stall_timeout=0.3)
+            throttle = asyncio.create_task(trickle(net))
+            receiving = asyncio.create_task(frames(client, 200))
+            started = asyncio.get_running_loop().time()
+            async with asyncio.timeout(30):
+                for _ in range(200):
+                    await sender.send_frames([frame])
+                assert len(await receiving) == 200
+            throttle.cancel()
+            net.restore()
+            assert asyncio.get_running_loop().time() - started > 0.3  # sends did wait
