@@ -42,7 +42,8 @@ from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
 from relay.observe.redaction import register_secret
-from relay.streams.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
+from relay.streams.pump import Ended, frames_to_lines, lines_to_frames
+from relay.streams.wsadapter import TextFrames, stall_timeout
 
 __all__ = ["Bridge", "BridgeConfig", "run_bridge"]
 

@@ -44,7 +44,7 @@ from relay.core.profile import (
     parse_welcome,
 )
 from relay.streams.pipewriter import LineWriter
-from relay.streams.pump import TextFrames, stall_timeout
+from relay.streams.wsadapter import TextFrames, stall_timeout
 
 if TYPE_CHECKING:
     from relay.connect.bridge import Bridge  # the bridge imports this module

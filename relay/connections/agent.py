@@ -18,10 +18,15 @@ import subprocess
 from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from websockets.frames import CloseCode
 
 from relay.config.account import Account
 from relay.core.framing import Dropped, Line, LineSplitter
+
+if TYPE_CHECKING:  # the configuration's types only: the agent process needs none of it
+    from relay.config.resolved import RelayConfig
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
 STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its size only
@@ -74,7 +79,7 @@ class Exit:
 
     @property
     def close_code(self) -> int:
-        return 1000 if self.returncode == 0 else 1011
+        return CloseCode.NORMAL_CLOSURE if self.returncode == 0 else CloseCode.INTERNAL_ERROR
 
     @property
     def reason(self) -> str:
@@ -292,6 +297,18 @@ def _kill_and_reap(popen: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(popen.pid, signal.SIGKILL)
     popen.wait()
+
+
+async def launch_agent(config: RelayConfig, guard: Guard | None = None) -> AgentProcess:
+    """Start the configured agent (watched by ``guard``, as ``--agent-user`` if given): a
+    connection's own (cold) start, and each warm agent's."""
+    return await AgentProcess.start(
+        config.agent_argv,
+        cwd=config.workspace,
+        env=config.agent_env,
+        guard=guard,
+        account=config.agent_account,
+    )
 
 
 def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:

@@ -1,14 +1,19 @@
-"""One connection: an agent process and its state, carried over the socket attached to it.
+"""One connection: an agent process and its state, apart from the sockets attached to it.
 
 A :class:`Connection` is the logical connection: the agent process, the state of its
 pumps, the session-opening rewrite, and its observer (logs, counters, trace). An
-:class:`Attachment` is one WebSocket attached to it. Today a connection has exactly
-one attachment and ends with it; the connection is what outlives a socket once
-resuming is possible.
+:class:`relay.connections.attachments.Attachment` is one WebSocket attached to it. The
+controlling socket is the one whose frames reach the agent; how frames move over it is
+the connection's *carrier* (:mod:`relay.connections.carriers`): directly (``acp.v1``:
+the connection ends with its socket) or numbered through a replay window
+(``acp-relay.resume.v1``: a lost socket detaches the connection, and another may resume
+it within the grace).
 
-The pumps of :mod:`relay.streams.pump` run between the attachment and the agent's pipes. What
-ends the connection and how is decided by the pure table of :mod:`relay.core.ending`;
-this module only carries the steps out.
+Plain and resumable connections have one lifecycle: :meth:`Connection.live` starts the
+agent, reads its output into the carrier and acts on each event until the connection
+ends; :meth:`Connection.attach` carries one socket's frames to the agent until that
+socket goes. What ends the connection and how is decided by the pure table of
+:mod:`relay.core.ending`; this module only carries the steps out.
 """
 
 from __future__ import annotations
@@ -19,15 +24,22 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from relay.acp.rewrite import SessionRewriter
 from relay.config.resolved import RelayConfig
-from relay.connections.agent import AgentProcess, AgentStartError, Exit, Guard, drain_stderr
+from relay.connections.agent import (
+    AgentProcess,
+    AgentStartError,
+    Exit,
+    Guard,
+    drain_stderr,
+    launch_agent,
+)
+from relay.connections.attachments import Attachment
+from relay.connections.carriers import Carrier
 from relay.core.ending import (
     CloseSocket,
     Detach,
@@ -41,61 +53,21 @@ from relay.core.ending import (
     ending,
     what_happened,
 )
-from relay.core.outcome import judge_client_frame
+from relay.core.outcome import Rewrite
+from relay.core.profile import CANNOT_RESUME, Open, Resume
 from relay.core.tickets import Claims
 from relay.observe.logs import get_logger
 from relay.observe.observer import ConnectionObserver, Peer
 from relay.observe.stats import RelayStats
 from relay.observe.tracewriter import ConnectionTrace
-from relay.streams.pump import (
-    Ended,
-    FrameSink,
-    TextFrames,
-    frames_to_lines,
-    lines_to_frames,
-    stall_timeout,
-)
+from relay.streams.pump import frames_to_lines, lines_to_frames
+from relay.streams.wsadapter import SocketEnd, socket_end, stall_timeout
 
 if TYPE_CHECKING:
     from relay.connections.warmagents import WarmAgents
 
 STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
-MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
-
-
-class Attachment:
-    """One WebSocket attached to a connection: who is on it and how to close it."""
-
-    def __init__(self, ws: ServerConnection) -> None:
-        self.ws = ws
-
-    @property
-    def remote(self) -> str:
-        """The client's address as ``host:port``."""
-        address = self.ws.remote_address
-        if isinstance(address, Sequence) and len(address) >= 2:
-            return f"{address[0]}:{address[1]}"
-        return str(address)
-
-    @property
-    def path(self) -> str:
-        """The request target of the upgrade (query string included: redact before logging)."""
-        request = self.ws.request
-        return request.path if request is not None else ""
-
-    @property
-    def close_code(self) -> int | None:
-        code = self.ws.close_code
-        return None if code is None else int(code)
-
-    @property
-    def close_reason(self) -> str | None:
-        return self.ws.close_reason
-
-    async def close(self, code: int, reason: str) -> None:
-        """Close the socket, the reason cut to what RFC 6455 allows."""
-        await self.ws.close(code, close_reason(reason))
 
 
 @dataclass(frozen=True)
@@ -115,195 +87,213 @@ class RelayContext:
     warm: WarmAgents | None = None
 
 
-async def launch_agent(config: RelayConfig, guard: Guard | None = None) -> AgentProcess:
-    """Start the configured agent (watched by ``guard``, as ``--agent-user`` if given): a
-    connection's own (cold) start, and each warm agent's."""
-    return await AgentProcess.start(
-        config.agent_argv,
-        cwd=config.workspace,
-        env=config.agent_env,
-        guard=guard,
-        account=config.agent_account,
-    )
-
-
 class Connection:
     """One agent process for one client, from the agent's start to both being gone."""
 
     def __init__(
-        self, conn_id: str, claims: Claims, config: RelayConfig, context: RelayContext
+        self,
+        conn_id: str,
+        claims: Claims,
+        config: RelayConfig,
+        context: RelayContext,
+        carrier: Callable[[Connection], Carrier],
     ) -> None:
         self.conn_id = conn_id
         self.claims = claims
         self.config = config
-        self.agents = context.agents
-        self.warm = context.warm
-        self.shutting_down = context.shutting_down
-        self.guard = context.guard
-        stats = context.stats
+        self.context = context
         log = get_logger("relay.session", connection_id=conn_id)
         trace = None
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)
-        self.stats = stats
-        self.observer = ConnectionObserver(conn_id, log, trace, stats)
+        self.observer = ConnectionObserver(conn_id, log, trace, context.stats)
         self.rewriter = SessionRewriter(config.rewrite, exists=os.path.isdir)
-        rewrite = self.rewriter.client_line if config.rewrite is not None else None
-        self.judge = partial(judge_client_frame, rewrite=rewrite)
-        self.stdout_done = asyncio.Event()  # stdout read to its end, or the socket gone
-        self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was sent
-        self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
-        self.exit: Exit | None = None  # the agent's, once it is gone
-        self.resumable = (
-            False  # a lost socket ends the connection (see relay.connections.resumable)
-        )
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
+        self.agent: AgentProcess | None = None
+        self.exit: Exit | None = None  # the agent's, once it is gone
+        self.started = asyncio.Event()  # the agent runs, or failed to start
+        self.ended = False
+        self.controller: Attachment | None = None  # the socket whose frames reach the agent
+        self.latest: Attachment | None = None  # the last socket attached, for the close line
+        self.socket_end: SocketEnd | None = None  # how the controller went, until acted on
+        self.failure: BaseException | None = None  # a receive loop's own error (a relay bug)
+        self.changed = asyncio.Event()  # a socket came or went, or a stop was asked for
+        self.stdout_done = asyncio.Event()  # stdout read to its end, or the sink failed
+        self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was sent
+        self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
+        self._stop_requested = False
+        self.carrier = carrier(self)
 
-    async def start_agent(self, attachment: Attachment) -> AgentProcess | str:
+    @property
+    def rewrite(self) -> Rewrite | None:
+        """The session-opening rewrite of client lines, when the relay has one."""
+        return self.rewriter.client_line if self.config.rewrite is not None else None
+
+    @property
+    def detached(self) -> bool:
+        """Whether the connection lives without a controlling socket (waiting for a resume)."""
+        resumable = self.carrier.resumable
+        return resumable and self.started.is_set() and not self.ended and self.controller is None
+
+    def claim(self, resume: Resume, claims: Claims) -> bool:
+        """Whether ``resume`` (with a ticket of ``claims``) may take this connection over."""
+        return self.carrier.claim(resume, (claims.sub, claims.aud))
+
+    def request_stop(self) -> None:
+        """The relay is shutting down: end this connection even while detached."""
+        self._stop_requested = True
+        self.changed.set()
+
+    # -- the agent's side ------------------------------------------------------------------
+
+    async def live(self, first: Attachment) -> None:
+        """Start the agent, carry until something ends the connection, end it; log."""
+        self.controller = self.latest = first
+        try:
+            agent = await self._start_agent(first)
+            self.started.set()
+            if isinstance(agent, str):
+                await self._carry_out(Happened.START_FAILED, None, agent)
+                return
+            self.agent = agent
+            try:
+                await self._run(agent)
+            finally:
+                self.context.agents.discard(agent)
+        finally:
+            self.ended = True
+            self.started.set()
+            self.carrier.ended()
+            last = self.controller or self.latest or first
+            self.observer.closed(self.exit, last.close_code, last.close_reason)
+
+    async def _start_agent(self, attachment: Attachment) -> AgentProcess | str:
         """Take a warm agent, else start one (logged, traced, registered); why not, if it
         could not start."""
         peer = Peer(attachment.remote, self.claims.sub, attachment.path)
-        agent = None if self.warm is None else await self.warm.take()
+        warm, stats = self.context.warm, self.context.stats
+        agent = None if warm is None else await warm.take()
         if agent is None:
             started = time.monotonic()
             try:
-                agent = await launch_agent(self.config, self.guard)
+                agent = await launch_agent(self.config, self.context.guard)
             except AgentStartError as exc:
                 self.observer.start_failed(str(exc), peer, self.config.agent_argv)
                 return str(exc)
-            if self.stats is not None:
-                self.stats.agent_start.observe(time.monotonic() - started)
+            if stats is not None:
+                stats.agent_start.observe(time.monotonic() - started)
         self.observer.opened(peer, self.config.agent_argv, agent.pid)
-        self.agents.add(agent)
+        self.context.agents.add(agent)
         return agent
 
-    async def run(self, attachment: Attachment) -> None:
-        """Start the agent, pump until something ends the connection, end it; log."""
-        try:
-            agent = await self.start_agent(attachment)
-            if isinstance(agent, str):
-                await self._carry_out(Happened.START_FAILED, None, attachment, agent)
-                return
-            try:
-                await self._pump(agent, attachment)
-            finally:
-                self.agents.discard(agent)
-        finally:
-            self.observer.closed(self.exit, attachment.close_code, attachment.close_reason)
-
-    async def _pump(self, agent: AgentProcess, attachment: Attachment) -> None:
+    async def _run(self, agent: AgentProcess) -> None:
         stderr = asyncio.create_task(drain_stderr(agent.stderr, self.observer.agent_stderr))
-        to_agent = asyncio.create_task(self._client_to_agent(agent, attachment))
-        to_client = asyncio.create_task(self._agent_to_client(agent, attachment))
+        feeder = asyncio.create_task(self._agent_to_client(agent))
         try:
-            await self._supervise(agent, attachment, (to_agent, to_client))
+            await self._supervise(agent, feeder)
         finally:
-            to_agent.cancel()
-            to_client.cancel()
-            await asyncio.gather(to_agent, to_client, return_exceptions=True)
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
             await bounded_wait(stderr, self.config.kill_grace)
             agent.release()
 
-    async def _client_to_agent(self, agent: AgentProcess, attachment: Attachment) -> None:
-        ws = attachment.ws
-        ended = await frames_to_lines(ws, agent.stdin, judge=self.judge, observer=self.observer)
-        if ended is Ended.PIPE_CLOSED:
-            # The agent takes nothing more. Keep reading, so that a close from the client is
-            # seen at once rather than after the close timeout, and drop what comes.
+    async def _agent_to_client(self, agent: AgentProcess) -> None:
+        """The agent's stdout, line by line, into the carrier until it ends (``stdout_eof``)
+        or the carrier's socket goes; then drained, so that the agent never blocks on it."""
+        inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
+        try:
             with suppress(ConnectionClosed):
-                async for _ in ws:
-                    self.observer.client_dropped()
-
-    async def _agent_to_client(self, agent: AgentProcess, attachment: Attachment) -> None:
-        frames = TextFrames(attachment.ws, self.stall_timeout, self.observer.send_stalled)
-        with suppress(ConnectionClosed):
-            await self._agent_lines(agent, frames)
-        # Socket gone or stdout closed: keep draining so the agent never blocks on a full pipe.
+                await lines_to_frames(
+                    self.agent_stdout.watch(agent.stdout),
+                    self.carrier,
+                    max_bytes=self.config.max_message_bytes,
+                    observer=self.observer,
+                    inspect=inspect,
+                )
+                self.stdout_eof.set()
+        finally:
+            self.stdout_done.set()
         while await agent.stdout.read(STDOUT_DRAIN_CHUNK):
             pass
 
-    async def _agent_lines(self, agent: AgentProcess, sink: FrameSink) -> None:
-        """The agent's stdout, line by line, into ``sink`` until it ends (``stdout_eof``)
-        or the sink fails; ``stdout_done`` either way."""
-        inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
-        try:
-            await lines_to_frames(
-                self.agent_stdout.watch(agent.stdout),
-                sink,
-                max_bytes=self.config.max_message_bytes,
-                observer=self.observer,
-                inspect=inspect,
-            )
-            self.stdout_eof.set()
-        finally:
-            self.stdout_done.set()
-
-    async def _supervise(
-        self,
-        agent: AgentProcess,
-        attachment: Attachment,
-        pumps: tuple[asyncio.Task[Any], asyncio.Task[Any]],
-    ) -> None:
-        """Wait for what ends the connection (:func:`relay.core.ending.what_happened`), end it."""
+    async def _supervise(self, agent: AgentProcess, feeder: asyncio.Task[None]) -> None:
+        """Act on what happens (:func:`relay.core.ending.what_happened`) until the end."""
         exited = asyncio.create_task(agent.wait())
-        closed = asyncio.create_task(attachment.ws.wait_closed())
         eof = asyncio.create_task(self.stdout_eof.wait())
-        crashed = asyncio.create_task(first_failure(pumps))
-        watched = {exited, closed, eof, crashed}
-        waited = False
+        crashed = asyncio.create_task(first_failure([feeder]))
+        watched: set[asyncio.Future[Any]] = {exited, eof, crashed}
+        waited = exit_seen_detached = stdout_handled = False
         try:
             while True:
+                attached = self.controller is not None
+                lost = self.socket_end
                 happened = what_happened(
-                    relay_failed=crashed.done(),
-                    agent_exited=exited.done(),
-                    socket_closed=closed.done(),
-                    stdout_ended=eof.done(),
+                    relay_failed=crashed.done() or self.failure is not None,
+                    agent_exited=exited.done() and (attached or not exit_seen_detached),
+                    socket_closed=lost is not None and lost.clean,
+                    socket_lost=lost is not None and not lost.clean,
+                    stdout_ended=eof.done() and not stdout_handled and not exited.done(),
                     waited=waited,
+                    grace_expired=not attached and self.carrier.grace_left() <= 0,
+                    shutdown=self._stop_requested and not attached,
                 )
-                if happened is None:
-                    await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-                elif happened is Wait.FOR_EXIT:
-                    # Agents close stdout as they exit: give the exit a moment to arrive.
-                    await asyncio.wait({exited, closed}, timeout=STDOUT_EOF_EXIT_WAIT)
-                    waited = True
-                else:
-                    break
-            detail = self._failure(happened, crashed)
-            if happened is Happened.AGENT_EXITED:
-                self.exit = exited.result()
-            await self._carry_out(happened, agent, attachment, detail, closed)
+                if happened is None or happened is Wait.FOR_EXIT:
+                    waited = await self._wait(watched, happened is Wait.FOR_EXIT) or waited
+                    continue
+                if happened is Happened.AGENT_EXITED:
+                    self.exit = exited.result()
+                    exit_seen_detached = not attached
+                stdout_handled = stdout_handled or happened is Happened.STDOUT_CLOSED
+                self.socket_end = None
+                if happened is Happened.GRACE_EXPIRED:
+                    self.observer.expired(self.carrier.grace)
+                step = await self._carry_out(happened, agent, self._failure(happened, crashed))
+                if isinstance(step, End):
+                    return
+                if isinstance(step, Detach):
+                    self.observer.detached(lost.why if lost else "lost", self.carrier.grace)
         finally:
             for task in watched:
                 task.cancel()
+
+    async def _wait(self, watched: set[asyncio.Future[Any]], for_exit: bool) -> bool:
+        """Wait for the next event; True once a stdout EOF has had its moment."""
+        self.changed.clear()
+        changed = asyncio.create_task(self.changed.wait())
+        left = self.carrier.grace_left() if self.controller is None else None
+        timeout = None if left is None or left == float("inf") else max(left, 0)
+        if for_exit:  # agents close stdout as they exit: give the exit a moment to arrive
+            timeout = STDOUT_EOF_EXIT_WAIT if timeout is None else min(timeout, 0.2)
+        try:
+            await asyncio.wait(
+                {*watched, changed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            changed.cancel()
+        return for_exit
 
     def _failure(self, happened: Happened, crashed: asyncio.Task[BaseException]) -> str:
         """The close reason's detail when the relay's own task failed (logged); else ""."""
         if happened is not Happened.RELAY_FAILED:
             return ""
-        error = crashed.result()
+        error = self.failure if self.failure is not None else crashed.result()
         self.observer.relay_failed(error)
         return type(error).__name__
 
     async def _carry_out(
-        self,
-        happened: Happened,
-        agent: AgentProcess | None,
-        attachment: Attachment | None,
-        detail: str,
-        closed: asyncio.Task[None] | None = None,
+        self, happened: Happened, agent: AgentProcess | None, detail: str
     ) -> End | Detach | None:
-        """Carry out the steps :func:`relay.core.ending.ending` gives; the End or Detach among them.
-
-        None when the steps neither end nor detach the connection (it goes on as it was).
-        A resumable connection whose socket goes during a flush detaches instead.
-        """
+        """Carry out the steps :func:`relay.core.ending.ending` gives; the End or Detach among
+        them, or None when the connection goes on as it was. A resumable connection whose
+        socket goes during a flush detaches instead."""
         children: asyncio.Task[None] | None = None
+        attachment = self.controller
         steps = ending(
             happened,
-            shutting_down=self.shutting_down(),
+            shutting_down=self.context.shutting_down(),
             detail=detail,
-            resumable=self.resumable,
+            resumable=self.carrier.resumable,
             attached=attachment is not None,
         )
         try:
@@ -316,9 +306,9 @@ class Connection:
                 elif isinstance(step, StopChildren | FlushOutput):
                     assert agent is not None
                     children = asyncio.create_task(agent.stop_children(self.config.kill_grace))
-                    if isinstance(step, FlushOutput):
-                        await self._flush(children, closed)
-                        if self.resumable and not self._still_attached():
+                    if isinstance(step, FlushOutput) and attachment is not None:
+                        await self._flush(children, attachment)
+                        if self.carrier.resumable and self.controller is None:
                             return Detach()
                 elif isinstance(step, CloseSocket) and attachment is not None:
                     await self._close(attachment, step)
@@ -329,16 +319,16 @@ class Connection:
             if children is not None:
                 await children
 
-    async def _flush(self, children: asyncio.Task[None], closed: asyncio.Task[None] | None) -> None:
+    async def _flush(self, children: asyncio.Task[None], attachment: Attachment) -> None:
         """Wait until what the agent wrote has been sent, or the socket is gone.
 
         The flush ends with the end of stdout, which comes once the agent's process group
         is gone. A process that left the group may hold stdout open for ever: once the
         group is gone, the wait ends when the relay has waited ``kill_grace`` on an
-        empty pipe.
+        empty pipe. Then the carrier sends what it still holds.
         """
-        assert closed is not None
         grace = self.config.kill_grace
+        closed = asyncio.create_task(attachment.ws.wait_closed())
         flushed = asyncio.create_task(self.stdout_done.wait())
         try:
             while not (flushed.done() or closed.done()):
@@ -353,18 +343,62 @@ class Connection:
                     )
                     break
                 await asyncio.wait({flushed, closed}, timeout=grace - idle)
+            if not closed.done():
+                await self.carrier.flush(closed)
         finally:
             flushed.cancel()
-
-    def _still_attached(self) -> bool:
-        """Whether a socket is attached now (a plain connection's always is, until it ends)."""
-        return True
+            closed.cancel()
 
     async def _close(self, attachment: Attachment, step: CloseSocket) -> None:
         if step.code is not None and step.reason is not None:
             await attachment.close(step.code, step.reason)
         elif self.exit is not None:
             await attachment.close(self.exit.close_code, self.exit.reason)
+
+    # -- a socket's side ---------------------------------------------------------------------
+
+    async def attach(self, attachment: Attachment, first: Open | Resume | None = None) -> None:
+        """Carry the frames of ``attachment`` to the agent until the socket goes.
+
+        ``first`` is the resume profile's first frame (None for ``acp.v1``). A socket
+        that resumes the connection takes it over from the one before (fenced).
+        """
+        await self.started.wait()
+        if self.agent is None:  # it did not start: live() says why on the socket
+            await attachment.ws.wait_closed()
+            return
+        problem = await self.carrier.attached(attachment, first)
+        if problem is not None:
+            await attachment.close(CANNOT_RESUME, problem)
+            return
+        old, self.controller, self.latest = self.controller, attachment, attachment
+        if old is not None and old is not attachment:
+            asyncio.get_running_loop().create_task(self.carrier.fence(old))
+        self.socket_end = None
+        self.changed.set()
+        try:
+            await self._receive(attachment, self.agent)
+        except Exception as exc:  # a bug of the relay's: live() ends the connection saying so
+            self.failure = exc
+            self.changed.set()
+            await attachment.ws.wait_closed()
+        finally:
+            self.carrier.detached(attachment)
+            if self.controller is attachment:
+                self.controller = None
+                self.socket_end = socket_end(attachment.ws)
+                self.changed.set()
+
+    async def _receive(self, attachment: Attachment, agent: AgentProcess) -> None:
+        """The one receive loop: each frame judged (through the carrier), carried out, told."""
+        await frames_to_lines(
+            attachment.ws,
+            agent.stdin,
+            judge=self.carrier.judge(attachment, self.rewrite),
+            observer=self.observer,
+            reply=self.carrier.reply_on(attachment),
+            after_pipe=True,
+        )
 
 
 class IdleClock:
@@ -401,7 +435,7 @@ async def first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
             error = None if task.cancelled() else task.exception()
             if error is not None:
                 return error
-    await asyncio.Future()  # every pump ended normally: nothing to report, ever
+    await asyncio.Future()  # every task ended normally: nothing to report, ever
     raise AssertionError("unreachable")
 
 
@@ -410,11 +444,3 @@ async def bounded_wait(task: asyncio.Task[None], seconds: float) -> None:
         await asyncio.wait_for(task, max(seconds, 0.1))
     except Exception:  # TimeoutError included
         task.cancel()
-
-
-def close_reason(text: str) -> str:
-    """Cut a close reason to the 123 bytes RFC 6455 allows."""
-    data = text.encode()
-    if len(data) <= MAX_REASON_BYTES:
-        return text
-    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."

@@ -29,9 +29,9 @@ from relay.connections.agent import (
     AgentProcess,
     AgentStartError,
     Guard,
+    launch_agent,
     stderr_line_not_shown,
 )
-from relay.connections.connection import launch_agent
 from relay.core.warmplan import Ended, WarmPolicy, WarmPool
 from relay.observe.logs import Logger, get_logger
 from relay.observe.stats import RelayStats

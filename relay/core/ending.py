@@ -2,8 +2,7 @@
 
 Pure, like h11's state machine: :func:`what_happened` says which event comes next
 (from what has happened so far), and :func:`ending` maps that event to the steps the
-I/O layer (:mod:`relay.connections.connection`, :mod:`relay.connections.resumable`)
-carries out, in order.
+I/O layer (:mod:`relay.connections.connection`) carries out, in order.
 Tested from a table.
 
 For every connection:
@@ -31,7 +30,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-INTERNAL_ERROR = 1011  # WebSocket close code
+INTERNAL_ERROR = 1011  # websockets' CloseCode.INTERNAL_ERROR (pure modules import no websockets)
 
 
 class Happened(enum.Enum):

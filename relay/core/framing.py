@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from relay.acp import strictjson
 
 NEWLINE = b"\n"
+MAX_REASON_BYTES = 123  # RFC 6455: a close frame's reason, in UTF-8
 MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
 _JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
 _SPACE_BYTES = frozenset(_JSON_SPACE)
@@ -184,3 +185,11 @@ def error_reply(code: int, message: str, detail: str, hint: str) -> bytes:
     """A JSON-RPC error response with id null, saying why in ``data.detail``."""
     error = {"code": code, "message": message, "data": {"detail": detail, "hint": hint}}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+
+
+def close_reason(text: str) -> str:
+    """``text`` cut to the 123 bytes RFC 6455 allows a WebSocket close reason."""
+    data = text.encode()
+    if len(data) <= MAX_REASON_BYTES:
+        return text
+    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."

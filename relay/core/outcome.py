@@ -11,7 +11,9 @@ it. Nothing else looks at a frame.
 - :class:`Refuse`: the frame cannot be given to the agent; ``reply`` is the JSON-RPC
   error the relay sends back instead.
 - :class:`Skip`: nothing to forward and nothing to answer (a blank or a binary frame,
-  or under the resume profile a message the agent already has).
+  or under the resume profile a message the agent already has or an acknowledgement).
+- :class:`Close`: the frame breaks the socket's subprotocol (the resume profile's
+  envelope): the socket is closed with ``code`` and ``reason``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from relay.core.framing import FrameRefused, error_reply, frame_to_line
 if TYPE_CHECKING:  # only serve rewrites: connect loads none of it
     from relay.acp.rewrite import RewriteReport, Rewritten
 
-SkipReason = Literal["blank", "binary", "duplicate"]
+SkipReason = Literal["blank", "binary", "duplicate", "acknowledgement", "fenced"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,15 @@ class Skip:
     size: int
 
 
-Outcome = Forward | Refuse | Skip
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Forward nothing: close the socket with ``code`` and ``reason``."""
+
+    code: int
+    reason: str
+
+
+Outcome = Forward | Refuse | Skip | Close
 """The one value each client frame yields."""
 
 Rewrite = Callable[[bytes], "bytes | FrameRefused | Rewritten"]

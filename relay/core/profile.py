@@ -40,6 +40,13 @@ SEPARATOR = b"\n"
 
 NO_CONNECTION = "this relay no longer has the connection"
 
+# Close codes of the profile. 1002 is RFC 6455's protocol error (websockets'
+# CloseCode.PROTOCOL_ERROR: pure modules do not import websockets).
+PROFILE_ERROR = 1002  # the peer broke the profile
+FENCED = 4001  # this socket was replaced by a resumed one
+FENCED_REASON = "superseded: the connection was resumed on another socket"
+CANNOT_RESUME = 4404  # nothing to resume: unknown, expired, wrong secret, subject or audience
+
 
 class ProfileError(ValueError):
     """A frame that breaks the profile; the message says how (for the close reason)."""

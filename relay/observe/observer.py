@@ -72,7 +72,7 @@ class PumpObserver:
         elif isinstance(outcome, Refuse):
             event = "session request refused" if outcome.session else "frame refused"
             self.log.warning(event, reason=outcome.reason)
-        elif outcome.reason == "binary":
+        elif isinstance(outcome, Skip) and outcome.reason == "binary":
             self.log.warning("binary frame ignored", size=outcome.size)
 
     def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
@@ -98,6 +98,10 @@ class PumpObserver:
             else:
                 sent.messages += 1
                 sent.bytes += len(line)
+
+    def dropped(self, outcome: Forward) -> None:
+        """A frame came for a pipe that is closed: it goes nowhere."""
+        self.from_socket.dropped += 1
 
     def peer_lost(self) -> None:
         """The peer went while a full pipe held up the socket's reading."""
@@ -138,7 +142,7 @@ class ConnectionObserver(PumpObserver):
             up.bytes += len(outcome.line)
         else:
             super().frame(outcome)
-            if self.stats is not None and not isinstance(outcome, Skip):
+            if self.stats is not None and isinstance(outcome, Forward | Refuse):
                 self._count(outcome, self.stats)
         if self.trace is not None:
             self.trace.client(outcome)
@@ -173,7 +177,7 @@ class ConnectionObserver(PumpObserver):
         """Messages and bytes to the agent, then to the client, so far."""
         return self.up.messages, self.up.bytes, self.down.messages, self.down.bytes
 
-    def client_dropped(self) -> None:
+    def dropped(self, outcome: Forward) -> None:
         """A client frame came after the agent's stdin closed: it goes nowhere."""
         if not self._told_stdin_closed:
             self._told_stdin_closed = True

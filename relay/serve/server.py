@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
@@ -30,15 +31,21 @@ from websockets.typing import Subprotocol
 from relay import __version__
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import AgentProcess, Guard
-from relay.connections.connection import Attachment, Connection, RelayContext
-from relay.connections.resumable import (
-    CANNOT_RESUME,
-    PROFILE_ERROR,
-    ResumableConnection,
-    ResumePolicy,
-)
+from relay.connections.attachments import Attachment
+from relay.connections.carriers import Carrier, DirectFrames, ReplayWindow
+from relay.connections.connection import Connection, RelayContext
 from relay.core.admission import Refusal, admit, ticket_from_request
-from relay.core.profile import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, parse_first_frame
+from relay.core.profile import (
+    CANNOT_RESUME,
+    NO_CONNECTION,
+    PROFILE,
+    PROFILE_ERROR,
+    Open,
+    ProfileError,
+    Resume,
+    parse_first_frame,
+)
+from relay.core.session import Session
 from relay.core.tickets import Claims, ReplayGuard, mint, new_nonce
 from relay.core.upgrade import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.observe.logs import get_logger
@@ -60,8 +67,9 @@ METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side
 
 
 @dataclass
-class Admission:
-    """A socket that passed admission and awaits its handler."""
+class Admitted:
+    """A socket that passed admission, counted as a connection until its own is registered
+    (or it is refused): the resume profile's open frame comes after the upgrade."""
 
     conn_id: str
     claims: Claims
@@ -83,9 +91,9 @@ class Relay:
         self.clock = clock
         self.replay_guard = ReplayGuard()
         self.log = get_logger("relay.server")
-        self.pending: dict[ServerConnection, Admission] = {}
+        self.pending: dict[ServerConnection, Admitted] = {}
         self.connections: dict[str, Connection] = {}  # attached or detached
-        self.lives: set[asyncio.Task[None]] = set()  # resumable connections' lifecycles
+        self.lives: set[asyncio.Task[None]] = set()  # every connection's lifecycle
         self.agents: set[AgentProcess] = set()
         self.idle_since: float | None = time.monotonic()
         self.shutting_down = False
@@ -162,8 +170,7 @@ class Relay:
         self.shutting_down = True
         warm = asyncio.create_task(self.warm.close()) if self.warm is not None else None
         for connection in list(self.connections.values()):
-            if isinstance(connection, ResumableConnection):
-                connection.request_stop()
+            connection.request_stop()
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -266,7 +273,7 @@ class Relay:
         if self.spent is not None:
             claims = verdict.claims
             self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
-        self.pending[ws] = Admission(str(uuid.uuid4()), verdict.claims, shape.select)
+        self.pending[ws] = Admitted(str(uuid.uuid4()), verdict.claims, shape.select)
         return None
 
     def _process_response(
@@ -298,11 +305,7 @@ class Relay:
         count = self._open_count()  # sockets in their upgrade count too: they will be open
         idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
         idle = None if idle is None else round(idle, 3)
-        detached = sum(
-            1
-            for connection in self.connections.values()
-            if isinstance(connection, ResumableConnection) and connection.attachment is None
-        )
+        detached = sum(1 for connection in self.connections.values() if connection.detached)
         warm = 0 if self.warm is None else self.warm.ready
         return {
             "busy": count > 0,
@@ -315,49 +318,52 @@ class Relay:
     # -- after the upgrade --------------------------------------------------------
 
     async def _handle(self, ws: ServerConnection) -> None:
-        admission = self.pending.pop(ws, None)
-        if admission is None:  # cannot happen: every upgrade went through _admit
-            await ws.close(1011, "internal error: connection was not admitted")
+        admitted = self.pending.get(ws)
+        if admitted is None:  # cannot happen: every upgrade went through _admit
+            await ws.close(CloseCode.INTERNAL_ERROR, "internal error: connection was not admitted")
             return
         attachment = Attachment(ws)
-        if ws.subprotocol == PROFILE:
-            await self._handle_resumable(attachment, admission)
-            return
-        connection = Connection(admission.conn_id, admission.claims, self.config, self.context)
-        self._register(connection)
+        connection = None
         try:
-            await connection.run(attachment)
+            first = await self._first_frame(attachment) if ws.subprotocol == PROFILE else None
+            if ws.subprotocol != PROFILE or isinstance(first, Open):
+                connection = self._open(attachment, admitted, resumable=first is not None)
         finally:
-            self._forget(connection)
+            self.pending.pop(ws, None)  # counted from admission until registered or refused
+        if connection is not None:
+            await connection.attach(attachment, first)
+        elif isinstance(first, Resume):
+            await self._resume(attachment, admitted, first)
 
-    async def _handle_resumable(self, attachment: Attachment, admission: Admission) -> None:
-        """A socket of the resume profile: a new resumable connection, or a resume."""
-        first = await self._first_frame(attachment)
-        if first is None:
-            return
-        if isinstance(first, Resume):
-            found = self.connections.get(first.connection)
-            if not isinstance(found, ResumableConnection) or not found.claim(
-                first, admission.claims
-            ):
-                self.stats.refusal("resume")
-                self.log.warning("resume refused", reason=NO_CONNECTION, remote=attachment.remote)
-                await attachment.close(CANNOT_RESUME, NO_CONNECTION)
-                return
-            await found.attach(attachment, first)
-            return
-        connection = ResumableConnection(
-            admission.conn_id,
-            admission.claims,
-            self.config,
-            self.context,
-            ResumePolicy(self.config.resume_grace, self.config.resume_buffer),
-        )
+    def _open(self, attachment: Attachment, admitted: Admitted, *, resumable: bool) -> Connection:
+        """A new connection for ``attachment``, registered and living."""
+        c = self.config
+        claims = admitted.claims
+
+        def carrier(connection: Connection) -> Carrier:
+            observer, stall = connection.observer, connection.stall_timeout
+            if not resumable:
+                return DirectFrames(observer, stall, attachment)
+            owner = (claims.sub, claims.aud)
+            session = Session(admitted.conn_id, owner, grace=c.resume_grace, window=c.resume_buffer)
+            return ReplayWindow(observer, stall, session)
+
+        connection = Connection(admitted.conn_id, claims, c, self.context, carrier)
         self._register(connection)
         live = asyncio.create_task(connection.live(attachment))
         self.lives.add(live)
         live.add_done_callback(lambda _: self._forget(connection, live))
-        await connection.attach(attachment, first)
+        return connection
+
+    async def _resume(self, attachment: Attachment, admitted: Admitted, first: Resume) -> None:
+        """A socket that resumes a connection: it takes the connection over, or is refused."""
+        found = self.connections.get(first.connection)
+        if found is None or not found.claim(first, admitted.claims):
+            self.stats.refusal("resume")
+            self.log.warning("resume refused", reason=NO_CONNECTION, remote=attachment.remote)
+            await attachment.close(CANNOT_RESUME, NO_CONNECTION)
+            return
+        await found.attach(attachment, first)
 
     async def _first_frame(self, attachment: Attachment) -> Open | Resume | None:
         """The resume profile's first frame, within the open timeout; None if it failed."""

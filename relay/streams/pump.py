@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import select
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Protocol, cast
 
 from websockets.asyncio.connection import Connection
@@ -28,14 +29,13 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from relay.core.framing import Line, LineSplitter
-from relay.core.outcome import Forward, Outcome, Refuse
+from relay.core.outcome import Close, Forward, Outcome, Refuse
 from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
+from relay.streams.wsadapter import frames_waiting
 
 READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
-STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
-MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[str | bytes], Outcome]
@@ -51,7 +51,8 @@ class ByteReader(Protocol):
 
 
 class FrameSink(Protocol):
-    """Where :func:`lines_to_frames` sends: :class:`TextFrames`, or anything that sends like it."""
+    """Where :func:`lines_to_frames` sends: :class:`relay.streams.wsadapter.TextFrames`, or
+    anything that sends like it."""
 
     async def send_frames(self, frames: Sequence[bytes]) -> None: ...
 
@@ -60,6 +61,9 @@ class FrameObserver(Protocol):
     """Told what became of each received frame, once it was carried out."""
 
     def frame(self, outcome: Outcome) -> None: ...
+
+    def dropped(self, outcome: Forward) -> None:
+        """A line for the pipe came after the pipe closed: it goes nowhere."""
 
     def peer_lost(self) -> None:
         """The socket's peer went while a full pipe held up the socket's reading."""
@@ -70,100 +74,6 @@ class LineObserver(Protocol):
 
     def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
         """``sent``: the lines among ``verdicts`` that were sent, in order."""
-
-
-def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
-    """How long a send may see nothing drain before the peer is taken for gone.
-
-    As long as a heartbeat may go unanswered, and never under MIN_STALL_SECONDS.
-    """
-    return max(ping_interval + ping_timeout, MIN_STALL_SECONDS)
-
-
-class TextFrames:
-    """Sends the lines of one pipe read as text frames in one socket write.
-
-    websockets' ``send()`` writes and drains once per frame. This does what its
-    ``send_context()`` (what ``send()`` is built on) does when the connection is open,
-    without the context manager's calls: the connection's sans-I/O protocol makes the
-    frames, as ``send()`` would, then they are written (one ``writelines``: one system
-    call) and drained once. The protocol's state stays the one source of truth: a
-    connection that is not open, or that fails during the drain, goes through
-    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
-    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
-    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
-    in pyproject.toml).
-
-    A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
-    full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
-    behind the same buffer. With ``stall_timeout``, a send during which nothing at all
-    drains for that long aborts the socket, as a missed pong would. A timer checks the
-    buffer only while a send waits, so the cost per send is two attribute writes.
-    """
-
-    def __init__(
-        self,
-        ws: Connection,
-        stall_timeout: float | None = None,
-        on_stall: Callable[[float], None] | None = None,
-    ) -> None:
-        self.ws = ws
-        self.stall_timeout = stall_timeout
-        self.on_stall = on_stall  # told the seconds nothing drained, before the abort
-        self._sending = False
-        self._sends = 0  # sends completed so far: progress the stall check looks for
-        self._timer: asyncio.TimerHandle | None = None
-        self._seen = (-1, -1)  # (sends, bytes buffered) at the last check
-        self._stalled_since = 0.0
-
-    async def send_frames(self, frames: Sequence[bytes]) -> None:
-        """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
-        ws = self.ws
-        if self.stall_timeout is not None and self._timer is None:
-            self._arm()
-        self._sending = True
-        try:
-            protocol = ws.protocol
-            if protocol.state is not State.OPEN:
-                async with ws.send_context():  # closing or closed: raises ConnectionClosed
-                    pass
-            for frame in frames:
-                protocol.send_text(frame)
-            # All the frames in one system call (send_context() would write them one by
-            # one). OPEN, and only data frames made: no end-of-stream marker among them.
-            ws.transport.writelines(protocol.data_to_send())
-            try:
-                await ws.drain()
-            except Exception:
-                async with ws.send_context():  # the socket is gone: raises ConnectionClosed
-                    pass
-                raise
-        finally:
-            self._sending = False
-            self._sends += 1
-
-    def _arm(self) -> None:
-        assert self.stall_timeout is not None
-        period = min(STALL_CHECK_SECONDS, self.stall_timeout / 4)
-        self._timer = asyncio.get_running_loop().call_later(period, self._check)
-
-    def _check(self) -> None:
-        """While a send waits: abort the socket once nothing has drained for stall_timeout."""
-        self._timer = None
-        if not self._sending:
-            return  # the next send arms the check again
-        now = asyncio.get_running_loop().time()
-        seen = (self._sends, self.ws.transport.get_write_buffer_size())
-        if seen[0] != self._seen[0] or seen[1] < self._seen[1]:
-            self._stalled_since = now  # something went out since the last check
-        self._seen = seen
-        assert self.stall_timeout is not None
-        if now - self._stalled_since >= self.stall_timeout:
-            if self.on_stall is not None:
-                self.on_stall(now - self._stalled_since)
-            self.ws.transport.abort()
-            return
-        self._arm()
 
 
 class Ended(enum.Enum):
@@ -222,22 +132,35 @@ async def _send(
     return inspect
 
 
+Reply = Callable[[bytes], Awaitable[bool]]
+"""Sends the relay's own answer to a refused frame; False when the socket is gone."""
+
+
 async def frames_to_lines(
     ws: Connection,
     writer: asyncio.StreamWriter,
     *,
     judge: Judge,
     observer: FrameObserver,
+    reply: Reply | None = None,
+    after_pipe: bool = False,
 ) -> Ended:
     """Carry out the outcome of each frame of ``ws`` until either side closes.
 
     ``judge`` gives each frame its outcome: a line to write into ``writer``, a reply to
-    send back, or nothing. ``observer`` is told each outcome once it was carried out.
-    When the peer hangs up while the pipe is full (the socket is not being read, so
-    nothing else notices), the socket is aborted and the pump ends SOCKET_CLOSED.
+    send back (through ``reply``, by default a text frame on ``ws``), nothing, or a close.
+    ``observer`` is told each outcome once it was carried out. When the peer hangs up
+    while the pipe is full (the socket is not being read, so nothing else notices), the
+    socket is aborted and the pump ends SOCKET_CLOSED.
+
+    When the pipe closes, the pump ends PIPE_CLOSED; with ``after_pipe`` it goes on
+    judging frames until the socket closes (so that a close, an acknowledgement or a
+    frame to refuse is still seen at once) and drops the lines (``observer.dropped``).
     """
+    send_reply = reply or partial(_reply, ws)
     waiting = frames_waiting(ws)
     lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
+    pipe_open = True
     while True:
         if waiting is not None and lines.batch_open and not waiting():
             lines.flush()  # nothing more is received yet: the batch ends before recv() waits
@@ -248,30 +171,25 @@ async def frames_to_lines(
             return Ended.SOCKET_CLOSED
         outcome = judge(frame)
         if isinstance(outcome, Forward):
-            if not await lines.write(outcome.line):
+            if pipe_open and not await lines.write(outcome.line):
                 if lines.peer_lost:
                     observer.peer_lost()
                     ws.transport.abort()
                     return Ended.SOCKET_CLOSED
-                return Ended.PIPE_CLOSED
-        elif isinstance(outcome, Refuse) and not await _reply(ws, outcome.reply):
+                if not after_pipe:
+                    return Ended.PIPE_CLOSED
+                pipe_open = False
+            if not pipe_open:
+                observer.dropped(outcome)
+                continue
+        elif isinstance(outcome, Refuse) and not await send_reply(outcome.reply):
+            observer.frame(outcome)
+            return Ended.SOCKET_CLOSED
+        elif isinstance(outcome, Close):
+            await ws.close(outcome.code, outcome.reason)
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED
         observer.frame(outcome)
-
-
-def frames_waiting(ws: Connection) -> Callable[[], int] | None:
-    """How many received frames wait in websockets' queue for ``recv()``, as a function.
-
-    ``recv()`` returns a waiting frame without going through the event loop; when none
-    waits it will, and the lines joined meanwhile should go out first. This reads
-    websockets' receive queue (the 17.x asyncio implementation's ``recv_messages``);
-    None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
-    next turn instead.
-    """
-    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
-    length = getattr(queue, "__len__", None)
-    return length if callable(length) else None
 
 
 class PeerWatch:

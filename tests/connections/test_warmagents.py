@@ -14,8 +14,7 @@ from typing import Any
 from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.connections.agent import AgentProcess, drain_stderr
-from relay.connections.connection import launch_agent
+from relay.connections.agent import AgentProcess, drain_stderr, launch_agent
 from relay.connections.warmagents import (
     WAITING_STDERR_LINES,
     WarmAgents,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from websockets.frames import CloseCode
 
 from relay.core.ending import (
+    INTERNAL_ERROR,
     CloseSocket,
     Detach,
     End,
@@ -139,3 +141,8 @@ def test_every_event_ends_or_detaches() -> None:
             assert steps
             ends = isinstance(steps[-1], End) or Detach() in steps
             assert ends or not attached, (happened, resumable, attached, steps)
+
+
+def test_the_tables_close_code_is_websockets_internal_error() -> None:
+    """The pure table's 1011 is the standard code websockets names INTERNAL_ERROR."""
+    assert INTERNAL_ERROR == CloseCode.INTERNAL_ERROR

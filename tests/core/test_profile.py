@@ -8,9 +8,13 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from websockets.frames import CloseCode
 
 from relay.core.profile import (
+    CANNOT_RESUME,
+    FENCED,
     MAX_HEADER_BYTES,
+    PROFILE_ERROR,
     Ack,
     Message,
     Open,
@@ -307,3 +311,9 @@ def test_sent_keeps_what_the_relay_lacks() -> None:
     assert (len(sent), sent.size) == (0, 0)
     assert sent.number(b"d" * 500) == 4  # one oversized message still fits alone
     assert not sent.has_room()
+
+
+def test_the_profiles_close_codes() -> None:
+    """The profile error is RFC 6455's protocol error; the profile's own codes are 4xxx."""
+    assert PROFILE_ERROR == CloseCode.PROTOCOL_ERROR
+    assert (FENCED, CANNOT_RESUME) == (4001, 4404)

@@ -80,7 +80,7 @@ def test_stdin_closed_is_told_once_and_every_frame_counted() -> None:
     observer = ConnectionObserver("c1", LOG)
     with capture_logs() as events:
         for _ in range(3):
-            observer.client_dropped()
+            observer.dropped(Forward(b"{}", b"{}"))
     assert observer.up.dropped == 3
     assert [e["event"] for e in events] == ["agent's stdin is closed: client messages are dropped"]
 
@@ -92,8 +92,8 @@ def test_drops_reach_the_metrics_by_reason() -> None:
     with capture_logs():
         observer.lines([b"one", Dropped(40, "line of 40 bytes over the limit")])
         observer.lines([Dropped(3, "invalid UTF-8 at byte 1"), b"two"])
-        observer.client_dropped()
-        observer.client_dropped()
+        observer.dropped(Forward(b"{}", b"{}"))
+        observer.dropped(Forward(b"{}", b"{}"))
     assert stats.dropped == {"too_large": 1, "not_utf8": 1, "stdin_closed": 2}
 
 

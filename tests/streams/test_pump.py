@@ -8,30 +8,20 @@ import json
 import socket
 import struct
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
 
 import pytest
 from structlog.testing import capture_logs
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
-from websockets.protocol import State
 
 from relay.core.outcome import Forward, Outcome, Refuse, judge_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
-from relay.streams.pump import (
-    READ_CHUNK,
-    Ended,
-    TextFrames,
-    frames_to_lines,
-    frames_waiting,
-    lines_to_frames,
-)
-from tests.support.netcut import NetCut
+from relay.streams.pump import READ_CHUNK, Ended, frames_to_lines, lines_to_frames
+from relay.streams.wsadapter import TextFrames
 from tests.support.pipes import os_pipe
+from tests.support.sockets import websocket_pair as socket_pair
 from tests.support.waiting import until
 
 LIMIT = 4 * 1024 * 1024
@@ -46,27 +36,6 @@ def sent_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
 def forwarded_into(counters: Counters, log: Logger = LOG) -> PumpObserver:
     """An observer counting the frames a frames-to-lines pump forwards into ``counters``."""
     return PumpObserver(log, from_socket=counters, to_socket=Counters())
-
-
-@asynccontextmanager
-async def socket_pair() -> AsyncIterator[tuple[ServerConnection, ClientConnection]]:
-    """A connected WebSocket: the relay's side and a client, over loopback TCP."""
-    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
-
-    async def handler(conn: ServerConnection) -> None:
-        accepted.set_result(conn)
-        await conn.wait_closed()
-
-    relay_side = serve(
-        handler, "127.0.0.1", 0, max_size=LIMIT, close_timeout=1, compression=None
-    )  # no compression, as the relay and connect use: bytes on the wire are the frame's
-    async with relay_side as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        url = f"ws://127.0.0.1:{port}"
-        async with connect(url, max_size=LIMIT, close_timeout=1, compression=None) as client:
-            async with asyncio.timeout(5):
-                conn = await accepted
-            yield conn, client
 
 
 async def feed(writer: asyncio.StreamWriter, data: bytes) -> None:
@@ -256,18 +225,6 @@ async def test_a_burst_ending_in_a_refusal_leaves_no_line_behind() -> None:
     assert reply["error"]["code"] == -32700
 
 
-async def test_frames_waiting_counts_what_recv_would_return_at_once() -> None:
-    """frames_waiting gives the number of received frames not yet taken by recv()."""
-    async with socket_pair() as (conn, client), asyncio.timeout(5):
-        waiting = frames_waiting(conn)
-        assert waiting is not None
-        assert waiting() == 0
-        await TextFrames(client).send_frames([b"{}", b"{}", b"{}"])
-        await until(lambda: waiting() == 3)
-        await conn.recv()
-        assert waiting() == 2
-
-
 async def test_frame_with_newlines_is_compacted_or_refused() -> None:
     """Pretty JSON becomes one compact line; a non-JSON frame with a newline gets -32700."""
     counters = Counters()
@@ -424,70 +381,3 @@ async def test_process_exit_ends_with_pipe_closed() -> None:
             await client.send('{"later":1}')
             await asyncio.sleep(0.01)
         assert pumping.result() is Ended.PIPE_CLOSED
-
-
-async def sends_until_closed(sender: TextFrames, frames: list[bytes]) -> None:
-    """Send ``frames`` again and again until the socket is closed."""
-    with suppress(ConnectionClosed):
-        while True:
-            await sender.send_frames(frames)
-
-
-async def test_send_to_a_peer_that_stopped_reading_aborts_after_the_stall_timeout() -> None:
-    """A send on which nothing drains for stall_timeout aborts the socket instead of hanging."""
-    big = [b'{"x":"' + b"x" * 60_000 + b'"}'] * 20
-    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
-
-    async def handler(conn: ServerConnection) -> None:
-        accepted.set_result(conn)
-        await conn.wait_closed()
-
-    async with serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        cut = NetCut(port, receive_buffer=65536)
-        async with cut as net, connect(net.url("/"), max_size=None) as client:
-            conn = await accepted
-            net.blackhole()  # a silent drop: nothing read, nothing closed
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            async with asyncio.timeout(10):
-                await sends_until_closed(TextFrames(conn, stall_timeout=0.4), big)
-            waited = loop.time() - started
-            assert conn.state is State.CLOSED
-            client.transport.abort()
-    assert 0.4 <= waited < 3
-
-
-async def test_a_slow_reader_is_not_taken_for_a_dead_one() -> None:
-    """A peer that reads in short bursts keeps its socket, however long the sends take."""
-    frame = b'{"x":"' + b"x" * 50_000 + b'"}'
-    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
-
-    async def handler(conn: ServerConnection) -> None:
-        accepted.set_result(conn)
-        await conn.wait_closed()
-
-    async def trickle(net: NetCut) -> None:
-        """The behaviour under test: the peer's reads come in short bursts."""
-        while True:
-            net.blackhole()
-            await asyncio.sleep(0.15)
-            net.restore()
-            await asyncio.sleep(0.01)
-
-    async with serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
-        port = next(iter(server.sockets)).getsockname()[1]
-        cut = NetCut(port, receive_buffer=65536)
-        async with cut as net, connect(net.url("/"), max_size=None, compression=None) as client:
-            conn = await accepted
-            sender = TextFrames(conn, stall_timeout=0.3)
-            throttle = asyncio.create_task(trickle(net))
-            receiving = asyncio.create_task(frames(client, 200))
-            started = asyncio.get_running_loop().time()
-            async with asyncio.timeout(30):
-                for _ in range(200):
-                    await sender.send_frames([frame])
-                assert len(await receiving) == 200
-            throttle.cancel()
-            net.restore()
-            assert asyncio.get_running_loop().time() - started > 0.3  # sends did wait

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from contextlib import suppress
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from typing import Any, NamedTuple
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 
@@ -68,3 +70,26 @@ async def closed_with(ws: ClientConnection, seconds: float = 10) -> tuple[int | 
     """Read until the relay closes the socket; its close code and reason."""
     _, code, reason = await frames_until_closed(ws, seconds)
     return code, reason
+
+
+@asynccontextmanager
+async def websocket_pair(
+    max_size: int | None = 4 * 1024 * 1024,
+) -> AsyncIterator[tuple[ServerConnection, ClientConnection]]:
+    """A connected WebSocket: the relay's side and a client, over loopback TCP."""
+    accepted: asyncio.Future[ServerConnection] = asyncio.get_running_loop().create_future()
+
+    async def handler(conn: ServerConnection) -> None:
+        accepted.set_result(conn)
+        await conn.wait_closed()
+
+    relay_side = serve(
+        handler, "127.0.0.1", 0, max_size=max_size, close_timeout=1, compression=None
+    )  # no compression, as the relay and connect use: bytes on the wire are the frame's
+    async with relay_side as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        url = f"ws://127.0.0.1:{port}"
+        async with connect(url, max_size=max_size, close_timeout=1, compression=None) as client:
+            async with asyncio.timeout(5):
+                conn = await accepted
+            yield conn, client

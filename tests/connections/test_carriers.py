@@ -1,5 +1,5 @@
-"""Tests for relay.connections.resumable: a live relay, real agents, and a network a proxy cuts on
-purpose."""
+"""relay.connections.carriers, the replay window (resume profile): a live relay, real agents,
+and a network a proxy cuts on purpose."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from relay.connections.resumable import ACK_DELAY
+from relay.connections.carriers import ACK_DELAY
 from relay.core.profile import NO_CONNECTION, PROFILE
 from tests.support.agents import ECHO_AGENT, STREAM
 from tests.support.figures import record
@@ -382,10 +382,10 @@ async def test_full_window_pauses_the_agent_instead_of_losing_output() -> None:
         client = await ResumeClient.open(resumable(live))
         [connection] = live.relay.connections.values()
         got = [line for _, line in await records(client, 100)]
-        await until(lambda: not connection.outbox.has_room())  # type: ignore[attr-defined]
-        kept = connection.outbox.size  # type: ignore[attr-defined]
+        await until(lambda: not connection.carrier.outbox.has_room())  # type: ignore[attr-defined]
+        kept = connection.carrier.outbox.size  # type: ignore[attr-defined]
         await asyncio.sleep(0.3)  # the behaviour under test: the agent waits, adding nothing
-        assert connection.outbox.size == kept  # type: ignore[attr-defined]
+        assert connection.carrier.outbox.size == kept  # type: ignore[attr-defined]
         assert window <= kept < window + 100  # the limit, plus one line at most
         async with asyncio.timeout(30):
             await read_rest(client, got, total)

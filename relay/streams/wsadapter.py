@@ -1,0 +1,154 @@
+"""The one module that reaches past websockets' public API (websockets 17.x, pinned in
+pyproject.toml).
+
+The relay's hot path and its view of how a socket ended need a few things websockets'
+asyncio connection does not offer publicly: the frames of several lines made by its
+sans-I/O protocol and written in one system call (:class:`TextFrames`, through the
+connection's ``send_context``, ``drain`` and ``transport``), the length of its receive
+queue (:func:`frames_waiting`, its ``recv_messages``), and whether the peer's close frame
+came first (:func:`socket_end`, the protocol's ``close_rcvd_then_sent``). Everything else
+in the relay uses websockets' documented API; a new websockets version is checked here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from websockets.asyncio.connection import Connection
+from websockets.frames import CloseCode
+from websockets.protocol import State
+
+STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
+MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
+
+
+def stall_timeout(ping_interval: float, ping_timeout: float) -> float:
+    """How long a send may see nothing drain before the peer is taken for gone.
+
+    As long as a heartbeat may go unanswered, and never under MIN_STALL_SECONDS.
+    """
+    return max(ping_interval + ping_timeout, MIN_STALL_SECONDS)
+
+
+class TextFrames:
+    """Sends the lines of one pipe read as text frames in one socket write.
+
+    websockets' ``send()`` writes and drains once per frame. This does what its
+    ``send_context()`` (what ``send()`` is built on) does when the connection is open,
+    without the context manager's calls: the connection's sans-I/O protocol makes the
+    frames, as ``send()`` would, then they are written (one ``writelines``: one system
+    call) and drained once. The protocol's state stays the one source of truth: a
+    connection that is not open, or that fails during the drain, goes through
+    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
+    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
+    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
+    in pyproject.toml).
+
+    A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
+    full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
+    behind the same buffer. With ``stall_timeout``, a send during which nothing at all
+    drains for that long aborts the socket, as a missed pong would. A timer checks the
+    buffer only while a send waits, so the cost per send is two attribute writes.
+    """
+
+    def __init__(
+        self,
+        ws: Connection,
+        stall_timeout: float | None = None,
+        on_stall: Callable[[float], None] | None = None,
+    ) -> None:
+        self.ws = ws
+        self.stall_timeout = stall_timeout
+        self.on_stall = on_stall  # told the seconds nothing drained, before the abort
+        self._sending = False
+        self._sends = 0  # sends completed so far: progress the stall check looks for
+        self._timer: asyncio.TimerHandle | None = None
+        self._seen = (-1, -1)  # (sends, bytes buffered) at the last check
+        self._stalled_since = 0.0
+
+    async def send_frames(self, frames: Sequence[bytes]) -> None:
+        """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
+        ws = self.ws
+        if self.stall_timeout is not None and self._timer is None:
+            self._arm()
+        self._sending = True
+        try:
+            protocol = ws.protocol
+            if protocol.state is not State.OPEN:
+                async with ws.send_context():  # closing or closed: raises ConnectionClosed
+                    pass
+            for frame in frames:
+                protocol.send_text(frame)
+            # All the frames in one system call (send_context() would write them one by
+            # one). OPEN, and only data frames made: no end-of-stream marker among them.
+            ws.transport.writelines(protocol.data_to_send())
+            try:
+                await ws.drain()
+            except Exception:
+                async with ws.send_context():  # the socket is gone: raises ConnectionClosed
+                    pass
+                raise
+        finally:
+            self._sending = False
+            self._sends += 1
+
+    def _arm(self) -> None:
+        assert self.stall_timeout is not None
+        period = min(STALL_CHECK_SECONDS, self.stall_timeout / 4)
+        self._timer = asyncio.get_running_loop().call_later(period, self._check)
+
+    def _check(self) -> None:
+        """While a send waits: abort the socket once nothing has drained for stall_timeout."""
+        self._timer = None
+        if not self._sending:
+            return  # the next send arms the check again
+        now = asyncio.get_running_loop().time()
+        seen = (self._sends, self.ws.transport.get_write_buffer_size())
+        if seen[0] != self._seen[0] or seen[1] < self._seen[1]:
+            self._stalled_since = now  # something went out since the last check
+        self._seen = seen
+        assert self.stall_timeout is not None
+        if now - self._stalled_since >= self.stall_timeout:
+            if self.on_stall is not None:
+                self.on_stall(now - self._stalled_since)
+            self.ws.transport.abort()
+            return
+        self._arm()
+
+
+def frames_waiting(ws: Connection) -> Callable[[], int] | None:
+    """How many received frames wait in websockets' queue for ``recv()``, as a function.
+
+    ``recv()`` returns a waiting frame without going through the event loop; when none
+    waits it will, and the lines joined meanwhile should go out first. This reads
+    websockets' receive queue (the 17.x asyncio implementation's ``recv_messages``);
+    None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
+    next turn instead.
+    """
+    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
+    length = getattr(queue, "__len__", None)
+    return length if callable(length) else None
+
+
+@dataclass(frozen=True)
+class SocketEnd:
+    """How a socket ended, as the peer's close frame says: ``clean`` when the peer closed
+    it with 1000 before the relay sent a close (the client is done, not lost)."""
+
+    clean: bool
+    why: str
+
+
+def socket_end(ws: Connection) -> SocketEnd:
+    """How ``ws`` ended (call once it is closed): the words are for a log line only."""
+    protocol = ws.protocol
+    close = protocol.close_rcvd
+    if close is None:
+        return SocketEnd(False, "lost (no close frame)")
+    if close.code == CloseCode.NORMAL_CLOSURE and protocol.close_rcvd_then_sent is not False:
+        return SocketEnd(True, "closed by the client")
+    return SocketEnd(
+        False, f"closed with {close.code}" + (f": {close.reason}" if close.reason else "")
+    )
