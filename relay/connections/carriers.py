@@ -47,7 +47,7 @@ from relay.core.profile import (
 )
 from relay.core.session import Duplicate, Refused, Session
 from relay.observe.observer import ConnectionObserver
-from relay.streams.pump import Judge, Reply
+from relay.streams.pump import Judge, Reply, wait_while_peer_stays
 from relay.streams.wsadapter import TextFrames
 
 ACK_DELAY = 0.05  # seconds a delivery's acknowledgement waits for a record to ride on
@@ -274,7 +274,8 @@ class ReplayWindow:
             outbox, most = self.outbox, self.outbox.limit + self.reply_allowance
             while len(outbox) and outbox.size >= most:
                 self._room.clear()
-                await self._room.wait()
+                if not await wait_while_peer_stays(self._room, attachment.ws):
+                    return False  # the socket went meanwhile: the pump ends
             outbox.add(line)
             self._wake.set()
             return True

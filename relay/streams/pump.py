@@ -21,6 +21,7 @@ import asyncio
 import enum
 import select
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from functools import partial
 from typing import Any, Protocol, cast
 
@@ -222,6 +223,21 @@ class PeerWatch:
         self._probes.discard(probe)
         if not probe.cancelled():
             probe.exception()  # a closed socket: the pump sees it anyway
+
+
+async def wait_while_peer_stays(event: asyncio.Event, ws: Connection) -> bool:
+    """Wait for ``event``; False if the socket's peer goes first (asked as :class:`PeerWatch`
+    asks, since the socket is not being read meanwhile)."""
+    watch = PeerWatch(ws)
+    checks = 0
+    while not event.is_set():
+        with suppress(TimeoutError):
+            async with asyncio.timeout(PEER_CHECK_SECONDS):
+                await event.wait()
+        checks += 1
+        if not event.is_set() and watch(checks):
+            return False
+    return True
 
 
 def peer_hung_up(ws: Connection) -> bool:

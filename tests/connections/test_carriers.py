@@ -76,6 +76,13 @@ async def read_rest(client: ResumeClient, got: list[bytes], total: int) -> None:
                 await client.ack()
 
 
+async def read_all(client: ResumeClient) -> None:
+    """Read every frame, acknowledging none, until the socket closes."""
+    with suppress(ConnectionClosed):
+        while True:
+            await client.ws.recv()
+
+
 def resumable(live: LiveRelay) -> str:
     return live.url(make_ticket())
 
@@ -391,6 +398,31 @@ async def test_full_window_pauses_the_agent_instead_of_losing_output() -> None:
             await read_rest(client, got, total)
         assert [index(line) for line in got] == list(range(total))
         await client.close()
+
+
+async def test_relay_replies_wait_for_room_too() -> None:
+    """A client that draws refusals and reads them but never acknowledges cannot grow the
+    window past its limit and the replies' allowance: the relay stops reading it instead."""
+    window = 64 * KiB
+    async with live_relay(ECHO_AGENT, resume_grace=30, resume_buffer=window) as live:
+        client = await ResumeClient.open(resumable(live))
+        [connection] = live.relay.connections.values()
+        carrier = connection.carrier
+        reading = asyncio.create_task(read_all(client))
+        with suppress(TimeoutError):
+            async with asyncio.timeout(5):  # sends block once the relay stops reading
+                for seq in range(1, 4001):  # each a -32700 reply: 4000 of them, over 1 MiB
+                    await client.ws.send(b'{"seq":%d}\n{\n' % seq, text=True)
+        most = window + carrier.reply_allowance  # type: ignore[attr-defined]
+        await until(lambda: carrier.outbox.size >= most)  # type: ignore[attr-defined]
+        kept = carrier.outbox.size  # type: ignore[attr-defined]
+        delivered = carrier.session.delivered  # type: ignore[attr-defined]
+        await asyncio.sleep(0.3)  # the behaviour under test: nothing more is read
+        assert carrier.outbox.size == kept  # type: ignore[attr-defined]
+        assert carrier.session.delivered == delivered < 4000  # type: ignore[attr-defined]
+        assert kept < most + 1024  # the limit and the allowance, plus one reply at most
+        reading.cancel()
+        client.ws.transport.abort()
 
 
 async def test_shutdown_ends_detached_connections_too() -> None:

@@ -21,6 +21,7 @@ from websockets.asyncio.client import connect
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, Fallback, parse_rule
 from relay.acp.rewrite import RewritePolicy
+from relay.core.profile import PROFILE
 from tests.support.agents import DEMO_AGENT, ECHO_AGENT
 from tests.support.clients import ChunkClient
 from tests.support.http import busy, http_get, status_line, upgrade_request
@@ -576,3 +577,20 @@ async def test_warm_agents_are_no_connections() -> None:
             during = await busy(live.relay.port)
     assert (idle["busy"], idle["connections"], idle["warm"]) == (False, 0, 2)
     assert (status, during["busy"], during["connections"]) == (503, True, 1)
+
+
+async def test_resume_profile_sockets_count_before_their_open_frame() -> None:
+    """Sockets of the resume profile count against --max-connections from admission, before
+    their open frame, and /busy says so: a supervisor never freezes a box about to work."""
+    async with live_relay(CAT, max_connections=4, resume_grace=30) as live:
+        sockets = [
+            await connect(live.ticket_url(), subprotocols=[PROFILE])  # type: ignore[list-item]
+            for _ in range(4)
+        ]
+        report = await busy(live.relay.port)
+        status, body, _ = await refused(live.ticket_url(), subprotocols=[PROFILE])
+        for ws in sockets:
+            await ws.close()
+    assert (report["busy"], report["connections"]) == (True, 4)
+    assert status == 503
+    assert "limit of 4" in body
