@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
-import os
 import socket
 import time
 import uuid
@@ -28,6 +27,7 @@ from websockets.protocol import State
 from websockets.typing import Subprotocol
 
 from relay import __version__
+from relay.cli.ticket import fresh_ticket
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import AgentProcess, Guard
 from relay.connections.connection import Attachment, Connection, RelayContext
@@ -39,7 +39,7 @@ from relay.connections.resumable import (
 )
 from relay.core.admission import Refusal, admit, ticket_from_request
 from relay.core.profile import NO_CONNECTION, PROFILE, Open, ProfileError, Resume, parse_first_frame
-from relay.core.tickets import Claims, ReplayGuard, mint, new_nonce
+from relay.core.tickets import Claims, ReplayGuard
 from relay.core.upgrade import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.observe.logs import get_logger
 from relay.observe.metrics import Exposition
@@ -52,7 +52,7 @@ from relay.serve.spenttickets import SpentTickets
 if TYPE_CHECKING:
     from relay.connections.warmagents import WarmAgents
 
-__all__ = ["Relay", "RelayConfig", "fresh_ticket"]
+__all__ = ["Relay", "RelayConfig"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
@@ -408,25 +408,6 @@ class Relay:
                 agents=len(self.agents),
                 tasks=len(asyncio.all_tasks()),
             )
-
-
-def fresh_ticket(
-    secret: str,
-    *,
-    now: float | None = None,
-    subject: str,
-    audience: str | None = None,
-    ttl: float | None = None,
-) -> str:
-    """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
-    return mint(
-        secret,
-        now=time.time() if now is None else now,
-        nonce=new_nonce(os.urandom(16)),
-        subject=subject,
-        audience=audience,
-        ttl=ttl,
-    )
 
 
 def _console(config: RelayConfig) -> devconsole.Console:
