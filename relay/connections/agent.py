@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from relay.config.account import Account
+from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line, LineSplitter
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
@@ -57,40 +58,6 @@ def spawn_arguments(
 
 class AgentStartError(Exception):
     """The agent command could not be started; the message says why."""
-
-
-@dataclass(frozen=True)
-class Exit:
-    """How the agent ended, as a WebSocket close code and reason; ``stopped`` when the
-    relay had signalled it (SIGTERM, SIGKILL) before it exited."""
-
-    returncode: int
-    stopped: bool = False
-
-    @property
-    def failed(self) -> bool:
-        """The agent ended badly on its own: a non-zero status, or a signal not the relay's."""
-        return self.returncode != 0 and not self.stopped
-
-    @property
-    def close_code(self) -> int:
-        return 1000 if self.returncode == 0 else 1011
-
-    @property
-    def reason(self) -> str:
-        if self.returncode == 0:
-            return "agent exited"
-        if self.returncode < 0:
-            return f"agent killed by {signal_name(-self.returncode)}"
-        return f"agent exited with status {self.returncode}"
-
-
-def signal_name(number: int) -> str:
-    """SIGTERM for 15, and so on; the number when the signal has no name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class AgentProcess:

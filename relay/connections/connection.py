@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 
 from relay.acp.rewrite import SessionRewriter
 from relay.config.resolved import RelayConfig
-from relay.connections.agent import AgentProcess, AgentStartError, Exit, Guard, drain_stderr
+from relay.connections.agent import AgentProcess, AgentStartError, Guard, drain_stderr
 from relay.core.ending import (
     CloseSocket,
     Detach,
@@ -41,6 +41,7 @@ from relay.core.ending import (
     ending,
     what_happened,
 )
+from relay.core.exits import Exit
 from relay.core.outcome import judge_client_frame
 from relay.core.tickets import Claims
 from relay.observe.logs import get_logger

@@ -16,35 +16,14 @@ from relay.config.account import Account
 from relay.connections.agent import (
     AgentProcess,
     AgentStartError,
-    Exit,
     drain_stderr,
-    signal_name,
     spawn_arguments,
 )
+from relay.core.exits import Exit
 from tests.support.agents import AGENTS
 from tests.support.processes import pid_alive
 
 ENV = dict(os.environ)
-
-
-@pytest.mark.parametrize(
-    ("returncode", "code", "reason"),
-    [
-        (0, 1000, "agent exited"),
-        (3, 1011, "agent exited with status 3"),
-        (-9, 1011, "agent killed by SIGKILL"),
-        (-15, 1011, "agent killed by SIGTERM"),
-        (-200, 1011, "agent killed by signal 200"),
-    ],
-)
-def test_exit_close_code_and_reason(returncode: int, code: int, reason: str) -> None:
-    """An exit status maps to the close code and reason the client sees."""
-    assert (Exit(returncode).close_code, Exit(returncode).reason) == (code, reason)
-
-
-def test_signal_name() -> None:
-    """Signals are named; unknown numbers are spelled out."""
-    assert (signal_name(2), signal_name(999)) == ("SIGINT", "signal 999")
 
 
 async def test_agent_runs_in_its_own_process_group(tmp_path: Path) -> None:
@@ -87,15 +66,6 @@ async def test_missing_workspace_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "gone"
     with pytest.raises(AgentStartError, match="does not exist"):
         await AgentProcess.start(["cat"], cwd=str(missing), env=ENV)
-
-
-@pytest.mark.parametrize(
-    ("exit_", "failed"),
-    [(Exit(0), False), (Exit(2), True), (Exit(-9), True), (Exit(-9, stopped=True), False)],
-)
-def test_an_exit_failed_unless_0_or_the_relays_doing(exit_: Exit, failed: bool) -> None:
-    """An agent failed when it exited non-zero, or died of a signal, the relay not stopping it."""
-    assert exit_.failed is failed
 
 
 async def test_an_agent_that_crashes_by_itself_was_not_stopped(tmp_path: Path) -> None:
