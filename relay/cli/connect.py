@@ -20,9 +20,9 @@ from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.connect.bridge import BridgeConfig, run_bridge
 from relay.connect.ticketsource import TicketSource
+from relay.core.redaction import register_secret
 from relay.core.ticketurls import ticket_in, without_ticket
 from relay.observe import logs
-from relay.observe.redaction import register_secret
 
 TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")

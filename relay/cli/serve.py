@@ -60,7 +60,7 @@ from relay.config.startupchecks import (
 )
 from relay.connections.watchdog import Watchdog
 from relay.core.admission import Policy
-from relay.observe.redaction import register_secret
+from relay.core.redaction import register_secret
 from relay.serve.listener import bind_early, cannot_listen
 
 if TYPE_CHECKING:

@@ -38,10 +38,10 @@ from relay.core.editorerrors import Failure, cannot_connect, closing_unanswered
 from relay.core.inflight import InFlight, request_id
 from relay.core.outcome import Forward, Outcome, judge_frame
 from relay.core.profile import ProfileError
+from relay.core.redaction import register_secret
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
-from relay.observe.redaction import register_secret
 from relay.streams.pump import Ended, TextFrames, frames_to_lines, lines_to_frames, stall_timeout
 
 __all__ = ["Bridge", "BridgeConfig", "run_bridge"]

@@ -2,7 +2,7 @@
 
 Every log line, the relay's own and those of libraries that use :mod:`logging`
 (websockets), goes through :func:`redact`, which removes query strings, bearer
-tokens and any secret registered with :func:`relay.observe.redaction.register_secret`.
+tokens and any secret registered with :func:`relay.core.redaction.register_secret`.
 
 On a terminal (:class:`ReadableLines`) a line is the time, the level when it is a
 warning or an error, the event, then the few keys that matter for that event, long
@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from relay.observe.redaction import redact_value
+from relay.core.redaction import redact_value
 
 Logger = structlog.stdlib.BoundLogger
 """The relay's logger type: structlog's stdlib-bound logger, bound with per-connection keys."""

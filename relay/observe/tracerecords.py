@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring  # the C string encoder json.dumps uses
 from typing import Any
 
-from relay.observe.redaction import REDACTED
+from relay.core.redaction import REDACTED
 
 FORMAT_VERSION = 1
 TO_AGENT = "to_agent"

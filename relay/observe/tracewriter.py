@@ -23,8 +23,8 @@ from relay import __version__
 from relay.acp.rewrite import RewriteReport
 from relay.core.framing import Dropped, Line
 from relay.core.outcome import Forward, Outcome, Refuse
+from relay.core.redaction import redact_text, redact_value
 from relay.observe.logs import Logger
-from relay.observe.redaction import redact_text, redact_value
 from relay.observe.tracerecords import (
     FORMAT_VERSION,
     TO_AGENT,

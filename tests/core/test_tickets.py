@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from itsdangerous import URLSafeTimedSerializer
 
+from relay.core.redaction import redact_text
 from relay.core.tickets import (
     BAD_SIGNATURE,
     CLOCK_SKEW,
@@ -30,7 +31,6 @@ from relay.core.tickets import (
     new_nonce,
     verify,
 )
-from relay.observe.redaction import redact_text
 
 T0 = 1_700_000_000.0
 SECRET = "s3cret-current"

@@ -19,9 +19,9 @@ import pytest
 import structlog
 from websockets.asyncio.client import connect
 
+from relay.core import redaction as redact
+from relay.core.redaction import REDACTED, register_secret
 from relay.observe import logs
-from relay.observe import redaction as redact
-from relay.observe.redaction import REDACTED, register_secret
 from tests.support.agents import CHOOSER, DEMO_AGENT
 from tests.support.cli import parse_json_lines, serve
 from tests.support.connect import log_records, piped_connect, request

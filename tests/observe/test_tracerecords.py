@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import RewritePolicy
-from relay.observe.redaction import redact_text, register_secret
+from relay.core.redaction import redact_text, register_secret
 from relay.observe.tracerecords import (
     MIN_MAX_BYTES,
     TO_AGENT,

@@ -1,4 +1,4 @@
-"""Tests for relay.observe.redaction: query values, bearer tokens and registered secrets removed
+"""Tests for relay.core.redaction: query values, bearer tokens and registered secrets removed
 from text."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from relay.observe import redaction as redact
-from relay.observe.redaction import REDACTED, redact_text, redact_value, register_secret
+from relay.core import redaction as redact
+from relay.core.redaction import REDACTED, redact_text, redact_value, register_secret
 
 TICKET = "eyJzdWIiOiJhbGljZSJ9.ZXhhbXBsZQ.c2lnbmF0dXJl"
 SECRET = "hunter2-relay-secret"
