@@ -38,7 +38,6 @@ from relay.core.editorerrors import Failure, cannot_connect, closing_unanswered
 from relay.core.inflight import InFlight, request_id
 from relay.core.outcome import Forward, Outcome, judge_frame
 from relay.core.profile import ProfileError
-from relay.core.redaction import register_secret
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
@@ -249,7 +248,7 @@ class Bridge:
     def ticket_fetched(self, ticket: str) -> None:
         """A ticket was read: it must never reach a log line or an error message."""
         self.ticket = ticket
-        register_secret(ticket)
+        logs.redactor().add_ticket(ticket)
 
     def note_request(self, line: bytes) -> None:
         """An editor line goes to the relay: a request among them now awaits its answer."""

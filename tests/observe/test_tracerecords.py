@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import RewritePolicy
-from relay.core.redaction import redact_text, register_secret
+from relay.core.redaction import Redactor
 from relay.observe.tracerecords import (
     MIN_MAX_BYTES,
     TO_AGENT,
@@ -44,6 +44,7 @@ from tests.support.live import SECRET, live_relay, make_ticket
 
 CAT = ("cat",)
 NOW = 1_700_000_000.25
+PATTERNS_ONLY = Redactor()  # query values and bearer tokens only: no secret registered
 
 # -- pure: records --------------------------------------------------------------------
 
@@ -253,7 +254,7 @@ def test_injected_server_values_are_hidden(
 ) -> None:
     """Header and env values of the relay's injected servers become [redacted], nothing else."""
     line = session_new(*servers)
-    out, names = redact_injected(line, injected, redact_text)
+    out, names = redact_injected(line, injected, PATTERNS_ONLY.redact_text)
     assert names == hidden
     if not hidden:
         assert out is line
@@ -271,13 +272,14 @@ def test_injected_server_values_are_hidden(
                 for pair in server.get("headers", []) + server.get("env", []):
                     pair["value"] = "[redacted]"
                 if "url" in server:
-                    server["url"] = redact_text(server["url"])
+                    server["url"] = PATTERNS_ONLY.redact_text(server["url"])
         assert out == json.dumps(restored, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
     """A ${VAR} token in args, command or URL userinfo is as hidden as one in a header."""
-    register_secret("tok-from-env-123")
+    redactor = Redactor()
+    redactor.add_secret("tok-from-env-123")
     server = {
         "type": "http",
         "name": "api",
@@ -290,7 +292,7 @@ def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
         "args": ["--token", "tok-from-env-123", "--verbose"],
         "env": [],
     }
-    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redact_text)
+    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redactor.redact_text)
     text = out.decode()
     assert names == ["api", "cli"]
     assert "tok-from-env-123" not in text
