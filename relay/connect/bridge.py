@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.frames import CloseCode
 
 from relay.connect.dialing import (
     CLOSE_TIMEOUT,
@@ -193,7 +194,7 @@ class Bridge:
         receiving = asyncio.create_task(downstream)
         stopping = asyncio.create_task(stop.wait())
         try:
-            await asyncio.wait({upstream, receiving, stopping}, return_when="FIRST_COMPLETED")
+            await asyncio.wait({upstream, receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if upstream.done() and not stopping.done():
                 await self._await_answers(receiving, stop)
             if receiving.done() and receiving.result():
@@ -221,7 +222,7 @@ class Bridge:
             await asyncio.wait(
                 {settled, stopping, downstream},
                 timeout=ANSWER_WAIT_SECONDS,
-                return_when="FIRST_COMPLETED",
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
             settled.cancel()
@@ -236,7 +237,7 @@ class Bridge:
     async def _close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
         """The editor is done: close with 1000 and give the relay a moment to answer."""
         self.log.info("closing")
-        await ws.close(1000)
+        await ws.close(CloseCode.NORMAL_CLOSURE)
         with suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(downstream), CLOSE_TIMEOUT)
 
@@ -339,7 +340,7 @@ async def _unless_stopped(
     task = asyncio.ensure_future(awaitable)
     stopping = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({task, stopping}, return_when="FIRST_COMPLETED")
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
         if not task.done():

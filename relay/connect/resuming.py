@@ -30,9 +30,12 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import Close, Failure, cannot_connect, could_not_resume, resumable
+from relay.core.framing import close_reason
 from relay.core.outcome import Forward, judge_frame
 from relay.core.profile import (
+    CANNOT_RESUME,
     PROFILE,
+    PROFILE_ERROR,
     Ack,
     ProfileError,
     Received,
@@ -190,7 +193,7 @@ class ResumingLink:
             self.stdout.flush()
         except ProfileError as exc:
             self.editor.log.error("relay broke the resume profile", reason=str(exc))
-            await ws.close(1002, f"breaks {PROFILE}: {exc}"[:120])
+            await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
         return True
 
     def _acknowledge_soon(self, ws: ClientConnection) -> None:
@@ -229,7 +232,7 @@ class ResumingLink:
             result = await self._try_resume()
             if isinstance(result, Failure):
                 why = result
-                if result.data.get("closeCode") == 4404:
+                if result.data.get("closeCode") == CANNOT_RESUME:
                     break  # the relay says it no longer has the connection: nothing to retry
                 continue
             await self._resumed(result, time.monotonic() - started)

@@ -42,6 +42,7 @@ from relay.core.ending import (
     what_happened,
 )
 from relay.core.exits import Exit
+from relay.core.framing import close_reason
 from relay.core.outcome import judge_client_frame
 from relay.core.tickets import Claims
 from relay.observe.logs import get_logger
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 
 STDOUT_EOF_EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
-MAX_REASON_BYTES = 123  # RFC 6455 limit on a close reason
 
 
 class Attachment:
@@ -411,11 +411,3 @@ async def bounded_wait(task: asyncio.Task[None], seconds: float) -> None:
         await asyncio.wait_for(task, max(seconds, 0.1))
     except Exception:  # TimeoutError included
         task.cancel()
-
-
-def close_reason(text: str) -> str:
-    """Cut a close reason to the 123 bytes RFC 6455 allows."""
-    data = text.encode()
-    if len(data) <= MAX_REASON_BYTES:
-        return text
-    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."

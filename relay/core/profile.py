@@ -40,6 +40,12 @@ SEPARATOR = b"\n"
 
 NO_CONNECTION = "this relay no longer has the connection"
 
+# The profile's close codes (docs/resume.md).
+CANNOT_RESUME = 4404  # nothing to resume: unknown, expired, wrong secret or subject
+FENCED = 4001  # this socket was replaced by a resumed one
+FENCED_REASON = "superseded: the connection was resumed on another socket"
+PROFILE_ERROR = 1002  # a peer broke the profile (RFC 6455's protocol error)
+
 
 class ProfileError(ValueError):
     """A frame that breaks the profile; the message says how (for the close reason)."""

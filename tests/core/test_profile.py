@@ -4,13 +4,20 @@ window."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.core.profile import (
+    CANNOT_RESUME,
+    FENCED,
+    FENCED_REASON,
     MAX_HEADER_BYTES,
+    NO_CONNECTION,
+    PROFILE,
+    PROFILE_ERROR,
     Ack,
     Message,
     Open,
@@ -307,3 +314,11 @@ def test_sent_keeps_what_the_relay_lacks() -> None:
     assert (len(sent), sent.size) == (0, 0)
     assert sent.number(b"d" * 500) == 4  # one oversized message still fits alone
     assert not sent.has_room()
+
+
+def test_the_profiles_close_codes_are_the_ones_documented_for_client_authors() -> None:
+    """Broken profile 1002, nothing to resume 4404, fenced 4001: as docs/resume.md says."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "resume.md").read_text()
+    assert f"close **{PROFILE_ERROR}** `breaks {PROFILE}: ...`" in text
+    assert f"close **{CANNOT_RESUME}** `{NO_CONNECTION}`" in text
+    assert f"closed with **{FENCED}** `{FENCED_REASON}`" in text
