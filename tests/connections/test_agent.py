@@ -7,6 +7,7 @@ import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from relay.connections.agent import (
 from relay.core.exits import Exit
 from tests.support.agents import AGENTS
 from tests.support.processes import pid_alive
+from tests.support.waiting import until
 
 ENV = dict(os.environ)
 
@@ -135,6 +137,59 @@ async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
         "[10000 bytes, over 8192: not shown]",
         "last",
     ]
+
+
+async def pipe_reader(limit: int = 1 << 16) -> tuple[asyncio.StreamReader, int, Callable[[], None]]:
+    """A StreamReader over a real pipe, the pipe's write end, and how to close the reader."""
+    read_fd, write_fd = os.pipe()
+    reader = asyncio.StreamReader(limit=limit)
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
+    )
+    return reader, write_fd, transport.close
+
+
+async def test_a_cancelled_stderr_reader_leaves_the_unfinished_line_whole() -> None:
+    """Reading stderr stops at a warm agent's hand-over without eating half a line: the
+    connection's own reader gets the line whole."""
+    reader, write_fd, close = await pipe_reader()
+    os.write(write_fd, b"first\nsecond ha")
+    seen: list[str] = []
+    waiting = asyncio.create_task(drain_stderr(reader, seen.append))
+    await until(lambda: seen, "the first line")
+    await asyncio.sleep(0.05)  # the behaviour under test: the half line sits unread meanwhile
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    os.write(write_fd, b"lf\n")
+    os.close(write_fd)
+    rest: list[str] = []
+    await drain_stderr(reader, rest.append)
+    close()
+    assert (seen, rest) == (["first"], ["second half"])
+
+
+async def test_a_stderr_line_over_the_readers_limit_is_logged_by_its_size() -> None:
+    """A line longer than the pipe reader holds is dropped by parts and told by its size."""
+    reader, write_fd, close = await pipe_reader(limit=1024)
+    seen: list[str] = []
+    reading = asyncio.create_task(drain_stderr(reader, seen.append))
+    os.write(write_fd, b"x" * 10000 + b"\nok\nlast")
+    os.close(write_fd)
+    await asyncio.wait_for(reading, 5)
+    close()
+    assert seen == ["[10000 bytes, over 8192: not shown]", "ok", "last"]
+
+
+async def test_blank_stderr_lines_are_skipped_and_line_ends_trimmed() -> None:
+    """Empty and blank lines carry nothing and are skipped; a CRLF line ends without its CR;
+    undecodable bytes are replaced, not fatal."""
+    reader, write_fd, close = await pipe_reader()
+    os.write(write_fd, b"one\r\n\n  \t\ntwo \xff\n\r\nlast\r")
+    os.close(write_fd)
+    seen: list[str] = []
+    await asyncio.wait_for(drain_stderr(reader, seen.append), 5)
+    close()
+    assert seen == ["one", "two \ufffd", "last"]
 
 
 class ListedGroups:
