@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from tests.bench.report import Check, fastest_peer, markdown, relay_table, targets_table, verdict
+from tests.bench.report import (
+    Check,
+    fastest_peer,
+    figures_table,
+    markdown,
+    relay_table,
+    targets_table,
+    verdict,
+)
 
 MACHINE = {"date": "today", "cpu": "cpu", "cores": 2, "python": "3.11", "kernel": "6"}
 PLAN = {"stream_updates": 20000, "aggregate_sockets": 50, "aggregate_updates": 2000}
@@ -142,6 +150,14 @@ def test_relay_table_shows_resume_and_scrape_figures_side_by_side() -> None:
         "fails (TimeoutError: no replay)",
     ]
     assert relay_table({}) == []
+
+
+def test_the_ticket_commands_exec_to_exit_is_a_start_up_row() -> None:
+    """tests/bench/startup.py's rows reach the figures table: ``acp-relay ticket``'s exec to
+    exit among them, by its median."""
+    found = {"acp-relay": {"ticket_exec_to_exit": {"median_ms": 61.27, "min_ms": 58.0}}}
+    lines = figures_table({"machine": MACHINE, "plan": PLAN, "figures": found})
+    assert row(lines, "ticket: exec to exit ms (median)")[1:] == ["61.3", "—", "—", "—", "—"]
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,9 @@ from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.connect.bridge import BridgeConfig, run_bridge
 from relay.connect.ticketsource import TicketSource
+from relay.core.redaction import Redactor
 from relay.core.ticketurls import ticket_in, without_ticket
 from relay.observe import logs
-from relay.observe.redaction import register_secret
 
 TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
@@ -88,7 +88,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Bridge this process's stdin and stdout to the relay until stdin closes."""
     config = connect_config(args, os.environ)
-    logs.configure(args.log_level, args.log_format)
+    redacting = Redactor()
+    if config.ticket.value is not None:
+        redacting.add_ticket(config.ticket.value)
+    logs.configure(args.log_level, args.log_format, redacting=redacting)
     return uvloop.run(run_bridge(config))
 
 
@@ -96,8 +99,6 @@ def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeCo
     """The bridge's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
     url = _relay_url(args.url)
     source = _ticket_source(args, env, ticket_in(args.url))
-    if source.value is not None:
-        register_secret(source.value)
     headers = tuple(_header(text) for text in args.header)
     if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
         raise UsageError(

@@ -48,8 +48,8 @@ def print_dev_banner(
 ) -> None:
     """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
     console's address carries the run's token."""
+    from relay.cli.ticket import fresh_ticket
     from relay.serve import devconsole
-    from relay.serve.server import fresh_ticket
 
     audience = settings.audience
     if settings.secret_file:

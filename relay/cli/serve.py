@@ -60,7 +60,7 @@ from relay.config.startupchecks import (
 )
 from relay.connections.watchdog import Watchdog
 from relay.core.admission import Policy
-from relay.observe.redaction import register_secret
+from relay.core.redaction import Redactor
 from relay.serve.listener import bind_early, cannot_listen
 
 if TYPE_CHECKING:
@@ -100,19 +100,20 @@ def run(args: argparse.Namespace) -> int:
     warnings = list(environment_warnings(os.environ))
     if not private and sys.platform == "linux":
         warnings.append(StartupWarning(NOT_PRIVATE))
+    redacting = Redactor()  # the relay's secrets, never logged nor traced
     try:
         secrets = read_secrets(settings, warnings)
         for secret in secrets:
-            register_secret(secret)
-        config = relay_config(settings, secrets, os.environ)
+            redacting.add_secret(secret)
+        config = relay_config(settings, secrets, os.environ, redacting)
         if settings.dev:
             config = replace(config, console_token=new_console_token())
-            register_secret(config.console_token)
+            redacting.add_secret(config.console_token)
         open_files = raise_open_files_limit()
         listening = bind_early(config.host, config.port)
         watchdog = launch_watchdog(config.kill_grace)  # it starts while the server loads
     finally:  # the warnings first, even when start-up stops (they may say why)
-        warn(settings, warnings)
+        warn(settings, warnings, redacting)
     try:
         import uvloop  # only now the server's own modules: the socket above takes connections
 
@@ -176,11 +177,14 @@ def read_secrets(settings: Settings, warnings: list[StartupWarning]) -> tuple[st
     return secrets
 
 
-def warn(settings: Settings, warnings: Sequence[StartupWarning]) -> None:
-    """Set up the logs, then log each start-up warning, once."""
+def warn(
+    settings: Settings, warnings: Sequence[StartupWarning], redacting: Redactor | None = None
+) -> None:
+    """Set up the logs (redacted of ``redacting``'s secrets), then log each start-up warning,
+    once."""
     from relay.observe import logs
 
-    logs.configure(settings.log_level, settings.log_format)
+    logs.configure(settings.log_level, settings.log_format, redacting=redacting)
     log = logs.get_logger("relay")
     for each in warnings:
         log.warning(each.event, **each.fields)
@@ -204,9 +208,12 @@ def agent_command(settings: Settings) -> tuple[str, ...]:
     return DEMO_AGENT
 
 
-def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, str]) -> RelayConfig:
+def relay_config(
+    settings: Settings, secrets: Sequence[str], env: Mapping[str, str], redacting: Redactor
+) -> RelayConfig:
     """The server's configuration, once the agent's program and workspace are checked;
-    the agent defaults to the demo agent under --dev."""
+    the agent defaults to the demo agent under --dev. The values the MCP servers file
+    expands go to ``redacting``."""
     if settings.dev:
         from relay.serve import devconsole
 
@@ -242,7 +249,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         ping_timeout=settings.ping_timeout,
         kill_grace=settings.kill_grace,
         open_timeout=settings.open_timeout,
-        rewrite=rewrite_policy(settings, env),
+        rewrite=rewrite_policy(settings, env, redacting),
         console=settings.dev,
         trace_dir=private_directory(settings.trace_dir, "--trace-dir"),
         trace_max_bytes=settings.trace_max_bytes,
@@ -295,7 +302,9 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
     return handle
 
 
-def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
+def rewrite_policy(
+    settings: Settings, env: Mapping[str, str], redacting: Redactor
+) -> RewritePolicy:
     """Path mapping and MCP servers for the session-opening rewrite."""
     cwd = CwdPolicy(
         rules=settings.cwd_map,
@@ -305,20 +314,21 @@ def rewrite_policy(settings: Settings, env: Mapping[str, str]) -> RewritePolicy:
     )
     servers: tuple[McpServer, ...] = ()
     if settings.mcp_servers:
-        servers = load_mcp_file(settings.mcp_servers, env)
+        servers = load_mcp_file(settings.mcp_servers, env, redacting)
     mcp = McpPolicy(servers, settings.mcp_merge, settings.drop_client_stdio_mcp)
     return RewritePolicy(cwd, mcp)
 
 
-def load_mcp_file(path: str, env: Mapping[str, str]) -> tuple[McpServer, ...]:
-    """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env``."""
+def load_mcp_file(path: str, env: Mapping[str, str], redacting: Redactor) -> tuple[McpServer, ...]:
+    """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env`` (each
+    expanded value a secret of ``redacting``)."""
     text = read_named(path, "--mcp-servers")
     try:
         servers = load_servers(text, env, source=f"--mcp-servers {path}")
     except McpConfigError as exc:
         raise UsageError(str(exc)) from exc
     for value in expanded_values(text, env):
-        register_secret(value)  # tokens the file names by ${VAR}: never logged nor traced
+        redacting.add_secret(value)  # tokens the file names by ${VAR}: never logged nor traced
     return servers
 
 

@@ -6,6 +6,10 @@ Reads the relay's own settings the way ``serve`` does (``--config`` or
 audience is the relay's ``--audience`` unless given; the ticket lives as long as the
 relay's ``--ticket-ttl`` unless ``--ttl`` says otherwise, with a warning when it says more
 than the relay accepts.
+
+:func:`fresh_ticket` mints with the system's clock and randomness; the dev banner and the
+dev console mint with it too. This module loads nothing of ``serve``'s (the command runs
+before every connect and every resume of ``connect --ticket-command``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from dataclasses import replace
 
 from relay.cli.preflight import load_secrets, read_named
@@ -26,8 +31,8 @@ from relay.config.settings import (
     option_named,
     resolve_some,
 )
+from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce
 from relay.core.ticketurls import with_ticket
-from relay.serve.server import fresh_ticket
 
 SECRET_FILE = option_named("secret-file")  # serve's: the flag, else ACP_RELAY_SECRET_FILE
 AUDIENCE = replace(
@@ -83,6 +88,25 @@ def run(args: argparse.Namespace) -> int:
     ticket = fresh_ticket(signing, subject=subject, audience=relay["audience"], ttl=ttl)
     print(with_ticket(args.url, ticket) if args.url else ticket)
     return 0
+
+
+def fresh_ticket(
+    secret: str,
+    *,
+    now: float | None = None,
+    subject: str,
+    audience: str | None = None,
+    ttl: float | None = None,
+) -> str:
+    """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
+    return mint(
+        secret,
+        now=time.time() if now is None else now,
+        nonce=new_nonce(os.urandom(MIN_NONCE_BYTES)),
+        subject=subject,
+        audience=audience,
+        ttl=ttl,
+    )
 
 
 def ttl_beyond_the_relays(ttl: float, limit: float) -> str:

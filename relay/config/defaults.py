@@ -19,6 +19,7 @@ OPEN_TIMEOUT = 10.0  # seconds to reach the peer and finish the WebSocket handsh
 KILL_GRACE = 3.0  # seconds after stdin EOF before SIGTERM, and after SIGTERM before SIGKILL
 TICKET_TTL = 60.0  # seconds a ticket stays valid
 TRACE_MAX_BYTES = 16 * MIB
+MIN_TRACE_MAX_BYTES = 1024  # a smaller --trace-max-bytes would not hold an open record
 RESUME_GRACE = 60.0  # seconds a detached resumable connection waits for a resume
 RESUME_BUFFER = 16 * MIB  # agent output kept per resumable connection until acknowledged
 LOG_LEVEL = "info"

@@ -29,7 +29,6 @@ from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
 from relay.config.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
-from relay.observe.tracerecords import MIN_MAX_BYTES
 
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
@@ -137,7 +136,7 @@ OPTIONS: tuple[Option, ...] = (
            convert.non_empty, default_text="none, no traces", is_path=True),
     Option("trace-max-bytes", "largest trace file, in bytes or with KiB/MiB/GiB; a full "
            "trace ends with a 'truncated' record", defaults.TRACE_MAX_BYTES, "SIZE",
-           convert.size_at_least(MIN_MAX_BYTES, "1KiB"), default_text="16MiB"),
+           convert.size_at_least(defaults.MIN_TRACE_MAX_BYTES, "1KiB"), default_text="16MiB"),
     Option("resume-grace", "seconds a connection whose client opted in to resuming "
            "(acp-relay.resume.v1) waits for a resume after losing its socket; 0 turns "
            "resuming off", defaults.RESUME_GRACE, "SECONDS", convert.seconds),

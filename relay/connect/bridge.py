@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.frames import CloseCode
 
 from relay.connect.dialing import (
     CLOSE_TIMEOUT,
@@ -41,7 +42,6 @@ from relay.core.profile import ProfileError
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
-from relay.observe.redaction import register_secret
 from relay.streams.pump import Ended, frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
@@ -144,7 +144,7 @@ class Bridge:
                 if self.link is not None:
                     done = await self.link.run(upstream, stop)
                 else:
-                    done = await self._carry(self.ws, upstream, stop)
+                    done = await self._carry_plain(self.ws, upstream, stop)
                 if done:
                     return 0
             await _unless_stopped(asyncio.shield(upstream), stop)
@@ -162,32 +162,52 @@ class Bridge:
         except OSError as exc:
             self.log.warning("reading stdin failed", reason=str(exc))
 
-    async def _carry(
+    async def _carry_plain(
         self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
     ) -> bool:
         """Pump both ways while the socket is open; True when the editor ended it."""
-        downstream = asyncio.create_task(
-            frames_to_lines(ws, self.stdout, judge=judge_frame, observer=self.observer)
-        )
+        lost = await self.carry(ws, self._relay_lines(ws), upstream, stop)
+        if lost is None:
+            return True
+        one_off = self.config.ticket.value is not None
+        if self.config.resume and one_off and ws.protocol.close_rcvd is None:
+            self.log.warning(ONE_OFF_TICKET)
+        await self.fail(lost)
+        return False
+
+    async def _relay_lines(self, ws: ClientConnection) -> bool:
+        """The relay's frames as the editor's lines: True once the socket is gone, False
+        when stdout is."""
+        ended = await frames_to_lines(ws, self.stdout, judge=judge_frame, observer=self.observer)
+        return ended is Ended.SOCKET_CLOSED
+
+    async def carry(
+        self,
+        ws: ClientConnection,
+        downstream: Coroutine[Any, Any, bool],
+        upstream: asyncio.Task[None],
+        stop: asyncio.Event,
+    ) -> Failure | None:
+        """Carry lines both ways over ``ws`` until the editor is done (None: the socket is then
+        closed with 1000) or the socket is lost (why). ``downstream`` brings the relay's
+        lines (plain, or the resume profile's records) and is True once the socket is gone;
+        ``upstream`` reads the editor's."""
+        receiving = asyncio.create_task(downstream)
         stopping = asyncio.create_task(stop.wait())
         try:
-            await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
+            await asyncio.wait({upstream, receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if upstream.done() and not stopping.done():
-                await self.await_answers(downstream, stop)
-            if downstream.done() and downstream.result() is Ended.SOCKET_CLOSED:
-                one_off = self.config.ticket.value is not None
-                if self.config.resume and one_off and ws.protocol.close_rcvd is None:
-                    self.log.warning(ONE_OFF_TICKET)
-                await self.fail(close_failure(ws, self.config))
-                return False
-            await self.close_socket(ws, downstream)
-            return True
+                await self._await_answers(receiving, stop)
+            if receiving.done() and receiving.result():
+                return close_failure(ws, self.config)
+            await self._close_socket(ws, receiving)
+            return None
         finally:
             stopping.cancel()
-            downstream.cancel()
-            await asyncio.gather(stopping, downstream, return_exceptions=True)
+            receiving.cancel()
+            await asyncio.gather(stopping, receiving, return_exceptions=True)
 
-    async def await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
+    async def _await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
         """Stdin ended: wait for the answers still owed (bounded, never past ``stop``).
 
         A request sent before the end is answered by the agent, or here with an error
@@ -203,7 +223,7 @@ class Bridge:
             await asyncio.wait(
                 {settled, stopping, downstream},
                 timeout=ANSWER_WAIT_SECONDS,
-                return_when="FIRST_COMPLETED",
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
             settled.cancel()
@@ -215,10 +235,10 @@ class Bridge:
                 self._write(failure.error_response(request))
             await self._drain()
 
-    async def close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
+    async def _close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
         """The editor is done: close with 1000 and give the relay a moment to answer."""
         self.log.info("closing")
-        await ws.close(1000)
+        await ws.close(CloseCode.NORMAL_CLOSURE)
         with suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(downstream), CLOSE_TIMEOUT)
 
@@ -250,7 +270,7 @@ class Bridge:
     def ticket_fetched(self, ticket: str) -> None:
         """A ticket was read: it must never reach a log line or an error message."""
         self.ticket = ticket
-        register_secret(ticket)
+        logs.redactor().add_ticket(ticket)
 
     def note_request(self, line: bytes) -> None:
         """An editor line goes to the relay: a request among them now awaits its answer."""
@@ -321,7 +341,7 @@ async def _unless_stopped(
     task = asyncio.ensure_future(awaitable)
     stopping = asyncio.create_task(stop.wait())
     try:
-        await asyncio.wait({task, stopping}, return_when="FIRST_COMPLETED")
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
         if not task.done():

@@ -10,28 +10,32 @@ and delivered once after the resume, and the records it missed are replayed with
 gaps or duplicates. Only when resuming fails does it get the bridge's JSON-RPC errors.
 
 The frames and the bookkeeping are :mod:`relay.core.profile`'s; this module does the I/O.
+The editor's side (stdin, stdout, the answers owed) is the bridge's, seen through
+:class:`EditorSide`: what the link needs of it, and no more.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-from relay.connect.dialing import close_failure, connect_failure, open_socket
+from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import Close, Failure, cannot_connect, could_not_resume, resumable
+from relay.core.framing import close_reason
 from relay.core.outcome import Forward, judge_frame
 from relay.core.profile import (
+    CANNOT_RESUME,
     PROFILE,
+    PROFILE_ERROR,
     Ack,
     ProfileError,
     Received,
@@ -43,11 +47,10 @@ from relay.core.profile import (
     parse_relay_frame,
     parse_welcome,
 )
+from relay.observe.logs import Logger
+from relay.observe.observer import PumpObserver
 from relay.streams.pipewriter import LineWriter
 from relay.streams.wsadapter import TextFrames, stall_timeout
-
-if TYPE_CHECKING:
-    from relay.connect.bridge import Bridge  # the bridge imports this module
 
 MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
 MAX_KEPT_BYTES = 16 * 1024 * 1024
@@ -67,17 +70,51 @@ async def start_profile(ws: ClientConnection, first: dict[str, object]) -> Welco
     return parse_welcome(await ws.recv(decode=False))
 
 
+class EditorSide(Protocol):
+    """What the resuming link needs of the editor's side of ``connect`` (the bridge)."""
+
+    @property
+    def config(self) -> BridgeConfig: ...
+
+    @property
+    def log(self) -> Logger: ...
+
+    @property
+    def observer(self) -> PumpObserver: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamWriter: ...
+
+    def note_request(self, line: bytes) -> None:
+        """An editor line goes to the relay (a request among them awaits its answer)."""
+
+    def ticket_fetched(self, ticket: str) -> None:
+        """A ticket was read (it must reach no log line)."""
+
+    async def carry(
+        self,
+        ws: ClientConnection,
+        downstream: Coroutine[Any, Any, bool],
+        upstream: asyncio.Task[None],
+        stop: asyncio.Event,
+    ) -> Failure | None:
+        """Carry both ways over ``ws`` until the editor is done (None) or the socket is lost."""
+
+    async def fail(self, failure: Failure) -> None:
+        """Every editor request gets ``failure`` from now on."""
+
+
 class ResumingLink:
     """The editor's lines over the resume profile, across as many sockets as it takes."""
 
-    def __init__(self, bridge: Bridge, ws: ClientConnection, welcome: Welcome) -> None:
-        self.bridge = bridge
+    def __init__(self, editor: EditorSide, ws: ClientConnection, welcome: Welcome) -> None:
+        self.editor = editor
         self.ws = ws
         self.welcome = welcome
         self.sent = Sent(MAX_KEPT_MESSAGES, MAX_KEPT_BYTES)
         self.received = Received()
         self.frames = self._frames(ws)
-        self.stdout = LineWriter(bridge.stdout)
+        self.stdout = LineWriter(editor.stdout)
         self.attached = asyncio.Event()
         self.attached.set()
         self._room = asyncio.Event()
@@ -100,7 +137,7 @@ class ResumingLink:
                 await self._room.wait()
             async with self._sending:
                 seq = self.sent.number(line)
-                self.bridge.note_request(line)
+                self.editor.note_request(line)
                 if self.attached.is_set():
                     await self._send([message_frame(seq, line, self.received.ack())])
 
@@ -111,48 +148,29 @@ class ResumingLink:
                 await self.frames.send_frames(batch)
 
     def _frames(self, ws: ClientConnection) -> TextFrames:
-        config = self.bridge.config
+        config = self.editor.config
         stall = stall_timeout(config.ping_interval, config.ping_timeout)
-        return TextFrames(ws, stall, self.bridge.observer.send_stalled)
+        return TextFrames(ws, stall, self.editor.observer.send_stalled)
 
     # -- the relay's records -------------------------------------------------------------
 
     async def run(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> bool:
         """Carry the connection until the editor is done (True) or it cannot go on (False)."""
         while True:
-            result = await self._carry(upstream, stop)
-            if result is Carried.EDITOR_DONE:
+            ws = self.ws
+            lost = await self.editor.carry(ws, self._receive(ws), upstream, stop)
+            if lost is None:
                 return True
-            if result is Carried.FAILED or not await self._resume(result, stop):
+            if not _may_resume(ws):
+                await self.editor.fail(lost)
+                return False
+            if not await self._resume(lost, stop):
                 return False
 
-    async def _carry(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> Carried | Failure:
-        """Until the editor is done or the socket goes; a resumable loss is returned."""
-        ws = self.ws
-        downstream = asyncio.create_task(self._receive(ws))
-        stopping = asyncio.create_task(stop.wait())
-        try:
-            await asyncio.wait({upstream, downstream, stopping}, return_when="FIRST_COMPLETED")
-            if upstream.done() and not stopping.done():
-                await self.bridge.await_answers(downstream, stop)
-            if not downstream.done() or downstream.result() is Carried.EDITOR_DONE:
-                await self.bridge.close_socket(ws, downstream)
-                return Carried.EDITOR_DONE
-            failure = close_failure(ws, self.bridge.config)
-            close = ws.protocol.close_rcvd
-            if resumable(None if close is None else Close(int(close.code), close.reason)):
-                return failure
-            await self.bridge.fail(failure)
-            return Carried.FAILED
-        finally:
-            stopping.cancel()
-            downstream.cancel()
-            await asyncio.gather(stopping, downstream, return_exceptions=True)
-
-    async def _receive(self, ws: ClientConnection) -> Carried | None:
+    async def _receive(self, ws: ClientConnection) -> bool:
         """Records to the editor's stdout, in order, each once; acknowledged as they come.
 
-        Returns when the socket goes (None), or EDITOR_DONE when stdout is gone.
+        Returns when the socket goes (True), or when stdout is gone (False).
         """
         try:
             while True:
@@ -168,15 +186,15 @@ class ResumingLink:
                     continue
                 outcome = judge_frame(line.decode())
                 if isinstance(outcome, Forward) and not await self.stdout.write(outcome.line):
-                    return Carried.EDITOR_DONE  # the editor's stdout is gone
-                self.bridge.observer.frame(outcome)
+                    return False  # the editor's stdout is gone
+                self.editor.observer.frame(outcome)
                 self._acknowledge_soon(ws)
         except ConnectionClosed:
             self.stdout.flush()
         except ProfileError as exc:
-            self.bridge.log.error("relay broke the resume profile", reason=str(exc))
-            await ws.close(1002, f"breaks {PROFILE}: {exc}"[:120])
-        return None
+            self.editor.log.error("relay broke the resume profile", reason=str(exc))
+            await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
+        return True
 
     def _acknowledge_soon(self, ws: ClientConnection) -> None:
         if self.received.due():
@@ -202,7 +220,7 @@ class ResumingLink:
         lost_at = time.strftime("%H:%M:%S")
         started = time.monotonic()
         deadline = started + self.welcome.grace
-        self.bridge.log.warning(
+        self.editor.log.warning(
             "lost the relay, resuming", reason=lost.message, grace=self.welcome.grace
         )
         why = lost
@@ -214,22 +232,22 @@ class ResumingLink:
             result = await self._try_resume()
             if isinstance(result, Failure):
                 why = result
-                if result.data.get("closeCode") == 4404:
+                if result.data.get("closeCode") == CANNOT_RESUME:
                     break  # the relay says it no longer has the connection: nothing to retry
                 continue
             await self._resumed(result, time.monotonic() - started)
             return True
-        url, grace = self.bridge.config.url, self.welcome.grace
-        await self.bridge.fail(could_not_resume(url, lost_at, grace, why))
+        url, grace = self.editor.config.url, self.welcome.grace
+        await self.editor.fail(could_not_resume(url, lost_at, grace, why))
         return False
 
     async def _try_resume(self) -> Failure | tuple[ClientConnection, Welcome]:
-        config = self.bridge.config
+        config = self.editor.config
         try:
             ticket = await fetch_ticket(config.ticket)
         except TicketUnavailable as exc:
             return cannot_connect(config.url, "ticket", str(exc))
-        self.bridge.ticket_fetched(ticket)
+        self.editor.ticket_fetched(ticket)
         first = {
             "type": "resume",
             "connection": self.welcome.connection,
@@ -268,15 +286,15 @@ class ResumingLink:
             again = self.sent.after(welcome.received)
             self._room.set()
             self.received.acked = welcome.next - 1  # what the relay knows the client has
-            self.bridge.log.info("resumed", gap_seconds=round(gap, 3), messages_resent=len(again))
+            self.editor.log.info("resumed", gap_seconds=round(gap, 3), messages_resent=len(again))
             for start in range(0, len(again), RESEND_BATCH):
                 chunk = again[start : start + RESEND_BATCH]
                 await self._send([message_frame(seq, line) for seq, line in chunk])
             self.attached.set()
 
 
-class Carried(enum.Enum):
-    """How carrying one socket ended, when not with a loss to resume."""
-
-    EDITOR_DONE = "the editor is done"
-    FAILED = "the connection cannot go on (the editor was told)"
+def _may_resume(ws: ClientConnection) -> bool:
+    """Whether the lost socket may be resumed: the relay did not close it (see
+    :func:`relay.core.editorerrors.resumable`)."""
+    close = ws.protocol.close_rcvd
+    return resumable(None if close is None else Close(int(close.code), close.reason))

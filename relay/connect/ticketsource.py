@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay.connections.agent import signal_name
+from relay.core.exits import signal_name
 
 TICKET_COMMAND_TIMEOUT = 30.0  # seconds the ticket command has to print a ticket
 MAX_STDERR_CHARS = 200  # how much of the ticket command's last stderr line is quoted

@@ -20,17 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from websockets.frames import CloseCode
-
 from relay.config.account import Account
-from relay.core.framing import Dropped, Line, LineSplitter
+from relay.core.exits import Exit
+from relay.core.framing import NEWLINE, is_blank
 
 if TYPE_CHECKING:  # the configuration's types only: the agent process needs none of it
     from relay.config.resolved import RelayConfig
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
 STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its size only
-STDERR_CHUNK = 1 << 16  # bytes asked of the agent's stderr per read
 _GROUP_POLL = 0.02
 
 
@@ -62,40 +60,6 @@ def spawn_arguments(
 
 class AgentStartError(Exception):
     """The agent command could not be started; the message says why."""
-
-
-@dataclass(frozen=True)
-class Exit:
-    """How the agent ended, as a WebSocket close code and reason; ``stopped`` when the
-    relay had signalled it (SIGTERM, SIGKILL) before it exited."""
-
-    returncode: int
-    stopped: bool = False
-
-    @property
-    def failed(self) -> bool:
-        """The agent ended badly on its own: a non-zero status, or a signal not the relay's."""
-        return self.returncode != 0 and not self.stopped
-
-    @property
-    def close_code(self) -> int:
-        return CloseCode.NORMAL_CLOSURE if self.returncode == 0 else CloseCode.INTERNAL_ERROR
-
-    @property
-    def reason(self) -> str:
-        if self.returncode == 0:
-            return "agent exited"
-        if self.returncode < 0:
-            return f"agent killed by {signal_name(-self.returncode)}"
-        return f"agent exited with status {self.returncode}"
-
-
-def signal_name(number: int) -> str:
-    """SIGTERM for 15, and so on; the number when the signal has no name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class AgentProcess:
@@ -329,20 +293,32 @@ def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:
 
 
 async def drain_stderr(stream: asyncio.StreamReader, on_line: Callable[[str], None]) -> None:
-    """Hand each stderr line of the agent to ``on_line``; a line over the cap by its size only."""
-    splitter = LineSplitter(STDERR_LINE_BYTES)
-    while chunk := await stream.read(STDERR_CHUNK):
-        for line in splitter.feed(chunk):
-            on_line(_stderr_text(line))
-    last = splitter.finish()
-    if last is not None:
-        on_line(_stderr_text(last))
+    """Hand each stderr line of the agent to ``on_line`` until EOF: blank lines skipped, a line
+    over ``STDERR_LINE_BYTES`` by its size only.
+
+    Cancelled, it leaves the unfinished line in ``stream``: a warm agent's stderr is read
+    while it waits, then by the connection that takes it, which reads the line whole.
+    """
+    overlong = 0  # bytes of a line over the stream's limit, read and dropped so far
+    while True:
+        try:
+            line = await stream.readuntil(NEWLINE)
+        except asyncio.IncompleteReadError as exc:  # EOF
+            _hand_on(exc.partial, overlong, on_line)
+            return
+        except asyncio.LimitOverrunError as exc:
+            overlong += len(await stream.readexactly(exc.consumed))  # buffered: no wait
+            continue
+        _hand_on(line.removesuffix(NEWLINE), overlong, on_line)
+        overlong = 0
 
 
-def _stderr_text(line: Line) -> str:
-    if isinstance(line, Dropped):
-        return stderr_line_not_shown(line.size)
-    return line.decode("utf-8", "replace")
+def _hand_on(line: bytes, overlong: int, on_line: Callable[[str], None]) -> None:
+    line = line.removesuffix(b"\r")
+    if overlong or len(line) > STDERR_LINE_BYTES:
+        on_line(stderr_line_not_shown(overlong + len(line)))
+    elif not is_blank(line):
+        on_line(line.decode("utf-8", "replace"))
 
 
 def stderr_line_not_shown(size: int) -> str:

@@ -33,7 +33,6 @@ from relay.config.resolved import RelayConfig
 from relay.connections.agent import (
     AgentProcess,
     AgentStartError,
-    Exit,
     Guard,
     drain_stderr,
     launch_agent,
@@ -53,6 +52,7 @@ from relay.core.ending import (
     ending,
     what_happened,
 )
+from relay.core.exits import Exit
 from relay.core.outcome import Rewrite
 from relay.core.profile import CANNOT_RESUME, Open, Resume
 from relay.core.tickets import Claims

@@ -25,12 +25,11 @@ from dataclasses import dataclass, field
 
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import (
-    STDERR_LINE_BYTES,
     AgentProcess,
     AgentStartError,
     Guard,
+    drain_stderr,
     launch_agent,
-    stderr_line_not_shown,
 )
 from relay.core.warmplan import Ended, WarmPolicy, WarmPool
 from relay.observe.logs import Logger, get_logger
@@ -162,7 +161,7 @@ class WarmAgents:
         self.pool.started(number, self.clock())
         waiting = _Waiting(agent, _WaitingStderr(self.log.bind(agent_pid=agent.pid)))
         self._waiting[number] = waiting
-        waiting.watching.add(asyncio.create_task(read_stderr_lines(agent.stderr, waiting.stderr)))
+        waiting.watching.add(asyncio.create_task(drain_stderr(agent.stderr, waiting.stderr)))
         waiting.watching.add(self._spawn(self._watch(number, waiting)))
         self._count("started")
         self.log.info("warm agent started", agent_pid=agent.pid)
@@ -270,29 +269,3 @@ class _WaitingStderr:
         """Say how many lines went unlogged, as the agent passes to a connection."""
         if self.hidden:
             self.log.warning("warm agent stderr lines not logged", lines=self.hidden)
-
-
-async def read_stderr_lines(stream: asyncio.StreamReader, on_line: Callable[[str], None]) -> None:
-    """Hand each whole stderr line to ``on_line`` (a longer one than STDERR_LINE_BYTES by its
-    size only), until EOF. Cancelled, it leaves the unfinished line in ``stream``, so the
-    connection that takes the agent reads it whole."""
-    overlong = 0  # bytes of a line over the reader's limit, dropped so far
-    while True:
-        try:
-            line = await stream.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:  # EOF
-            if exc.partial or overlong:
-                on_line(_text(exc.partial, overlong))
-            return
-        except asyncio.LimitOverrunError as exc:
-            overlong += len(await stream.readexactly(exc.consumed))
-            continue
-        on_line(_text(line.removesuffix(b"\n"), overlong))
-        overlong = 0
-
-
-def _text(line: bytes, overlong: int) -> str:
-    """The line as text; by its size only when over the cap (or its start was dropped)."""
-    if overlong or len(line) > STDERR_LINE_BYTES:
-        return stderr_line_not_shown(overlong + len(line))
-    return line.decode("utf-8", "replace")

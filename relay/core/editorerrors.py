@@ -23,7 +23,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from relay.core.inflight import RequestId
-from relay.observe.redaction import REDACTED
+from relay.core.redaction import REDACTED
 
 INTERNAL_ERROR = -32603
 MAX_REASON_CHARS = 300  # how much of an HTTP body a message quotes

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from relay.acp import strictjson
 
 NEWLINE = b"\n"
-MAX_REASON_BYTES = 123  # RFC 6455: a close frame's reason, in UTF-8
+MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, the code 2
 MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
 _JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
 _SPACE_BYTES = frozenset(_JSON_SPACE)
@@ -171,6 +171,15 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
         return FrameRefused(parse_error(str(exc)), f"frame with a newline is not JSON: {exc}")
 
 
+def close_reason(text: str) -> str:
+    """``text`` as a WebSocket close reason: cut to the 123 bytes RFC 6455 allows (whole
+    characters, ``...`` marking the cut)."""
+    data = text.encode()
+    if len(data) <= MAX_CLOSE_REASON_BYTES:
+        return text
+    return data[: MAX_CLOSE_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
+
+
 def parse_error(detail: str) -> bytes:
     """A JSON-RPC -32700 error (id null) for a frame that could not be forwarded."""
     return error_reply(
@@ -185,11 +194,3 @@ def error_reply(code: int, message: str, detail: str, hint: str) -> bytes:
     """A JSON-RPC error response with id null, saying why in ``data.detail``."""
     error = {"code": code, "message": message, "data": {"detail": detail, "hint": hint}}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
-
-
-def close_reason(text: str) -> str:
-    """``text`` cut to the 123 bytes RFC 6455 allows a WebSocket close reason."""
-    data = text.encode()
-    if len(data) <= MAX_REASON_BYTES:
-        return text
-    return data[: MAX_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."

@@ -40,12 +40,11 @@ SEPARATOR = b"\n"
 
 NO_CONNECTION = "this relay no longer has the connection"
 
-# Close codes of the profile. 1002 is RFC 6455's protocol error (websockets'
-# CloseCode.PROTOCOL_ERROR: pure modules do not import websockets).
-PROFILE_ERROR = 1002  # the peer broke the profile
+# The profile's close codes (docs/resume.md).
+CANNOT_RESUME = 4404  # nothing to resume: unknown, expired, wrong secret or subject
 FENCED = 4001  # this socket was replaced by a resumed one
 FENCED_REASON = "superseded: the connection was resumed on another socket"
-CANNOT_RESUME = 4404  # nothing to resume: unknown, expired, wrong secret, subject or audience
+PROFILE_ERROR = 1002  # a peer broke the profile (RFC 6455's protocol error)
 
 
 class ProfileError(ValueError):

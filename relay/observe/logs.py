@@ -2,7 +2,8 @@
 
 Every log line, the relay's own and those of libraries that use :mod:`logging`
 (websockets), goes through :func:`redact`, which removes query strings, bearer
-tokens and any secret registered with :func:`relay.observe.redaction.register_secret`.
+tokens and the secrets of the process's :class:`relay.core.redaction.Redactor`
+(:func:`redactor`; the relay's, or one ``connect``'s, installed by :func:`configure`).
 
 On a terminal (:class:`ReadableLines`) a line is the time, the level when it is a
 warning or an error, the event, then the few keys that matter for that event, long
@@ -20,21 +21,39 @@ from typing import Any, TextIO
 
 import structlog
 
-from relay.observe.redaction import redact_value
+from relay.core.redaction import Redactor
 
 Logger = structlog.stdlib.BoundLogger
 """The relay's logger type: structlog's stdlib-bound logger, bound with per-connection keys."""
 
+# Logging is the process's, so the secrets its lines are redacted of are too.
+_redactor = Redactor()
+
+
+def redactor() -> Redactor:
+    """The process's redactor: every log line and trace record is redacted of its secrets."""
+    return _redactor
+
 
 def redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """structlog processor: redact every string value of the event."""
+    redacting = _redactor
     for key, value in event.items():
-        event[key] = redact_value(value)
+        event[key] = redacting.redact_value(value)
     return event
 
 
-def configure(level: str = "info", fmt: str | None = None, stream: TextIO | None = None) -> None:
-    """Send all logs to ``stream`` (stderr), as JSON or console lines, through redaction."""
+def configure(
+    level: str = "info",
+    fmt: str | None = None,
+    stream: TextIO | None = None,
+    redacting: Redactor | None = None,
+) -> None:
+    """Send all logs to ``stream`` (stderr), as JSON or console lines, through redaction;
+    ``redacting`` becomes the process's redactor (else the one it has stays)."""
+    global _redactor
+    if redacting is not None:
+        _redactor = redacting
     stream = stream or sys.stderr
     if fmt is None:
         fmt = "console" if stream.isatty() else "json"

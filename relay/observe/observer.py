@@ -19,7 +19,7 @@ from relay.core.outcome import Forward, Outcome, Refuse, Skip
 from relay.observe.logs import Logger, shortened
 
 if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
-    from relay.connections.agent import Exit
+    from relay.core.exits import Exit
     from relay.observe.stats import RelayStats
     from relay.observe.tracewriter import ConnectionTrace
 

@@ -41,7 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring  # the C string encoder json.dumps uses
 from typing import Any
 
-from relay.observe.redaction import REDACTED
+from relay.config.defaults import MIN_TRACE_MAX_BYTES
+from relay.core.redaction import REDACTED
 
 FORMAT_VERSION = 1
 TO_AGENT = "to_agent"
@@ -49,20 +50,33 @@ TO_CLIENT = "to_client"
 DIRECTIONS = (TO_AGENT, TO_CLIENT)
 # Room always kept for the final "truncated" record (whose size is bounded: numbers only).
 TRUNCATION_RESERVE = 256
-MIN_MAX_BYTES = 1024
 
 Record = dict[str, Any]
-
-
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
 
 
 def timestamp(now: float) -> str:
     """``now`` (Unix seconds) as ISO 8601 UTC with microseconds: ``2025-01-02T03:04:05.678901Z``."""
     second, micro = divmod(round(now * 1_000_000), 1_000_000)
-    if second != _second[0]:  # formatting is most of a record's cost: once per second
-        _second[:] = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-    return f"{_second[1]}.{micro:06d}Z"
+    return f"{_utc_second(second)}.{micro:06d}Z"
+
+
+def _utc_second(second: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+
+
+class Timestamps:
+    """One trace's :func:`timestamp`: formatting is most of a record's cost, so the whole
+    second is formatted once per second of the trace, its microseconds each time."""
+
+    def __init__(self) -> None:
+        self._second: int | None = None
+        self._text = ""
+
+    def __call__(self, now: float) -> str:
+        second, micro = divmod(round(now * 1_000_000), 1_000_000)
+        if second != self._second:
+            self._second, self._text = second, _utc_second(second)
+        return f"{self._text}.{micro:06d}Z"
 
 
 def encode(record: Mapping[str, Any]) -> bytes:
@@ -75,12 +89,15 @@ def message(now: float, direction: str, line: bytes, **extra: Any) -> Record:
     return {"t": timestamp(now), "dir": direction, "line": line.decode("utf-8"), **extra}
 
 
-def message_line(now: float, direction: str, line: bytes) -> bytes:
-    """``encode(message(now, direction, line))``, built directly: the common record, fast."""
+def message_line(
+    now: float, direction: str, line: bytes, stamp: Callable[[float], str] = timestamp
+) -> bytes:
+    """``encode(message(now, direction, line))``, built directly: the common record, fast
+    (``stamp`` a trace's :class:`Timestamps`)."""
     return b"".join(
         (
             b'{"t":"',
-            timestamp(now).encode(),
+            stamp(now).encode(),
             b'","dir":"',
             direction.encode(),
             b'","line":',
@@ -186,13 +203,14 @@ class BoundedTrace:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        if max_bytes < MIN_MAX_BYTES:
-            raise ValueError(f"a trace needs at least {MIN_MAX_BYTES} bytes, got {max_bytes}")
+        if max_bytes < MIN_TRACE_MAX_BYTES:
+            raise ValueError(f"a trace needs at least {MIN_TRACE_MAX_BYTES} bytes, got {max_bytes}")
         self.max_bytes = max_bytes
         self.used = 0
         self.records = 0
         self.stopped = False
         self._limit = max_bytes - TRUNCATION_RESERVE
+        self._stamp = Timestamps()
 
     def add(self, now: float, record: Mapping[str, Any], size_hint: int = 0) -> bytes:
         """The bytes to append for ``record``: itself, the final record, or nothing."""
@@ -208,7 +226,7 @@ class BoundedTrace:
             return b""
         if self.used + len(line) > self._limit:
             return self._truncate(now, direction)
-        return self._take(now, message_line(now, direction, line), direction)
+        return self._take(now, message_line(now, direction, line, self._stamp), direction)
 
     def _take(self, now: float, data: bytes, kind: str) -> bytes:
         if self.used + len(data) > self._limit:

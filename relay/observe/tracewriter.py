@@ -23,8 +23,8 @@ from relay import __version__
 from relay.acp.rewrite import RewriteReport
 from relay.core.framing import Dropped, Line
 from relay.core.outcome import Forward, Outcome, Refuse
-from relay.observe.logs import Logger
-from relay.observe.redaction import redact_text, redact_value
+from relay.core.redaction import Redactor
+from relay.observe.logs import Logger, redactor
 from relay.observe.tracerecords import (
     FORMAT_VERSION,
     TO_AGENT,
@@ -121,10 +121,12 @@ class ConnectionTrace:
         max_bytes: int,
         *,
         clock: Callable[[], float] = time.time,
+        redacting: Redactor | None = None,
     ) -> None:
         self.file = file
         self.bounded = BoundedTrace(max_bytes)
         self.clock = clock
+        self.redactor = redactor() if redacting is None else redacting
 
     @classmethod
     def open(
@@ -158,21 +160,21 @@ class ConnectionTrace:
             format=FORMAT_VERSION,
             relay=__version__,
             conn=conn,
-            path=redact_text(path),
+            path=self.redactor.redact_text(path),
             remote=remote,
-            subject=redact_text(subject),
-            agent=[redact_text(arg) for arg in agent],
+            subject=self.redactor.redact_text(subject),
+            agent=[self.redactor.redact_text(arg) for arg in agent],
             pid=pid,
             max_bytes=self.bounded.max_bytes,
         )
 
     def noted(self, name: str, **fields: Any) -> None:
         """A record of a connection event (``detach``, ``resume``, ``expire``)."""
-        self._event(name, **{k: redact_value(v) for k, v in fields.items()})
+        self._event(name, **{k: self.redactor.redact_value(v) for k, v in fields.items()})
 
     def closed(self, **fields: Any) -> None:
         """The last record (exit status, close code and reason, counters); closes the file."""
-        self._event("close", **{k: redact_value(v) for k, v in fields.items()})
+        self._event("close", **{k: self.redactor.redact_value(v) for k, v in fields.items()})
         self.file.close()
 
     # -- what the connection carried ----------------------------------------------------
@@ -202,8 +204,8 @@ class ConnectionTrace:
             return
         extra: dict[str, Any] = {"before": outcome.frame.decode("utf-8")}
         if report is not None:
-            line, hidden = _hide_injected(line, report)
-            extra["rewrite"] = redact_value(report.fields())
+            line, hidden = self._hide_injected(line, report)
+            extra["rewrite"] = self.redactor.redact_value(report.fields())
             if hidden:
                 extra["redacted"] = hidden
         record = message(now, TO_AGENT, line, **extra)
@@ -228,7 +230,6 @@ class ConnectionTrace:
     def _write(self, now: float, record: dict[str, Any], size_hint: int = 0) -> None:
         self.file.write(self.bounded.add(now, record, size_hint))
 
-
-def _hide_injected(line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
-    injected = report.mcp.injected if report.mcp is not None else []
-    return redact_injected(line, injected, redact_text)
+    def _hide_injected(self, line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
+        injected = report.mcp.injected if report.mcp is not None else []
+        return redact_injected(line, injected, self.redactor.redact_text)

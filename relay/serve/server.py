@@ -46,7 +46,7 @@ from relay.core.profile import (
     parse_first_frame,
 )
 from relay.core.session import Session
-from relay.core.tickets import Claims, ReplayGuard, mint, new_nonce
+from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
 from relay.core.upgrade import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
 from relay.observe.logs import get_logger
 from relay.observe.metrics import Exposition
@@ -59,7 +59,7 @@ from relay.serve.spenttickets import SpentTickets
 if TYPE_CHECKING:
     from relay.connections.warmagents import WarmAgents
 
-__all__ = ["Relay", "RelayConfig", "fresh_ticket"]
+__all__ = ["Relay", "RelayConfig"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
@@ -252,8 +252,13 @@ class Relay:
     def _ticket(self) -> str:
         """A fresh ticket for the dev console's page."""
         policy = self.config.policy
-        return fresh_ticket(
-            policy.secrets[0], now=self.clock(), subject="dev-console", audience=policy.audience
+        nonce = new_nonce(os.urandom(MIN_NONCE_BYTES))
+        return mint(
+            policy.secrets[0],
+            now=self.clock(),
+            nonce=nonce,
+            subject="dev-console",
+            audience=policy.audience,
         )
 
     def _admit(self, ws: ServerConnection, request: Request, shape: Shape) -> Response | None:
@@ -414,25 +419,6 @@ class Relay:
                 agents=len(self.agents),
                 tasks=len(asyncio.all_tasks()),
             )
-
-
-def fresh_ticket(
-    secret: str,
-    *,
-    now: float | None = None,
-    subject: str,
-    audience: str | None = None,
-    ttl: float | None = None,
-) -> str:
-    """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
-    return mint(
-        secret,
-        now=time.time() if now is None else now,
-        nonce=new_nonce(os.urandom(16)),
-        subject=subject,
-        audience=audience,
-        ttl=ttl,
-    )
 
 
 def _console(config: RelayConfig) -> devconsole.Console:

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relay.serve.server import fresh_ticket
+from relay.cli.ticket import fresh_ticket
 from tests.support.sockets import free_port
 
 HERE = Path(__file__).resolve().parent

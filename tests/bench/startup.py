@@ -5,7 +5,7 @@ Run on its own (from the project root, after the README's test set-up):
     .venv/bin/python -m tests.bench.startup            # about 2 minutes
     .venv/bin/python -m tests.bench.startup --quick    # a few samples of each
 
-or through :func:`measure` from the main runner. Three measurements, loopback only:
+or through :func:`measure` from the main runner. Four measurements, loopback only:
 
 - **First reply**: socket opening (the client's connect, handshake included) to the
   agent's ``initialize`` reply, with an agent that takes ``AGENT_START`` seconds to start
@@ -21,6 +21,9 @@ or through :func:`measure` from the main runner. Three measurements, loopback on
   server runs; both figures say how long that is.
 - **connect's first byte**: from the exec of ``acp-relay connect`` to the first byte of
   its upgrade request reaching a listening socket.
+- **ticket's exec to exit**: from the exec of ``acp-relay ticket`` to its exit, the ticket
+  printed (``connect --ticket-command`` runs such a command before every connect and every
+  resume).
 
 Each figure is the median (and min, max) of its samples, in milliseconds. The relay's
 bytecode is compiled first (:func:`compile_relay`), as ``pip install`` does for an
@@ -47,7 +50,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 import relay
-from relay.serve.server import fresh_ticket
+from relay.cli.ticket import fresh_ticket
 from tests.bench.peers import SECRET, prepare, running, wait_for_port, websocketd
 from tests.bench.report import RELAY, Check, Row
 from tests.support.agents import SLOW_START
@@ -290,6 +293,23 @@ def connect_first_byte(count: int) -> Figures:
     return summary(samples)
 
 
+def ticket_exec_to_exit(count: int) -> Figures:
+    """Exec of ``acp-relay ticket`` to its exit, its ticket read from its stdout."""
+    samples = []
+    env = dict(os.environ, ACP_RELAY_SECRET=SECRET)
+    argv = [sys.executable, "-m", "relay", "ticket", "--subject", "bench"]
+    for _ in range(count):
+        began = time.perf_counter()
+        done = subprocess.run(
+            argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=True
+        )
+        samples.append((time.perf_counter() - began) * 1000)
+        if not done.stdout.strip():
+            raise RuntimeError("acp-relay ticket printed no ticket")
+        time.sleep(0.2)
+    return summary(samples)
+
+
 # -- the run ---------------------------------------------------------------------
 
 
@@ -301,6 +321,7 @@ def measure(
     return {
         "exec_to_listening": exec_to_listening(listen_count, with_websocketd),
         "connect_first_byte": connect_first_byte(listen_count),
+        "ticket_exec_to_exit": ticket_exec_to_exit(listen_count),
         "first_reply": first_reply(first_reply_count, with_websocketd),
     }
 
@@ -313,6 +334,7 @@ ROWS: tuple[Row, ...] = (
     ("exec to listening ms (median)", "exec_to_listening", "median_ms", 1),
     ("exec to first HTTP answer ms (median)", "exec_to_first_answer", "median_ms", 1),
     ("connect: exec to first byte on the socket ms", "connect_first_byte", "median_ms", 1),
+    ("ticket: exec to exit ms (median)", "ticket_exec_to_exit", "median_ms", 1),
 )
 
 
@@ -330,6 +352,7 @@ def put_figures(quick: bool, put: Callable[[str, str, Any], None]) -> None:
         put(server, "exec_to_listening", listening["listening"])
         put(server, "exec_to_first_answer", listening["first_answer"])
     put(RELAY, "connect_first_byte", figures["connect_first_byte"])
+    put(RELAY, "ticket_exec_to_exit", figures["ticket_exec_to_exit"])
 
 
 def _median(figures: dict[str, Any], key: str) -> float | None:
@@ -365,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = {
             "exec_to_listening": exec_to_listening(count, have_websocketd),
             "connect_first_byte": connect_first_byte(count),
+            "ticket_exec_to_exit": ticket_exec_to_exit(count),
         }
     elif args.only == "first-reply":
         figures = {"first_reply": first_reply(count, have_websocketd)}

@@ -975,17 +975,6 @@ def test_serve_loads_none_of_the_server_before_it_listens() -> None:
     assert heavy & loaded == set()
 
 
-def test_connect_loads_none_of_serves_modules() -> None:
-    """connect loads neither the server nor serve's settings (paths, MCP, TOML, traces)."""
-    serve_only = {"relay.serve.server", "relay.cli.serve", "relay.config.settings",
-                  "relay.acp.rewrite", "relay.acp.mcp", "relay.acp.paths",
-                  "relay.observe.tracewriter", "relay.observe.stats", "tomllib",
-                  "websockets.asyncio.server", "relay.connections.connection"}  # fmt: skip
-    loaded = modules_loaded_by("connect")
-    assert "relay.connect.bridge" in loaded
-    assert serve_only & loaded == set()
-
-
 def test_top_level_help_lists_every_command() -> None:
     """`acp-relay --help` (no command named) loads every command to list them all."""
     result = run_cli("--help", env=clean_env())

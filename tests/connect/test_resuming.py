@@ -21,7 +21,7 @@ TICKETS = shlex.join(
     [
         sys.executable,
         "-c",
-        "from relay.serve.server import fresh_ticket; "
+        "from relay.cli.ticket import fresh_ticket; "
         f"print(fresh_ticket({SECRET!r}, subject='tester'))",
     ]
 )

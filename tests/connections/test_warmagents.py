@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.connections.agent import AgentProcess, drain_stderr, launch_agent
+from relay.connections.agent import AgentProcess, launch_agent
 from relay.connections.warmagents import (
     WAITING_STDERR_LINES,
     WarmAgents,
     _WaitingStderr,
-    read_stderr_lines,
 )
 from relay.core.warmplan import WarmPolicy
 from relay.observe.stats import RelayStats
@@ -193,47 +191,6 @@ def test_a_waiting_agents_stderr_lines_are_logged_up_to_a_bound() -> None:
     hidden = logged(events, "warm agent stderr lines not logged")
     assert (len(lines), [e["lines"] for e in hidden]) == (WAITING_STDERR_LINES, [50])
     assert list(stderr.tail)[-1] == f"line {WAITING_STDERR_LINES + 49}"
-
-
-async def pipe_reader(limit: int = 1 << 16) -> tuple[asyncio.StreamReader, int, Callable[[], None]]:
-    """A StreamReader over a real pipe, the pipe's write end, and how to close the reader."""
-    read_fd, write_fd = os.pipe()
-    reader = asyncio.StreamReader(limit=limit)
-    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0)
-    )
-    return reader, write_fd, transport.close
-
-
-async def test_a_taken_agents_unfinished_stderr_line_is_left_whole_for_its_connection() -> None:
-    """Reading stderr stops at the hand-over without eating half a line: the connection's
-    own reader gets the line whole."""
-    reader, write_fd, close = await pipe_reader()
-    os.write(write_fd, b"first\nsecond ha")
-    seen: list[str] = []
-    waiting = asyncio.create_task(read_stderr_lines(reader, seen.append))
-    await until(lambda: seen, "the first line")
-    await asyncio.sleep(0.05)  # the behaviour under test: the half line sits unread meanwhile
-    waiting.cancel()
-    await asyncio.gather(waiting, return_exceptions=True)
-    os.write(write_fd, b"lf\n")
-    os.close(write_fd)
-    rest: list[str] = []
-    await drain_stderr(reader, rest.append)
-    close()
-    assert (seen, rest) == (["first"], ["second half"])
-
-
-async def test_a_stderr_line_over_the_readers_limit_is_logged_by_its_size() -> None:
-    """A line longer than the pipe reader holds is dropped by parts and told by its size."""
-    reader, write_fd, close = await pipe_reader(limit=1024)
-    seen: list[str] = []
-    reading = asyncio.create_task(read_stderr_lines(reader, seen.append))
-    os.write(write_fd, b"x" * 10000 + b"\nok\nlast")
-    os.close(write_fd)
-    await asyncio.wait_for(reading, 5)
-    close()
-    assert seen == ["[10000 bytes, over 8192: not shown]", "ok", "last"]
 
 
 async def test_a_live_agent_is_never_handed_out_after_close() -> None:

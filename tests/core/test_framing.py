@@ -10,10 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relay.core.framing import (
+    MAX_CLOSE_REASON_BYTES,
     Dropped,
     FrameRefused,
     Line,
     LineSplitter,
+    close_reason,
     frame_to_line,
     is_blank,
     parse_error,
@@ -289,3 +291,26 @@ def test_dropped_counts_every_dropped_verdict(chunks: list[bytes], dropped: int)
     last = splitter.finish()
     out.extend([] if last is None else [last])
     assert splitter.dropped == dropped == sum(isinstance(line, Dropped) for line in out)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("agent exited", "agent exited"),
+        ("x" * 123, "x" * 123),
+        ("x" * 124, "x" * 120 + "..."),
+        ("é" * 62, "é" * 60 + "..."),  # 124 bytes: cut between characters, never inside one
+        ("", ""),
+    ],
+)
+def test_a_close_reason_is_cut_to_what_rfc_6455_allows(text: str, expected: str) -> None:
+    """A close reason over 123 bytes is cut to whole characters and marked with '...'."""
+    assert close_reason(text) == expected
+
+
+@given(st.text(max_size=200))
+def test_a_cut_close_reason_always_fits(text: str) -> None:
+    """Whatever the text, its close reason fits in 123 bytes and starts as the text does."""
+    reason = close_reason(text)
+    assert len(reason.encode()) <= MAX_CLOSE_REASON_BYTES
+    assert text.startswith(reason.removesuffix("...")) or reason == text

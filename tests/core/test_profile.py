@@ -4,6 +4,7 @@ window."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -13,7 +14,10 @@ from websockets.frames import CloseCode
 from relay.core.profile import (
     CANNOT_RESUME,
     FENCED,
+    FENCED_REASON,
     MAX_HEADER_BYTES,
+    NO_CONNECTION,
+    PROFILE,
     PROFILE_ERROR,
     Ack,
     Message,
@@ -313,7 +317,14 @@ def test_sent_keeps_what_the_relay_lacks() -> None:
     assert not sent.has_room()
 
 
-def test_the_profiles_close_codes() -> None:
-    """The profile error is RFC 6455's protocol error; the profile's own codes are 4xxx."""
+def test_the_profiles_close_codes_are_the_ones_documented_for_client_authors() -> None:
+    """Broken profile 1002, nothing to resume 4404, fenced 4001: as docs/resume.md says."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "resume.md").read_text()
+    assert f"close **{PROFILE_ERROR}** `breaks {PROFILE}: ...`" in text
+    assert f"close **{CANNOT_RESUME}** `{NO_CONNECTION}`" in text
+    assert f"closed with **{FENCED}** `{FENCED_REASON}`" in text
+
+
+def test_the_profile_error_is_rfc_6455s_protocol_error() -> None:
+    """The pure module's 1002 is the standard code websockets names PROTOCOL_ERROR."""
     assert PROFILE_ERROR == CloseCode.PROTOCOL_ERROR
-    assert (FENCED, CANNOT_RESUME) == (4001, 4404)

@@ -19,9 +19,8 @@ import pytest
 import structlog
 from websockets.asyncio.client import connect
 
+from relay.core.redaction import REDACTED, Redactor
 from relay.observe import logs
-from relay.observe import redaction as redact
-from relay.observe.redaction import REDACTED, register_secret
 from tests.support.agents import CHOOSER, DEMO_AGENT
 from tests.support.cli import parse_json_lines, serve
 from tests.support.connect import log_records, piped_connect, request
@@ -40,21 +39,19 @@ def _ours(handler: logging.Handler) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """Put back conftest's logging configuration and the registered secrets after each test."""
+def restore_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Put back conftest's logging configuration and the process's redactor after each test."""
     root = logging.getLogger()
     websockets_logger = logging.getLogger("websockets")
     handlers = [h for h in root.handlers if _ours(h)]
     levels = root.level, websockets_logger.level
     config = structlog.get_config()
-    secrets = set(redact._secrets)
+    monkeypatch.setattr(logs, "_redactor", Redactor())
     yield
     root.handlers[:] = [h for h in root.handlers if not _ours(h)] + handlers
     root.setLevel(levels[0])
     websockets_logger.setLevel(levels[1])
     structlog.configure(**config)
-    redact._secrets.clear()
-    redact._secrets.update(secrets)
 
 
 def configured(level: str = "debug", fmt: str | None = "json") -> io.StringIO:
@@ -99,9 +96,22 @@ def test_structlog_event_with_ticket_in_nested_values_is_redacted() -> None:
 def test_registered_secret_in_event_message_is_redacted() -> None:
     """A registered secret in the event text itself is redacted."""
     stream = configured()
-    register_secret(SECRET)
+    logs.redactor().add_secret(SECRET)
     logs.get_logger().info(f"loaded secret {SECRET}")
     assert [e["event"] for e in json_lines(stream)] == [f"loaded secret {REDACTED}"]
+
+
+def test_the_redactor_given_to_configure_is_the_processs_until_another_is() -> None:
+    """configure installs the command's redactor (the relay's, or connect's): its secrets and
+    tickets are redacted from every line; a later configure without one keeps it."""
+    redactor = Redactor()
+    redactor.add_secret(SECRET)
+    redactor.add_ticket(TICKET)
+    logs.configure("debug", "json", io.StringIO(), redacting=redactor)
+    stream = configured()
+    logs.get_logger().info(f"secret {SECRET} ticket {TICKET}")
+    assert logs.redactor() is redactor
+    assert [e["event"] for e in json_lines(stream)] == [f"secret {REDACTED} ticket {REDACTED}"]
 
 
 def test_stdlib_logging_records_are_redacted() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from relay.acp.rewrite import RewriteReport
-from relay.connections.agent import Exit
+from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line
 from relay.core.outcome import Forward, Refuse, Skip
 from relay.observe import logs

@@ -20,13 +20,14 @@ from websockets.exceptions import ConnectionClosed
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import RewritePolicy
-from relay.observe.redaction import redact_text, register_secret
+from relay.config.defaults import MIN_TRACE_MAX_BYTES
+from relay.core.redaction import Redactor
 from relay.observe.tracerecords import (
-    MIN_MAX_BYTES,
     TO_AGENT,
     TO_CLIENT,
     TRUNCATION_RESERVE,
     BoundedTrace,
+    Timestamps,
     client_frame,
     encode,
     event,
@@ -44,6 +45,7 @@ from tests.support.live import SECRET, live_relay, make_ticket
 
 CAT = ("cat",)
 NOW = 1_700_000_000.25
+PATTERNS_ONLY = Redactor()  # query values and bearer tokens only: no secret registered
 
 # -- pure: records --------------------------------------------------------------------
 
@@ -104,10 +106,21 @@ def test_fast_message_record_is_the_same_bytes(line: bytes, direction: str) -> N
 
 @given(st.integers(min_value=0, max_value=4_102_444_800 * 10**6))
 def test_timestamp_agrees_with_datetime(micros: int) -> None:
-    """The cached formatting gives what datetime gives, to the microsecond (to year 2100)."""
+    """The formatting gives what datetime gives, to the microsecond (to year 2100)."""
     now = micros / 1_000_000
     expected = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert timestamp(now) == expected
+
+
+@given(st.lists(st.integers(min_value=0, max_value=4_102_444_800 * 10**6), max_size=20))
+def test_a_traces_timestamps_are_timestamp_whatever_the_order(micros: list[int]) -> None:
+    """A trace's cached formatting gives what timestamp gives, seconds repeated or not, in
+    any order; two traces share no cache."""
+    one, other = Timestamps(), Timestamps()
+    for each in micros:
+        now = each / 1_000_000
+        assert one(now) == timestamp(now)
+        assert other(now + 1) == timestamp(now + 1)
 
 
 @pytest.mark.parametrize(
@@ -185,9 +198,9 @@ def test_bound_keeps_records_until_full_then_one_final_record(
 
 def test_bound_refuses_a_huge_line_without_encoding_it() -> None:
     """A size hint over the room left stops the trace before the record is serialized."""
-    bounded = BoundedTrace(MIN_MAX_BYTES)
+    bounded = BoundedTrace(MIN_TRACE_MAX_BYTES)
     unserializable = {"dir": TO_CLIENT, "line": object()}  # encoding it would raise TypeError
-    data = bounded.add(NOW, unserializable, size_hint=MIN_MAX_BYTES)
+    data = bounded.add(NOW, unserializable, size_hint=MIN_TRACE_MAX_BYTES)
     assert json.loads(data)["event"] == "truncated"
     assert json.loads(data)["next"] == "to_client"
 
@@ -199,7 +212,7 @@ def test_truncated_record_always_fits_its_reserve() -> None:
     assert len(bounded.add(NOW, {"dir": TO_AGENT}, size_hint=1 << 62)) < TRUNCATION_RESERVE
 
 
-@pytest.mark.parametrize("max_bytes", [0, 1, MIN_MAX_BYTES - 1])
+@pytest.mark.parametrize("max_bytes", [0, 1, MIN_TRACE_MAX_BYTES - 1])
 def test_bound_has_a_minimum(max_bytes: int) -> None:
     """A bound too small for the open and truncated records is refused."""
     with pytest.raises(ValueError, match="at least 1024"):
@@ -253,7 +266,7 @@ def test_injected_server_values_are_hidden(
 ) -> None:
     """Header and env values of the relay's injected servers become [redacted], nothing else."""
     line = session_new(*servers)
-    out, names = redact_injected(line, injected, redact_text)
+    out, names = redact_injected(line, injected, PATTERNS_ONLY.redact_text)
     assert names == hidden
     if not hidden:
         assert out is line
@@ -271,13 +284,14 @@ def test_injected_server_values_are_hidden(
                 for pair in server.get("headers", []) + server.get("env", []):
                     pair["value"] = "[redacted]"
                 if "url" in server:
-                    server["url"] = redact_text(server["url"])
+                    server["url"] = PATTERNS_ONLY.redact_text(server["url"])
         assert out == json.dumps(restored, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
     """A ${VAR} token in args, command or URL userinfo is as hidden as one in a header."""
-    register_secret("tok-from-env-123")
+    redactor = Redactor()
+    redactor.add_secret("tok-from-env-123")
     server = {
         "type": "http",
         "name": "api",
@@ -290,7 +304,7 @@ def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
         "args": ["--token", "tok-from-env-123", "--verbose"],
         "env": [],
     }
-    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redact_text)
+    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redactor.redact_text)
     text = out.decode()
     assert names == ["api", "cli"]
     assert "tok-from-env-123" not in text

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from relay.cli.ticket import fresh_ticket
 from relay.config.defaults import (
     MAX_CONNECTIONS,
     MAX_MESSAGE_BYTES,
@@ -18,7 +19,7 @@ from relay.config.defaults import (
     TICKET_TTL,
 )
 from relay.core.admission import Policy
-from relay.serve.server import Relay, RelayConfig, fresh_ticket
+from relay.serve.server import Relay, RelayConfig
 from tests.support.agents import ECHO_AGENT
 from tests.support.waiting import until
 
