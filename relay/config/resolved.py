@@ -1,7 +1,9 @@
 """What ``serve`` needs, resolved: the server's and every connection's settings.
 
-Pure data. The CLI builds it from flags, environment and files; nothing is read from
-files or the environment past this point.
+Pure data. Where :mod:`relay.config.settings` holds the settings as the user gave them
+(flag, environment, file, default), this holds what the running relay is made of, built
+from them by the CLI (secrets read, rules parsed, MCP servers loaded); nothing is read
+from files or the environment past this point.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The resume profile (``acp-relay.resume.v1``): envelopes, control frames, the replay window.
 
 Pure: bytes and values in, bytes and values out. The profile is written down for
-client authors in ``docs/resume.md``; this module is its one implementation on the
-relay's side (``acp-relay connect`` uses it too).
+client authors in ``docs/resume.md``; this module is its wire format and windows, for
+both sides. The state of one connection across its sockets is
+:mod:`relay.core.session`'s; the I/O is :mod:`relay.connections.carriers` (serve) and
+:mod:`relay.connect.resuming` (connect).
 
 Every frame of the profile is a text frame. A frame that carries an ACP message is a
 small JSON *header*, one ``\\n``, then the message exactly as the agent wrote it (or as

@@ -10,8 +10,7 @@ The rules:
 - Keep ``size`` agents waiting: a taken, recycled or crashed agent is replaced. After a
   take the replacement waits ``refill_delay`` (a tenth of a second): started in the same
   instant, its exec and its interpreter's start compete for the CPU with the first
-  exchange of the socket that took the agent (measured: 1 to 10 ms added to that
-  socket's first reply on two cores, against 1 ms with the delay).
+  exchange of the socket that took the agent (docs/performance.md, "Warm agents").
 - An agent that ends while waiting within ``startup_window`` seconds of its start has
   crashed at start-up. Each such crash in a row doubles the wait before the next start
   (``backoff_first``, 2x, 4x, ... up to ``backoff_max``), and while crashes are counted

@@ -67,7 +67,7 @@ METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side
 
 
 @dataclass
-class Admitted:
+class PendingSocket:
     """A socket that passed admission, counted as a connection until its own is registered
     (or it is refused): the resume profile's open frame comes after the upgrade."""
 
@@ -91,7 +91,7 @@ class Relay:
         self.clock = clock
         self.replay_guard = ReplayGuard()
         self.log = get_logger("relay.server")
-        self.pending: dict[ServerConnection, Admitted] = {}
+        self.pending: dict[ServerConnection, PendingSocket] = {}
         self.connections: dict[str, Connection] = {}  # attached or detached
         self.lives: set[asyncio.Task[None]] = set()  # every connection's lifecycle
         self.agents: set[AgentProcess] = set()
@@ -278,7 +278,7 @@ class Relay:
         if self.spent is not None:
             claims = verdict.claims
             self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
-        self.pending[ws] = Admitted(str(uuid.uuid4()), verdict.claims, shape.select)
+        self.pending[ws] = PendingSocket(str(uuid.uuid4()), verdict.claims, shape.select)
         return None
 
     def _process_response(
@@ -340,7 +340,7 @@ class Relay:
         elif isinstance(first, Resume):
             await self._resume(attachment, admitted, first)
 
-    def _open(self, attachment: Attachment, admitted: Admitted, *, resumable: bool) -> Connection:
+    def _open(self, attachment: Attachment, admitted: PendingSocket, *, resumable: bool) -> Connection:
         """A new connection for ``attachment``, registered and living."""
         c = self.config
         claims = admitted.claims
@@ -360,7 +360,7 @@ class Relay:
         live.add_done_callback(lambda _: self._forget(connection, live))
         return connection
 
-    async def _resume(self, attachment: Attachment, admitted: Admitted, first: Resume) -> None:
+    async def _resume(self, attachment: Attachment, admitted: PendingSocket, first: Resume) -> None:
         """A socket that resumes a connection: it takes the connection over, or is refused."""
         found = self.connections.get(first.connection)
         if found is None or not found.claim(first, admitted.claims):
