@@ -340,7 +340,9 @@ class Relay:
         elif isinstance(first, Resume):
             await self._resume(attachment, admitted, first)
 
-    def _open(self, attachment: Attachment, admitted: PendingSocket, *, resumable: bool) -> Connection:
+    def _open(
+        self, attachment: Attachment, admitted: PendingSocket, *, resumable: bool
+    ) -> Connection:
         """A new connection for ``attachment``, registered and living."""
         c = self.config
         claims = admitted.claims
