@@ -32,6 +32,7 @@ from relay.core.editorerrors import (
     http_refusal,
 )
 from relay.core.ticketurls import with_ticket
+from relay.streams.wsadapter import peer_closed_first
 
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
 USER_AGENT = f"acp-relay-connect/{__version__}"
@@ -138,6 +139,6 @@ def close_failure(ws: ClientConnection, config: BridgeConfig) -> Failure:
         config.url,
         received=None if received is None else Close(int(received.code), received.reason),
         sent=None if sent is None else Close(int(sent.code), sent.reason),
-        relay_first=bool(protocol.close_rcvd_then_sent),
+        relay_first=peer_closed_first(ws),
         ping_timeout=config.ping_timeout,
     )

@@ -38,15 +38,13 @@ from relay.core.profile import (
     PROFILE_ERROR,
     Ack,
     ProfileError,
-    Received,
-    Sent,
     Welcome,
     ack_frame,
-    backoff,
     message_frame,
     parse_relay_frame,
     parse_welcome,
 )
+from relay.core.windows import Received, Sent, backoff
 from relay.observe.logs import Logger
 from relay.observe.observer import PumpObserver
 from relay.streams.pipewriter import LineWriter

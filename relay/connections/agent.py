@@ -96,7 +96,8 @@ class AgentProcess:
         if given, watched by ``guard`` (if any) until :meth:`release`."""
         command, switch = spawn_arguments(argv, account)
         try:
-            # vfork + exec blocks the loop about 0.2 ms: cheaper than the loop's own spawn.
+            # vfork + exec blocks the loop briefly: cheaper than the loop's own fork-based
+            # spawn (docs/performance.md, "Starting an agent").
             popen = subprocess.Popen(  # noqa: ASYNC220
                 command,
                 stdin=subprocess.PIPE,

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from relay.core.profile import (
     NO_CONNECTION,
     Ack,
-    Outbox,
     ProfileError,
     Resume,
     Welcome,
     parse_frame,
 )
+from relay.core.windows import Outbox
 
 Owner = tuple[str, str | None]
 """Whose connection it is: the ticket's subject and audience."""

@@ -132,6 +132,11 @@ def frames_waiting(ws: Connection) -> Callable[[], int] | None:
     return length if callable(length) else None
 
 
+def peer_closed_first(ws: Connection) -> bool:
+    """Whether the peer's close frame came before this side sent its own."""
+    return bool(ws.protocol.close_rcvd_then_sent)
+
+
 @dataclass(frozen=True)
 class SocketEnd:
     """How a socket ended, as the peer's close frame says: ``clean`` when the peer closed

@@ -22,11 +22,9 @@ from relay.core.profile import (
     Ack,
     Message,
     Open,
-    Outbox,
     ProfileError,
     Record,
     Resume,
-    Sent,
     Welcome,
     ack_frame,
     message_frame,
@@ -37,6 +35,7 @@ from relay.core.profile import (
     record,
     records,
 )
+from relay.core.windows import Outbox, Sent
 
 MSG = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"\\n caf\xc3\xa9"}}'
 
