@@ -27,6 +27,8 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect as ws_connect
 
 from relay.cli import main
+from relay.config.defaults import OPEN_TIMEOUT
+from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
 from tests.support.agents import DEMO_AGENT
 from tests.support.clients import RecordingClient
 from tests.support.connect import (
@@ -295,13 +297,46 @@ async def test_tls_to_a_server_without_tls(tmp_path: Path) -> None:
     async with loopback_server(answer_plain_http) as port:
         url = f"wss://127.0.0.1:{port}/acp"
         refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
-    detail = (
-        "wrong version number: the server does not speak TLS (for a relay without TLS use ws://)"
-    )
+    detail = f"wrong version number: {TLS_TO_A_PLAIN_PORT}"
     check_refused(
         refused,
         f"TLS handshake with relay at {url} failed: {detail}",
         {"url": url, "cause": "tls", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_wss_to_a_plain_relay_says_so_at_once(tmp_path: Path) -> None:
+    """wss:// to a relay serving plain ws:// fails at its first answer, long before
+    --open-timeout, saying the relay does not speak TLS and to use ws://."""
+    ticket = make_ticket()
+    async with live_relay(CAT) as live, asyncio.timeout(OPEN_TIMEOUT):
+        url = live.url().replace("ws://", "wss://")
+        args = ("--open-timeout", "60")
+        refused = await sdk_refused(url, *args, env=connect_env(ticket), stderr_file=tmp_path / "e")
+    detail = f"wrong version number: {TLS_TO_A_PLAIN_PORT}"
+    check_refused(
+        refused,
+        f"TLS handshake with relay at {url} failed: {detail}",
+        {"url": url, "cause": "tls", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_ws_to_a_tls_port_says_so_at_once(tmp_path: Path) -> None:
+    """ws:// to a TLS listener (which hangs up on plain HTTP) fails at once, saying the
+    port probably speaks TLS and to use wss://."""
+    cert, key = self_signed_certificate(tmp_path)
+    ticket = make_ticket()
+    async with tls_echo_server(cert, key) as port, asyncio.timeout(OPEN_TIMEOUT):
+        url = f"ws://127.0.0.1:{port}/acp"
+        args = ("--open-timeout", "60")
+        refused = await sdk_refused(url, *args, env=connect_env(ticket), stderr_file=tmp_path / "e")
+    detail = f"the server hung up without an HTTP answer: {PLAIN_TO_A_TLS_PORT}"
+    check_refused(
+        refused,
+        f"relay at {url} did not accept a WebSocket: {detail}",
+        {"url": url, "cause": "handshake", "detail": detail},
         secret=ticket,
     )
 
