@@ -225,7 +225,7 @@ async def test_relay_refusals_are_answered_with_the_relays_reason(
         "origin": r"origin https://evil\.example is not allowed: only pages from this machine "
         r"may connect unless --allow-origin is given",
         "wrong-path": r"not found: the ACP endpoint is /acp",
-        "full": r"relay is at its limit of 1 connections; retry in 5 s",
+        "full": r"relay is at its limit of 1 connection; retry in 5 s",
     }[case]
     assert re.fullmatch(expected_reason, reason), reason
     data: dict[str, Any] = {"url": url, "cause": "http", "status": status, "reason": reason}
