@@ -995,6 +995,19 @@ def test_top_level_help_lists_every_command() -> None:
         assert re.search(rf"^ +{command} +{says}", result.stdout, re.M), result.stdout
 
 
+def test_no_command_lists_the_commands_with_a_hint_each() -> None:
+    """`acp-relay` alone exits 2 listing each command with its one-line hint, and how to
+    start (not just "required: COMMAND")."""
+    result = run_cli(env=clean_env())
+    assert (result.returncode, result.stdout) == (2, "")
+    for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
+                          ("connect", "be the agent for an editor")]:  # fmt: skip
+        assert re.search(rf"^ +{command} +{says}", result.stderr, re.M), result.stderr
+    assert "acp-relay serve --dev" in result.stderr
+    assert "acp-relay COMMAND --help" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [({}, 0), ({"dev": True}, 1), ({"dev": True, "warm_agents": "0"}, 0),
