@@ -343,7 +343,9 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == (
-        f"acp-relay: cannot listen on 127.0.0.1:{port} (--listen): Address already in use\n"
+        f"acp-relay: cannot listen on 127.0.0.1:{port} (--listen): Address already in use: "
+        "another relay or program holds it (stop it, or take any free port with "
+        "--listen 127.0.0.1:0)\n"
     )
 
 
