@@ -701,7 +701,7 @@ async def test_config_precedence_flag_over_env_over_file(
             for ws in sockets:
                 await ws.close()
     assert status == 503
-    assert f"limit of {limit} connections" in body
+    assert f"limit of {limit} connection{'s' if limit > 1 else ''};" in body
 
 
 @pytest.mark.parametrize(
