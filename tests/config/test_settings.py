@@ -11,6 +11,7 @@ import pytest
 
 from relay.config import convert
 from relay.config.settings import (
+    GROUPS,
     OPTIONS,
     ConfigError,
     Option,
@@ -19,8 +20,8 @@ from relay.config.settings import (
     add_serve_arguments,
     agent_environment,
     config_file_path,
+    grouped_options_table,
     option_named,
-    options_table,
     parse_secrets,
     resolve,
     resolve_option,
@@ -515,8 +516,23 @@ def documented_table(name: str) -> str:
 
 
 def test_docs_serve_table_is_the_option_table() -> None:
-    """docs/configuration.md holds exactly the table generated from OPTIONS."""
-    assert documented_table("serve") == options_table(OPTIONS)
+    """docs/configuration.md holds exactly the tables generated from OPTIONS, by group."""
+    assert documented_table("serve") == grouped_options_table()
+
+
+def test_help_groups_the_options_by_concern() -> None:
+    """--help lists serve's options in groups, each under its title, every option in one."""
+    text = parser().format_help()
+    titles = [title for title, _ in GROUPS]
+    assert titles == ["listening", "tickets and admission", "the agent", "paths and MCP",
+                      "resuming", "warm agents", "limits", "observability", "dev"]  # fmt: skip
+    sections = re.split(rf"^({'|'.join(map(re.escape, titles))}):$", text, flags=re.M)
+    listed = dict(zip(sections[1::2], sections[2::2], strict=True))
+    assert list(listed) == titles
+    for title, options in GROUPS:
+        flags = re.findall(r"^  (--[a-z-]+)", listed[title], re.M)
+        assert flags == [o.flag for o in options], title
+    assert [o for _, options in GROUPS for o in options] == list(OPTIONS)
 
 
 def test_resolve_some_layers_a_few_options_like_resolve() -> None:
