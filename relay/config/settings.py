@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from relay.config.errors import UsageError
 from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
-from relay.config.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
+from relay.config.origins import ORIGIN_EXAMPLES, bracketed, check_origin_pattern, parse_listen
 from relay.observe.tracerecords import MIN_MAX_BYTES
 
 CONFIG_ENV = "ACP_RELAY_CONFIG"
@@ -241,6 +242,9 @@ class Settings:
     agent_group: str | None = None
     warm_agents: int | None = None  # None: 0, or 1 under --dev
     warm_max_age: float = defaults.WARM_MAX_AGE
+    # (name, source) of each setting not left to its default: "flag --listen",
+    # "env ACP_RELAY_SECRET", "config file key kill-grace in relay.toml"
+    given: tuple[tuple[str, str], ...] = ()
 
 
 # --- argparse
@@ -315,8 +319,51 @@ def resolve(
         port=port,
         secret_env=env.get(SECRET_ENV) or None,
         config_file=name if file_text is not None else None,
+        given=_sources(flags, env, table, file_text is not None),
         **values,
     )
+
+
+def _sources(
+    flags: Mapping[str, object], env: Mapping[str, str], table: Mapping[str, _Raw], read: bool
+) -> tuple[tuple[str, str], ...]:
+    """Where each setting that is not its default came from, the config file and secret too."""
+    found: list[tuple[str, str]] = []
+    if read:
+        found.append(("config", "flag --config" if flags.get("config") else f"env {CONFIG_ENV}"))
+    for each in OPTIONS:
+        raw = _lookup(each, flags, env, table)
+        if each.name == "secret-file" and env.get(SECRET_ENV):
+            found.append(("secret", f"env {SECRET_ENV}"))
+        if raw is not None:
+            found.append((each.name, raw.source))
+    return tuple(found)
+
+
+def settings_given(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Each setting not left to its default: its value in effect and where it came from
+    (``value`` and ``from``), for the start-up log. A secret is named by its source only, and
+    ``--agent-env`` by its names only: their values are keys."""
+    given: dict[str, dict[str, Any]] = {}
+    for name, source in settings.given:
+        entry: dict[str, Any] = {} if name == "secret" else {"value": _shown(settings, name)}
+        given[name] = {**entry, "from": source}
+    return given
+
+
+def _shown(settings: Settings, name: str) -> Any:
+    if name == "config":
+        return settings.config_file
+    if name == "listen":
+        return f"{bracketed(settings.host)}:{settings.port}"
+    if name == "agent":
+        return shlex.join(settings.agent_argv or ())
+    if name == "agent-env":
+        return [variable for variable, _ in settings.agent_env]
+    if name == "cwd-map":
+        return [rule.text for rule in settings.cwd_map]
+    value = getattr(settings, option_named(name).field)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def resolve_some(

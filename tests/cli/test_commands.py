@@ -808,6 +808,28 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
     assert [r["status"] for r in refusals] == [401, 403]
 
 
+async def test_start_up_logs_each_given_setting_and_its_source(tmp_path: Path) -> None:
+    """One "settings" line lists the settings given by flag, environment and file, each with
+    where it came from; defaults are left out, and no secret's value appears."""
+    config = write(tmp_path / "relay.toml", "kill-grace = 0.5\n")
+    secrets = write(tmp_path / "secrets", f"{OTHER_SECRET}\n")
+    env = clean_env(ACP_RELAY_SECRET_FILE=secrets, ACP_RELAY_AGENT_ENV="API_KEY=sk-live-1")
+    async with serve("--agent", CAT, "--config", config, env=env) as relay:
+        [line] = relay.events("settings")
+    assert line["level"] == "info"
+    assert line["given"] == {
+        "config": {"value": config, "from": "flag --config"},
+        "listen": {"value": "127.0.0.1:0", "from": "flag --listen"},
+        "secret-file": {"value": secrets, "from": "env ACP_RELAY_SECRET_FILE"},
+        "agent": {"value": CAT, "from": "flag --agent"},
+        "agent-env": {"value": ["API_KEY"], "from": "env ACP_RELAY_AGENT_ENV"},
+        "kill-grace": {"value": 0.5, "from": f"config file key kill-grace in {config}"},
+    }
+    stderr = "\n".join(relay.stderr)
+    assert OTHER_SECRET not in stderr
+    assert "sk-live-1" not in stderr
+
+
 CRASHING = python_agent(
     "import sys\n"
     "sys.stdin.readline()\n"
