@@ -31,12 +31,11 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.config.defaults import OPEN_TIMEOUT
 from relay.config.settings import resolve, unknown_env_names
 from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT
 from tests.support.agents import ECHO_AGENT
 from tests.support.cli import RelayRun, parse_json_lines, serve
-from tests.support.connect import check_refused, sdk_refused
+from tests.support.connect import check_refused, refused_at_once
 from tests.support.env import VENV_BIN, clean_env, connect_env, secret_env
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.processes import children_of, parent_of, stop
@@ -651,10 +650,7 @@ async def test_connect_with_ws_to_caddys_tls_port_says_to_use_wss(
     port speaks TLS, to the editor and on stderr, long before --open-timeout."""
     ticket = make_ticket()
     url = caddy.url("/acp", "ws")
-    async with asyncio.timeout(OPEN_TIMEOUT):
-        refused = await sdk_refused(
-            url, "--open-timeout", "60", env=connect_env(ticket), stderr_file=tmp_path / "err"
-        )
+    refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
     detail = f"the server answered HTTP/1.0 400 Bad Request: {PLAIN_TO_A_TLS_PORT}"
     check_refused(
         refused,

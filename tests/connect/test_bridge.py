@@ -16,8 +16,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,6 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect as ws_connect
 
 from relay.cli import main
-from relay.config.defaults import OPEN_TIMEOUT
 from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
 from tests.support.agents import DEMO_AGENT
 from tests.support.clients import RecordingClient
@@ -41,6 +40,7 @@ from tests.support.connect import (
     log_records,
     notification,
     piped_connect,
+    refused_at_once,
     request,
     sdk_refused,
 )
@@ -291,29 +291,30 @@ async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: P
     )
 
 
-async def test_tls_to_a_server_without_tls(tmp_path: Path) -> None:
-    """wss:// to a plain-TCP server says it does not speak TLS."""
-    ticket = make_ticket()
+@asynccontextmanager
+async def plain_http_server() -> AsyncIterator[int]:
+    """A server without TLS that answers anything, a TLS hello too, in plain HTTP."""
     async with loopback_server(answer_plain_http) as port:
-        url = f"wss://127.0.0.1:{port}/acp"
-        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
-    detail = f"wrong version number: {TLS_TO_A_PLAIN_PORT}"
-    check_refused(
-        refused,
-        f"TLS handshake with relay at {url} failed: {detail}",
-        {"url": url, "cause": "tls", "detail": detail},
-        secret=ticket,
-    )
+        yield port
 
 
-async def test_wss_to_a_plain_relay_says_so_at_once(tmp_path: Path) -> None:
-    """wss:// to a relay serving plain ws:// fails at its first answer, long before
-    --open-timeout, saying the relay does not speak TLS and to use ws://."""
+@asynccontextmanager
+async def plain_relay() -> AsyncIterator[int]:
+    """A relay serving plain ws://, as behind a TLS proxy or on loopback."""
+    async with live_relay(CAT) as live:
+        yield live.relay.port
+
+
+@pytest.mark.parametrize("server", [plain_http_server, plain_relay], ids=["http", "relay"])
+async def test_wss_to_a_port_without_tls_says_so_at_once(
+    tmp_path: Path, server: Callable[[], AbstractAsyncContextManager[int]]
+) -> None:
+    """wss:// to a port without TLS (a plain relay among them) fails at its first answer, long
+    before --open-timeout, saying the server does not speak TLS and to use ws://."""
     ticket = make_ticket()
-    async with live_relay(CAT) as live, asyncio.timeout(OPEN_TIMEOUT):
-        url = live.url().replace("ws://", "wss://")
-        args = ("--open-timeout", "60")
-        refused = await sdk_refused(url, *args, env=connect_env(ticket), stderr_file=tmp_path / "e")
+    async with server() as port:
+        url = f"wss://127.0.0.1:{port}/acp"
+        refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "e")
     detail = f"wrong version number: {TLS_TO_A_PLAIN_PORT}"
     check_refused(
         refused,
@@ -328,10 +329,9 @@ async def test_ws_to_a_tls_port_says_so_at_once(tmp_path: Path) -> None:
     port probably speaks TLS and to use wss://."""
     cert, key = self_signed_certificate(tmp_path)
     ticket = make_ticket()
-    async with tls_echo_server(cert, key) as port, asyncio.timeout(OPEN_TIMEOUT):
+    async with tls_echo_server(cert, key) as port:
         url = f"ws://127.0.0.1:{port}/acp"
-        args = ("--open-timeout", "60")
-        refused = await sdk_refused(url, *args, env=connect_env(ticket), stderr_file=tmp_path / "e")
+        refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "e")
     detail = f"the server hung up without an HTTP answer: {PLAIN_TO_A_TLS_PORT}"
     check_refused(
         refused,
