@@ -331,10 +331,10 @@ def _sources(
     found: list[tuple[str, str]] = []
     if read:
         found.append(("config", "flag --config" if flags.get("config") else f"env {CONFIG_ENV}"))
+    if env.get(SECRET_ENV):
+        found.append(("secret", f"env {SECRET_ENV}"))
     for each in OPTIONS:
         raw = _lookup(each, flags, env, table)
-        if each.name == "secret-file" and env.get(SECRET_ENV):
-            found.append(("secret", f"env {SECRET_ENV}"))
         if raw is not None:
             found.append((each.name, raw.source))
     return tuple(found)
