@@ -39,6 +39,9 @@ ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when
         cancelled and return ``cancelled``.
 
 Any other method gets the SDK's answer: -32601 Method not found.
+
+When stdin closes while a prompt streams (the relay's client left), the agent writes one
+warning line to stderr saying so, and exits 0 like on any end of stdin.
 """
 
 from __future__ import annotations
@@ -347,6 +350,9 @@ class DemoAgent:
                     break
                 await self._send_text(session_id, chunk)
             return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
+        except ConnectionError:  # stdin closed: the relay's client went; nobody reads the rest
+            log.warning("the client left during a prompt of session %s: stopping it", session_id)
+            return PromptResponse(stop_reason="cancelled")
         finally:
             running.discard(cancelled)
             if not running and self._prompts.get(session_id) is running:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -258,3 +259,44 @@ async def test_exit_command_exits_with_status(tmp_path: Path) -> None:
         with pytest.raises(ConnectionError):
             await agent.conn.prompt(session_id="s", prompt=[text_block("/exit 3")])
         assert await agent.process.wait() == 3
+
+
+async def test_a_client_leaving_mid_prompt_is_one_line_on_stderr(tmp_path: Path) -> None:
+    """Stdin closing while a prompt streams (the relay's client left) gets one stderr line
+    saying so, not the SDK's traceback, and the agent exits 0."""
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "relay.demo_agent",
+        env={"PYTHONPATH": pythonpath}, cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    stdin, stdout, stderr_pipe = process.stdin, process.stdout, process.stderr
+    assert stdin is not None
+    assert stdout is not None
+    assert stderr_pipe is not None
+
+    async def ask(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        stdin.write(json.dumps(message).encode() + b"\n")
+        answer: dict[str, Any] = {}
+        while answer.get("id") != request_id:
+            answer = json.loads(await stdout.readline())
+        return answer
+
+    async with asyncio.timeout(TIMEOUT):
+        await ask(1, "initialize", {"protocolVersion": PROTOCOL_VERSION})
+        session = await ask(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        sid = session["result"]["sessionId"]
+        words = [{"type": "text", "text": "word " * 100_000}]
+        message = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                   "params": {"sessionId": sid, "prompt": words}}  # fmt: skip
+        stdin.write(json.dumps(message).encode() + b"\n")
+        while b"agent_message_chunk" not in await stdout.readline():
+            pass  # the prompt is streaming
+        stdin.close()
+        _, stderr = await asyncio.gather(stdout.read(), stderr_pipe.read())
+        assert await process.wait() == 0
+    assert stderr.decode().splitlines() == [
+        f"relay.demo_agent: WARNING: the client left during a prompt of session {sid}: stopping it"
+    ]

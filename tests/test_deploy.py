@@ -32,9 +32,11 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from relay.config.settings import resolve, unknown_env_names
+from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT
 from tests.support.agents import ECHO_AGENT
 from tests.support.cli import RelayRun, parse_json_lines, serve
-from tests.support.env import VENV_BIN, clean_env, secret_env
+from tests.support.connect import check_refused, refused_at_once
+from tests.support.env import VENV_BIN, clean_env, connect_env, secret_env
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.processes import children_of, parent_of, stop
 from tests.support.sockets import closed_with, free_port, round_trip
@@ -638,6 +640,24 @@ async def test_caddy_logs_no_ticket_while_the_relay_is_down(caddy: CaddyRun) -> 
     assert sorted(e["logger"].split(".")[2] for e in entries) == ["access", "error"]
     assert [e["request"]["uri"] for e in entries] == ["/acp?other=1", "/acp?other=1"]
     assert ticket not in caddy.logs()
+
+
+@pytest.mark.slow
+async def test_connect_with_ws_to_caddys_tls_port_says_to_use_wss(
+    caddy: CaddyRun, tmp_path: Path
+) -> None:
+    """`acp-relay connect ws://` to Caddy's TLS port fails at Caddy's first answer, saying the
+    port speaks TLS, to the editor and on stderr, long before --open-timeout."""
+    ticket = make_ticket()
+    url = caddy.url("/acp", "ws")
+    refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    detail = f"the server answered HTTP/1.0 400 Bad Request: {PLAIN_TO_A_TLS_PORT}"
+    check_refused(
+        refused,
+        f"relay at {url} did not accept a WebSocket: {detail}",
+        {"url": url, "cause": "handshake", "detail": detail},
+        secret=ticket,
+    )
 
 
 # -- systemd ----------------------------------------------------------------------------

@@ -1,19 +1,39 @@
-"""The documentation holds together: its relative links resolve and the README's set-up is CI's.
+"""The documentation holds together: its relative links resolve, the README's set-up is CI's,
+and its shell recipes for reading the relay's output return what they say.
 
 Checks README.md, CONTRIBUTING.md, docs/*.md and deploy/README.md. A link to a file must
 name one that exists; a ``#anchor`` into a markdown file must name one of its headings,
 spelled as GitHub spells them (lower case, punctuation dropped, spaces as hyphens, ``-1``,
 ``-2`` for repeats). Code blocks and code spans are not markdown, so what they hold is
 neither a link nor a heading.
+
+The recipes (``jq`` on logs and traces, ``curl`` on the endpoints, ``grep``, ``comm``) are
+code: each runs against the JSON logs, the trace and the endpoints of a live relay, with
+the docs' placeholders (a connection id ``6f1c...``, ``my-agent --acp``, port 8765) filled in.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from tests.support.agents import DEMO_AGENT
+from tests.support.cli import serve
+from tests.support.env import clean_env, secret_env
+from tests.support.http import busy
+from tests.support.live import live_relay, make_ticket
+from tests.system import require_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_COMMAND = (
@@ -195,3 +215,251 @@ def test_broken_links_are_named(tmp_path: Path) -> None:
     assert broken_link(page, "https://example.com/gone.md") is None
     assert "no file" in (broken_link(page, "gone.md") or "")
     assert "no heading #bottom" in (broken_link(page, "there.md#bottom") or "")
+
+
+# -- shell recipes --------------------------------------------------------------------------
+
+RECIPE_COMMANDS = ("jq", "curl", "grep", "comm")  # what reads the relay's logs, traces, endpoints
+SPAN_RECIPE = re.compile(r"(?<!`)`(jq [^`]*'[^`]*)`(?!`)", re.S)
+SUBJECT = "alice"  # the subject the docs' recipes look for
+
+
+def shell_recipes() -> list[tuple[str, str]]:
+    """(document, command) for every recipe: the lines of the fenced blocks that start with
+    one of RECIPE_COMMANDS, and the ``jq ...`` code spans of the prose."""
+    found: list[tuple[str, str]] = []
+    for document in documents():
+        text = document.read_text(encoding="utf-8")
+        name = str(document.relative_to(ROOT))
+        for block in fenced_blocks(text):
+            for line in block.splitlines():
+                if line.strip().split(" ", 1)[0] in RECIPE_COMMANDS:
+                    found.append((name, line.strip()))
+        for span in SPAN_RECIPE.finditer("\n".join(prose_lines(text))):
+            found.append((name, re.sub(r"\s*\n\s*", " ", span[1])))
+    return found
+
+
+@dataclass
+class Session:
+    """What the test client did through the relay, for the recipes' outputs to be checked
+    against: its connection, its frames as sent, the request the agent never answered."""
+
+    connection_id: str
+    frames: list[str]
+    unanswered: int
+    port: int
+
+
+Check = Callable[[str, Session], None]
+
+
+def json_lines(output: str) -> list[dict[str, object]]:
+    lines = output.splitlines()
+    assert lines, "no output"
+    return [json.loads(line) for line in lines]
+
+
+def events_of_the_connection(output: str, session: Session) -> None:
+    """Every line is the connection's, from its opening to its closing."""
+    records = json_lines(output)
+    assert {record.get("connection_id") for record in records} == {session.connection_id}
+    events = [record["event"] for record in records]
+    assert "connection opened" in events
+    assert events[-1] == "connection closed"
+
+
+def subject_summary(output: str, session: Session) -> None:
+    """One {timestamp, event, connection_id} a line, for the subject's connection."""
+    records = json_lines(output)
+    assert all(set(r) == {"timestamp", "event", "connection_id"} for r in records), records
+    events_of_the_connection(output, session)
+
+
+def conversation(output: str, session: Session) -> None:
+    """``TIME DIRECTION LINE``: the client's frames to the agent, the agent's lines back."""
+    lines = output.splitlines()
+    parsed = [re.fullmatch(r"(\S+Z) (to_agent|to_client) (.*)", line) for line in lines]
+    assert all(parsed), lines
+    sent = [match[3] for match in parsed if match and match[2] == "to_agent"]
+    assert [json.loads(line)["id"] for line in sent] == [1, 2, session.unanswered]
+    assert any(match and match[2] == "to_client" for match in parsed)
+
+
+def writes_nothing(output: str, session: Session) -> None:
+    """Its output goes to a file."""
+    assert output == ""
+
+
+def unanswered_ids(output: str, session: Session) -> None:
+    """The id of the request the agent never answered, and no other."""
+    assert output.split() == [str(session.unanswered)]
+
+
+def answers_before_the_hang(output: str, session: Session) -> None:
+    """The agent's JSON-RPC messages, with its answers to initialize and session/new (what the
+    client received, or what the agent answers the trace's stdin replayed into it)."""
+    answered = [r.get("id") for r in json_lines(output) if "result" in r]
+    assert answered == [1, 2]
+
+
+def frames_as_sent(output: str, session: Session) -> None:
+    """The client's frames, exactly as it sent them."""
+    assert output.splitlines() == session.frames
+
+
+def healthz(output: str, session: Session) -> None:
+    """/healthz's body."""
+    assert output.strip() == "ok"
+
+
+def busy_report(output: str, session: Session) -> None:
+    """/busy's report of an idle relay (its keys are test_busy_examples_are_what_busy_returns's)."""
+    report = json.loads(output)
+    assert (report["busy"], report["connections"]) == (False, 0)
+
+
+CONVERSATION = (
+    """jq -r 'select(.dir) | "\\(.t) \\(.dir) \\(.line // "(dropped)")"' """
+    "DIR/*-6f1c*.ndjson"
+)
+REPLAY = """jq -j 'select(.dir == "to_agent") | .line + "\\n"' {} | my-agent --acp"""
+RECIPES: dict[str, Check] = {
+    """jq -c 'select(.subject == "alice") | {timestamp, event, connection_id}' relay.log""":
+        subject_summary,
+    """jq -c 'select(.connection_id == "6f1c...")' relay.log""": events_of_the_connection,
+    CONVERSATION: conversation,
+    """jq -r 'select(.dir == "to_agent") | .line | fromjson | select(.method and .id) | .id' """
+    "t.ndjson | sort > asked": writes_nothing,
+    """jq -r 'select(.dir == "to_client") | .line | fromjson | select(.method | not) | .id' """
+    "t.ndjson | sort > answered": writes_nothing,
+    "comm -23 asked answered": unanswered_ids,
+    REPLAY.format("t.ndjson"): answers_before_the_hang,
+    REPLAY.format("trace.ndjson"): answers_before_the_hang,
+    """jq -r 'select(.dir == "to_client") | .line' trace.ndjson""": answers_before_the_hang,
+    """jq -r 'if .dir == "to_agent" then .before // .line elif .by == "relay" then .refused """
+    """else empty end' trace.ndjson""": frames_as_sent,
+    "curl -fsS http://127.0.0.1:8765/healthz              # ok": healthz,
+    'curl -fsS http://127.0.0.1:8765/busy   # {"busy": false, "connections": 0, "detached": 0, '
+    '"warm": 0, "idle_seconds": 3.2}': busy_report,
+}  # fmt: skip
+
+
+def runnable(recipe: str, session: Session) -> str:
+    """The recipe with the docs' placeholders replaced by this session's values."""
+    return (
+        recipe.replace("6f1c...", session.connection_id)
+        .replace("6f1c", session.connection_id[:8])
+        .replace("my-agent --acp", shlex.join(DEMO_AGENT))
+        .replace("127.0.0.1:8765", f"127.0.0.1:{session.port}")
+    )
+
+
+def test_every_shell_recipe_is_checked() -> None:
+    """Each recipe of the docs has its check here, and each check a recipe in the docs."""
+    found = {recipe for _, recipe in shell_recipes()}
+    assert found - RECIPES.keys() == set(), "recipes without a check (add one to RECIPES)"
+    assert RECIPES.keys() - found == set(), "checks of recipes no document has any more"
+
+
+async def request(ws: ClientConnection, frame: str, request_id: int) -> None:
+    """Send ``frame`` and read up to the answer to ``request_id``."""
+    await ws.send(frame)
+    async with asyncio.timeout(10):
+        while json.loads(await ws.recv()).get("id") != request_id:
+            pass
+
+
+async def hang_a_session(ws: ClientConnection, cwd: str) -> Session:
+    """initialize, session/new, and a prompt the demo agent holds until it is cancelled."""
+    frames = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": 1}}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                    "params": {"cwd": cwd, "mcpServers": []}}),
+    ]  # fmt: skip
+    await request(ws, frames[0], 1)
+    await ws.send(frames[1])
+    async with asyncio.timeout(10):
+        while "result" not in (answer := json.loads(await ws.recv())):
+            pass
+    prompt = {"sessionId": answer["result"]["sessionId"],
+              "prompt": [{"type": "text", "text": "/hang"}]}  # fmt: skip
+    frames.append(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                              "params": prompt}))  # fmt: skip
+    await ws.send(frames[2])
+    async with asyncio.timeout(10):
+        await ws.recv()  # the agent's "waiting for session/cancel"
+    assert ws.response is not None
+    return Session(ws.response.headers["Acp-Connection-Id"], frames, 3, 0)
+
+
+def run_recipe(command: str, cwd: Path) -> str:
+    """The recipe's stdout, run by bash in ``cwd``; a failing command fails the test."""
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}"],
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, f"{command}: exit {done.returncode}: {done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+async def test_shell_recipes_return_what_the_docs_say(tmp_path: Path) -> None:
+    """Every recipe, run on a live relay's JSON log, its trace and its endpoints, gives what
+    its document says it gives (non-empty, the right lines)."""
+    require_packages("jq", "curl", commands=("jq", "curl"))
+    traces = tmp_path / "DIR"
+    args = ("--agent", shlex.join(DEMO_AGENT), "--trace-dir", str(traces), "--kill-grace", "0.5")
+    async with serve(*args, env=secret_env()) as relay:
+        ticket = make_ticket(subject=SUBJECT)
+        async with connect(relay.ticket_url(ticket)) as ws:
+            session = await hang_a_session(ws, str(tmp_path))
+        session.port = relay.port
+        await relay.wait_event("connection closed")
+        (tmp_path / "relay.log").write_text("\n".join(relay.stderr) + "\n", encoding="utf-8")
+        (trace,) = traces.glob(f"*-{session.connection_id}.ndjson")
+        for name in ("t.ndjson", "trace.ndjson"):
+            shutil.copy(trace, tmp_path / name)
+        failed = []
+        for document, recipe in shell_recipes():
+            output = await asyncio.to_thread(run_recipe, runnable(recipe, session), tmp_path)
+            try:
+                RECIPES[recipe](output, session)
+            except (AssertionError, ValueError, KeyError) as exc:
+                failed.append(f"{document}: {recipe}\n  gave {output!r}\n  {exc!r}")
+    assert not failed, "\n".join(failed)
+
+
+# -- /busy --------------------------------------------------------------------------------
+
+BUSY_EXAMPLE = re.compile(r'\{"busy"[^}]*\}')
+
+
+def busy_examples() -> list[tuple[str, str]]:
+    """(page, example) for every /busy report a page shows, in prose, tables or code."""
+    pages = dict.fromkeys([*documents(), *sorted((ROOT / "deploy").rglob("*.md"))])
+    return [
+        (str(page.relative_to(ROOT)), example[0])
+        for page in pages
+        for example in BUSY_EXAMPLE.finditer(page.read_text(encoding="utf-8"))
+    ]
+
+
+async def test_busy_examples_are_what_busy_returns() -> None:
+    """Each /busy example of the docs has the keys a live relay's /busy returns, in its order."""
+    async with live_relay() as live:
+        keys = list(await busy(live.relay.port))
+    examples = busy_examples()
+    assert len(examples) >= 4
+    wrong = [
+        f"{page}: {example}"
+        for page, example in examples
+        if re.findall(r'"(\w+)"\s*[:,}]', example) != keys
+    ]
+    assert not wrong, f"/busy returns {keys}; these examples differ:\n" + "\n".join(wrong)

@@ -749,8 +749,8 @@ async def test_slow_handshakes_are_closed_by_open_timeout(audit: LogAudit) -> No
         (upgrade_request("/acp?ticket=" + "A" * 10_000), 414),
         (upgrade_request("/acp", "X-Big: " + "b" * 10_000), 431),
         (upgrade_request("/acp", *(f"X-H{i}: {i}" for i in range(200))), 431),
-        # No line end in sight: the relay waits for one, until --open-timeout.
-        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(200), None),  # TLS hello
+        # A TLS hello (wss:// to this plain port) is told so at once, in plain HTTP.
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(200), 400),
         (b"GARBAGE / SPDY/9\r\n\r\n", None),
     ],
     ids=["long-request-line", "long-header", "200-headers", "tls-hello", "not-http"],
@@ -758,7 +758,8 @@ async def test_slow_handshakes_are_closed_by_open_timeout(audit: LogAudit) -> No
 async def test_oversized_or_broken_requests_get_a_prompt_clean_answer(
     audit: LogAudit, request_bytes: bytes, status: int | None
 ) -> None:
-    """Oversized request lines and headers get 414 or 431; what is not HTTP is closed; no hang."""
+    """Oversized request lines and headers get 414 or 431, a TLS hello 400; what is not HTTP is
+    closed; no hang."""
     async with live_relay(CAT, kill_grace=GRACE, open_timeout=OPEN_TIMEOUT) as live:
         started = time.monotonic()
         answer = await exchange(live.relay.port, request_bytes, seconds=OPEN_TIMEOUT + MARGIN)

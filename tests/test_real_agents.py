@@ -179,6 +179,15 @@ def test_the_pinned_agents_are_the_ones_docs_agents_md_names() -> None:
     assert GEMINI_CLI.spec in doc_dockerfile()
 
 
+def test_every_npm_agent_of_docs_agents_md_is_pinned() -> None:
+    """Each `npm install -g` of docs/agents.md names an exact version: these agents change
+    their flags from one release to the next."""
+    installs = re.findall(r"npm install -g (?:--\S+ )*([^\s`]+)", AGENTS_DOC.read_text())
+    assert len(installs) >= 5
+    unpinned = [spec for spec in installs if not re.fullmatch(r"\S+@\d+\.\d+\.\d+", spec)]
+    assert not unpinned, f"not pinned to a version: {unpinned}"
+
+
 def test_the_docs_agent_image_passes_hadolint(tmp_path: Path) -> None:
     """The Dockerfile adding gemini-cli to the relay's image passes hadolint, ends non-root."""
     hadolint = shutil.which("hadolint", path=f"{Path(sys.executable).parent}:{os.defpath}")

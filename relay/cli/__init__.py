@@ -36,7 +36,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Serve an ACP agent over WebSocket, one agent process per socket.",
     )
     parser.add_argument("--version", action="version", version=f"acp-relay {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: main lists them
     for name in COMMANDS:
         if command is None or name == command:
             importlib.import_module(f"relay.cli.{name}").register(commands)
@@ -51,10 +51,33 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return word if word in COMMANDS else None
 
 
+def no_command(parser: argparse.ArgumentParser) -> str:
+    """What ``acp-relay`` without a command says: each command with its hint, and a start."""
+    listed = [
+        f"  {choice.dest:<9} {choice.help}"
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for choice in action._choices_actions
+    ]
+    return "\n".join(
+        [
+            parser.format_usage().rstrip(),
+            "acp-relay: give a command:",
+            *listed,
+            "Try `acp-relay serve --dev` for a relay with a demo agent and its console;",
+            "`acp-relay COMMAND --help` shows a command's options.",
+        ]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(chosen_command(words)).parse_args(words)
+    parser = build_parser(chosen_command(words))
+    args = parser.parse_args(words)
+    if args.command is None:
+        print(no_command(parser), file=sys.stderr)
+        return 2
     try:
         status: int = args.func(args)
     except UsageError as exc:

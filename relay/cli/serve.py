@@ -51,6 +51,7 @@ from relay.config.settings import (
     agent_environment,
     config_file_path,
     resolve,
+    settings_given,
 )
 from relay.config.startupchecks import (
     StartupWarning,
@@ -390,6 +391,7 @@ async def serve_with(
         open_files=open_files,
         watchdog_pid=watchdog.pid,
     )
+    log.info("settings", given=settings_given(settings))
     if config.rewrite is not None:
         log.info(
             "session rewrite",

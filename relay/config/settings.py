@@ -3,8 +3,9 @@
 Pure: the caller passes the parsed flags, the environment mapping, the config
 file's text and the working directory; nothing here reads files or the process
 state. Precedence is flag > environment > config file > default. The option table
-(:data:`OPTIONS`) is the one source of the flags, the variables, the file's keys,
-the fields of :class:`Settings` and the table in docs/configuration.md; ``connect``
+(:data:`OPTIONS`, grouped by concern in :data:`GROUPS`) is the one source of the flags,
+the variables, the file's keys, the fields of :class:`Settings`, the groups of ``--help``
+and the tables in docs/configuration.md; ``connect``
 and ``ticket`` declare their flags with the same :class:`Option`.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from relay.config.errors import UsageError
 from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
-from relay.config.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
+from relay.config.origins import ORIGIN_EXAMPLES, bracketed, check_origin_pattern, parse_listen
 
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
@@ -70,103 +72,122 @@ def agent_environment(base: Mapping[str, str], extra: Sequence[tuple[str, str]])
 # --- options
 
 
-OPTIONS: tuple[Option, ...] = (
-    Option("listen", "address to listen on; IPv6 as [::1]:8765", defaults.LISTEN,
-           "HOST:PORT", convert.from_text(parse_listen)),
-    Option("path", "URL path of the WebSocket endpoint", defaults.PATH, "PATH",
-           convert.url_path),
-    Option("agent", "agent command, split like a shell but never run by one", None,
-           "COMMAND", convert.command, attribute="agent_argv"),
-    Option("workspace", "directory the agent runs in", None, "DIR", convert.non_empty,
-           default_text="current directory", is_path=True),
-    Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
-           convert.env_entry, repeatable=True, default_text="none"),
-    Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
-           "root), so that they can read neither the relay's secret nor its memory",
-           None, "USER", convert.non_empty, default_text="none, the relay's own user"),
-    Option("agent-group", "the agents' group under --agent-user", None, "GROUP",
-           convert.non_empty, default_text="the --agent-user's primary group"),
-    Option("secret-file", f"file of ticket secrets, one per line: the first signs, all "
-           f"verify; or put the secret itself in env {SECRET_ENV}", None, "FILE",
-           convert.non_empty, is_path=True),
-    Option("allow-origin", f"browser Origin allowed to connect: {ORIGIN_EXAMPLES}", (),
-           "ORIGIN", convert.from_text(check_origin_pattern), repeatable=True,
-           attribute="allow_origins",
-           default_text="none, so only pages from localhost, 127.0.0.0/8 or [::1]"),
-    Option("max-connections", "max sockets at once", defaults.MAX_CONNECTIONS, "N",
-           convert.positive_int),
-    Option("max-message-bytes", "largest WebSocket message, in bytes or with KiB/MiB/GiB",
-           defaults.MAX_MESSAGE_BYTES, "SIZE", convert.size, default_text="64MiB"),
-    Option("ping-interval", "seconds between keepalive pings", defaults.PING_INTERVAL,
-           "SECONDS", convert.positive_seconds),
-    Option("ping-timeout", "seconds to wait for a pong before closing",
-           defaults.PING_TIMEOUT, "SECONDS", convert.positive_seconds),
-    Option("kill-grace",
-           "seconds an agent gets after stdin EOF before SIGTERM, then before SIGKILL",
-           defaults.KILL_GRACE, "SECONDS", convert.seconds),
-    Option("ticket-ttl", "seconds a ticket stays valid", defaults.TICKET_TTL, "SECONDS",
-           convert.positive_seconds),
-    Option("audience", "audience (aud) tickets must carry", None, "AUD", convert.non_empty,
-           default_text="none, aud not checked"),
-    Option("open-timeout", "seconds a client has to finish the WebSocket handshake",
-           defaults.OPEN_TIMEOUT, "SECONDS", convert.positive_seconds),
-    Option("log-format", "log format: json, console or auto", None, "FORMAT",
-           convert.log_format, default_text="auto: console on a terminal, else json"),
-    Option("log-level", "log level: debug, info, warning or error", defaults.LOG_LEVEL,
-           "LEVEL", convert.log_level),
-    Option("cwd-map", "map a client path prefix to the agent's: /Users/alice=/workspace, "
-           "C:\\Users\\alice=/workspace, //wsl$/Ubuntu/home/alice=/workspace; longest wins",
-           (), "CLIENT=AGENT", convert.from_text(parse_rule), repeatable=True,
-           default_text="none"),
-    Option("cwd-fallback", "when no --cwd-map rule matches: workspace (use --workspace), "
-           "keep (pass unchanged) or reject", "workspace", "POLICY",
-           convert.one_of(*FALLBACKS)),
-    Option("cwd-must-exist", "refuse a translated cwd that does not exist on this machine",
-           True, None, convert.boolean, is_flag=True, negatable=True, default_text="on"),
-    Option("mcp-servers", "JSON file of MCP servers to add to every session; ${VAR} is "
-           "expanded from the environment at start-up", None, "FILE", convert.non_empty,
-           is_path=True),
-    Option("mcp-merge", "append (the relay's server wins a name clash) or replace the "
-           "client's mcpServers", "append", "MODE", convert.one_of(*MERGES)),
-    Option("drop-client-stdio-mcp", "drop the client's stdio MCP servers (they name "
-           "programs on the user's machine)", False, None, convert.boolean, is_flag=True,
-           default_text="off"),
-    Option("trace-dir", "write one NDJSON trace file per connection (every message, "
-           "both ways) into DIR, created if missing; for debugging", None, "DIR",
-           convert.non_empty, default_text="none, no traces", is_path=True),
-    Option("trace-max-bytes", "largest trace file, in bytes or with KiB/MiB/GiB; a full "
-           "trace ends with a 'truncated' record", defaults.TRACE_MAX_BYTES, "SIZE",
-           convert.size_at_least(defaults.MIN_TRACE_MAX_BYTES, "1KiB"), default_text="16MiB"),
-    Option("resume-grace", "seconds a connection whose client opted in to resuming "
-           "(acp-relay.resume.v1) waits for a resume after losing its socket; 0 turns "
-           "resuming off", defaults.RESUME_GRACE, "SECONDS", convert.seconds),
-    Option("resume-buffer", "agent output a resumable connection keeps until the client "
-           "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
-           defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
-    Option("metrics-listen", "also serve GET /metrics (Prometheus text format) on this "
-           "address, e.g. for a scraper on another network than the proxy's; /metrics stays "
-           "on the main address too", None, "HOST:PORT", convert.from_text(parse_listen),
-           default_text="none, /metrics on the main address only"),
-    Option("state-dir", "directory where spent ticket ids are kept across restarts "
-           "(created if missing, mode 0700); without it a ticket used before a restart "
-           "works once more within its lifetime", None, "DIR", convert.non_empty,
-           default_text="none, spent tickets kept in memory only", is_path=True),
-    Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
-           "open (same command, workspace and environment): a new socket takes one instead "
-           "of waiting for a start; not connections (/busy stays false, --max-connections "
-           "does not count them)", None, "N", convert.count, default_text="0; 1 under --dev"),
-    Option("warm-max-age", "seconds a warm agent waits for a connection before it is "
-           "replaced by a fresh one (for agents that read configuration or credentials at "
-           "start-up); 0: never", defaults.WARM_MAX_AGE, "SECONDS", convert.seconds),
-    Option("dev",
-           "development mode, not for production: throwaway secret, demo agent unless "
-           "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
-           convert.boolean, is_flag=True, default_text="off"),
-    Option("dev-allow-remote",
-           "let --dev listen on an address other than loopback (its console and tickets "
-           "are then reachable from the network)", False, None, convert.boolean,
-           is_flag=True, default_text="off"),
+GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
+    ("listening", (
+        Option("listen", "address to listen on; IPv6 as [::1]:8765", defaults.LISTEN,
+               "HOST:PORT", convert.from_text(parse_listen)),
+        Option("path", "URL path of the WebSocket endpoint", defaults.PATH, "PATH",
+               convert.url_path),
+    )),
+    ("tickets and admission", (
+        Option("secret-file", f"file of ticket secrets, one per line: the first signs, all "
+               f"verify; or put the secret itself in env {SECRET_ENV}", None, "FILE",
+               convert.non_empty, is_path=True),
+        Option("audience", "audience (aud) tickets must carry", None, "AUD", convert.non_empty,
+               default_text="none, aud not checked"),
+        Option("ticket-ttl", "seconds a ticket stays valid", defaults.TICKET_TTL, "SECONDS",
+               convert.positive_seconds),
+        Option("allow-origin", f"browser Origin allowed to connect: {ORIGIN_EXAMPLES}", (),
+               "ORIGIN", convert.from_text(check_origin_pattern), repeatable=True,
+               attribute="allow_origins",
+               default_text="none, so only pages from localhost, 127.0.0.0/8 or [::1]"),
+        Option("state-dir", "directory where spent ticket ids are kept across restarts "
+               "(created if missing, mode 0700); without it a ticket used before a restart "
+               "works once more within its lifetime", None, "DIR", convert.non_empty,
+               default_text="none, spent tickets kept in memory only", is_path=True),
+    )),
+    ("the agent", (
+        Option("agent", "agent command, split like a shell but never run by one", None,
+               "COMMAND", convert.command, attribute="agent_argv"),
+        Option("workspace", "directory the agent runs in", None, "DIR", convert.non_empty,
+               default_text="current directory", is_path=True),
+        Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
+               convert.env_entry, repeatable=True, default_text="none"),
+        Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
+               "root), so that they can read neither the relay's secret nor its memory",
+               None, "USER", convert.non_empty, default_text="none, the relay's own user"),
+        Option("agent-group", "the agents' group under --agent-user", None, "GROUP",
+               convert.non_empty, default_text="the --agent-user's primary group"),
+        Option("kill-grace",
+               "seconds an agent gets after stdin EOF before SIGTERM, then before SIGKILL",
+               defaults.KILL_GRACE, "SECONDS", convert.seconds),
+    )),
+    ("paths and MCP", (
+        Option("cwd-map", "map a client path prefix to the agent's: /Users/alice=/workspace, "
+               "C:\\Users\\alice=/workspace, //wsl$/Ubuntu/home/alice=/workspace; longest wins",
+               (), "CLIENT=AGENT", convert.from_text(parse_rule), repeatable=True,
+               default_text="none"),
+        Option("cwd-fallback", "when no --cwd-map rule matches: workspace (use --workspace), "
+               "keep (pass unchanged) or reject", "workspace", "POLICY",
+               convert.one_of(*FALLBACKS)),
+        Option("cwd-must-exist", "refuse a translated cwd that does not exist on this machine",
+               True, None, convert.boolean, is_flag=True, negatable=True, default_text="on"),
+        Option("mcp-servers", "JSON file of MCP servers to add to every session; ${VAR} is "
+               "expanded from the environment at start-up", None, "FILE", convert.non_empty,
+               is_path=True),
+        Option("mcp-merge", "append (the relay's server wins a name clash) or replace the "
+               "client's mcpServers", "append", "MODE", convert.one_of(*MERGES)),
+        Option("drop-client-stdio-mcp", "drop the client's stdio MCP servers (they name "
+               "programs on the user's machine)", False, None, convert.boolean, is_flag=True,
+               default_text="off"),
+    )),
+    ("resuming", (
+        Option("resume-grace", "seconds a connection whose client opted in to resuming "
+               "(acp-relay.resume.v1) waits for a resume after losing its socket; 0 turns "
+               "resuming off", defaults.RESUME_GRACE, "SECONDS", convert.seconds),
+        Option("resume-buffer", "agent output a resumable connection keeps until the client "
+               "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
+               defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
+    )),
+    ("warm agents", (
+        Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
+               "open (same command, workspace and environment): a new socket takes one instead "
+               "of waiting for a start; not connections (/busy stays false, --max-connections "
+               "does not count them)", None, "N", convert.count, default_text="0; 1 under --dev"),
+        Option("warm-max-age", "seconds a warm agent waits for a connection before it is "
+               "replaced by a fresh one (for agents that read configuration or credentials at "
+               "start-up); 0: never", defaults.WARM_MAX_AGE, "SECONDS", convert.seconds),
+    )),
+    ("limits", (
+        Option("max-connections", "max sockets at once", defaults.MAX_CONNECTIONS, "N",
+               convert.positive_int),
+        Option("max-message-bytes", "largest WebSocket message, in bytes or with KiB/MiB/GiB",
+               defaults.MAX_MESSAGE_BYTES, "SIZE", convert.size, default_text="64MiB"),
+        Option("open-timeout", "seconds a client has to finish the WebSocket handshake",
+               defaults.OPEN_TIMEOUT, "SECONDS", convert.positive_seconds),
+        Option("ping-interval", "seconds between keepalive pings", defaults.PING_INTERVAL,
+               "SECONDS", convert.positive_seconds),
+        Option("ping-timeout", "seconds to wait for a pong before closing",
+               defaults.PING_TIMEOUT, "SECONDS", convert.positive_seconds),
+    )),
+    ("observability", (
+        Option("log-format", "log format: json, console or auto", None, "FORMAT",
+               convert.log_format, default_text="auto: console on a terminal, else json"),
+        Option("log-level", "log level: debug, info, warning or error", defaults.LOG_LEVEL,
+               "LEVEL", convert.log_level),
+        Option("trace-dir", "write one NDJSON trace file per connection (every message, "
+               "both ways) into DIR, created if missing; for debugging", None, "DIR",
+               convert.non_empty, default_text="none, no traces", is_path=True),
+        Option("trace-max-bytes", "largest trace file, in bytes or with KiB/MiB/GiB; a full "
+               "trace ends with a 'truncated' record", defaults.TRACE_MAX_BYTES, "SIZE",
+               convert.size_at_least(defaults.MIN_TRACE_MAX_BYTES, "1KiB"), default_text="16MiB"),
+        Option("metrics-listen", "also serve GET /metrics (Prometheus text format) on this "
+               "address, e.g. for a scraper on another network than the proxy's; /metrics stays "
+               "on the main address too", None, "HOST:PORT", convert.from_text(parse_listen),
+               default_text="none, /metrics on the main address only"),
+    )),
+    ("dev", (
+        Option("dev",
+               "development mode, not for production: throwaway secret, demo agent unless "
+               "--agent, ready ticket URLs on stdout, the dev console at /", False, None,
+               convert.boolean, is_flag=True, default_text="off"),
+        Option("dev-allow-remote",
+               "let --dev listen on an address other than loopback (its console and tickets "
+               "are then reachable from the network)", False, None, convert.boolean,
+               is_flag=True, default_text="off"),
+    )),
 )  # fmt: skip
+OPTIONS: tuple[Option, ...] = tuple(option for _, options in GROUPS for option in options)
 
 _BY_DEST = {option.dest: option for option in OPTIONS}
 _KNOWN_ENV = frozenset({CONFIG_ENV, SECRET_ENV, *(option.env for option in OPTIONS)})
@@ -220,20 +241,25 @@ class Settings:
     agent_group: str | None = None
     warm_agents: int | None = None  # None: 0, or 1 under --dev
     warm_max_age: float = defaults.WARM_MAX_AGE
+    # (name, source) of each setting not left to its default: "flag --listen",
+    # "env ACP_RELAY_SECRET", "config file key kill-grace in relay.toml"
+    given: tuple[tuple[str, str], ...] = ()
 
 
 # --- argparse
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config`` and one flag per option; flags not given stay out of the Namespace."""
+    """Add ``--config`` and one flag per option, in one argument group per concern; flags
+    not given stay out of the Namespace."""
     parser.add_argument(
         "--config",
         metavar="FILE",
         default=argparse.SUPPRESS,
         help=f"TOML file of these options, keys named like the flags (env {CONFIG_ENV})",
     )
-    add_options(parser, OPTIONS)
+    for title, options in GROUPS:
+        add_options(parser.add_argument_group(title), options)
 
 
 # --- resolution
@@ -292,8 +318,51 @@ def resolve(
         port=port,
         secret_env=env.get(SECRET_ENV) or None,
         config_file=name if file_text is not None else None,
+        given=_sources(flags, env, table, file_text is not None),
         **values,
     )
+
+
+def _sources(
+    flags: Mapping[str, object], env: Mapping[str, str], table: Mapping[str, _Raw], read: bool
+) -> tuple[tuple[str, str], ...]:
+    """Where each setting that is not its default came from, the config file and secret too."""
+    found: list[tuple[str, str]] = []
+    if read:
+        found.append(("config", "flag --config" if flags.get("config") else f"env {CONFIG_ENV}"))
+    if env.get(SECRET_ENV):
+        found.append(("secret", f"env {SECRET_ENV}"))
+    for each in OPTIONS:
+        raw = _lookup(each, flags, env, table)
+        if raw is not None:
+            found.append((each.name, raw.source))
+    return tuple(found)
+
+
+def settings_given(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Each setting not left to its default: its value in effect and where it came from
+    (``value`` and ``from``), for the start-up log. A secret is named by its source only, and
+    ``--agent-env`` by its names only: their values are keys."""
+    given: dict[str, dict[str, Any]] = {}
+    for name, source in settings.given:
+        entry: dict[str, Any] = {} if name == "secret" else {"value": _shown(settings, name)}
+        given[name] = {**entry, "from": source}
+    return given
+
+
+def _shown(settings: Settings, name: str) -> Any:
+    if name == "config":
+        return settings.config_file
+    if name == "listen":
+        return f"{bracketed(settings.host)}:{settings.port}"
+    if name == "agent":
+        return shlex.join(settings.agent_argv or ())
+    if name == "agent-env":
+        return [variable for variable, _ in settings.agent_env]
+    if name == "cwd-map":
+        return [rule.text for rule in settings.cwd_map]
+    value = getattr(settings, option_named(name).field)
+    return list(value) if isinstance(value, tuple) else value
 
 
 def resolve_some(
@@ -393,6 +462,12 @@ def options_table(options: Iterable[Option] = OPTIONS) -> str:
         cells = (usage, env, _markdown(each.shown_default()), _markdown(meaning))
         rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"
+
+
+def grouped_options_table(groups: Iterable[tuple[str, Iterable[Option]]] = GROUPS) -> str:
+    """docs/configuration.md's tables of serve's options: one per group, as ``--help`` groups
+    them, each under its title."""
+    return "\n".join(f"**{title}**\n\n{options_table(options)}" for title, options in groups)
 
 
 def _markdown(text: str) -> str:

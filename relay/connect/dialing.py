@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus
 from websockets.typing import Subprotocol
 
 from relay import __version__
 from relay.config import defaults
 from relay.connect.ticketsource import TicketSource
 from relay.core.editorerrors import (
+    PLAIN_TO_A_TLS_PORT,
+    TLS_TO_A_PLAIN_PORT,
     Cause,
     Close,
     Failure,
@@ -93,7 +95,7 @@ def connect_failure(exc: InvalidHandshake | OSError, config: BridgeConfig) -> Fa
             response.headers.get("Retry-After"),
         )
     if isinstance(exc, InvalidHandshake):
-        return cannot_connect(url, "handshake", str(exc))
+        return cannot_connect(url, "handshake", _handshake_detail(exc, url))
     cause, detail = _os_error_cause(exc, config)
     return cannot_connect(url, cause, detail)
 
@@ -119,8 +121,21 @@ def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
 def _tls_detail(exc: ssl.SSLError) -> str:
     reason = (exc.reason or str(exc)).replace("_", " ").lower()
     if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"):
-        return f"{reason}: the server does not speak TLS (for a relay without TLS use ws://)"
+        return f"{reason}: {TLS_TO_A_PLAIN_PORT}"
     return reason
+
+
+def _handshake_detail(exc: InvalidHandshake, url: str) -> str:
+    """websockets' words, or what a ws:// URL's first answer says of a TLS port: a hang-up
+    before any HTTP (a TLS server refusing plain text), or Go's plain-text answer to it."""
+    if not (url.startswith("ws:") and isinstance(exc, InvalidMessage)):
+        return str(exc)
+    if isinstance(exc.__cause__, EOFError):
+        return f"the server hung up without an HTTP answer: {PLAIN_TO_A_TLS_PORT}"
+    answered = re.search(r"HTTP/1\.0 400\b.*", str(exc.__cause__))
+    if answered:
+        return f"the server answered {answered[0]}: {PLAIN_TO_A_TLS_PORT}"
+    return str(exc)
 
 
 def _errno(exc: OSError) -> int | None:

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 from relay.config.origins import origin_allowed
-from relay.core.tickets import WRONG_AUDIENCE, Claims, ReplayGuard, TicketError, verify
+from relay.core.tickets import (
+    NO_AUDIENCE,
+    WRONG_AUDIENCE,
+    Claims,
+    ReplayGuard,
+    TicketError,
+    verify,
+)
 
 RETRY_AFTER_SECONDS = 5
 
@@ -106,7 +113,7 @@ def admit(
             kind="ticket_replayed",
         )
     if open_connections >= policy.max_connections:
-        return _full(f"relay is at its limit of {policy.max_connections} connections")
+        return _full(f"relay is at its limit of {_connections(policy.max_connections)}")
     if not replay_guard.remember(claims.jti, claims.expires_at(policy.ticket_ttl), now):
         return _full("too many recent tickets to remember")
     return Admitted(claims)
@@ -126,9 +133,13 @@ def _ticket_kind(reason: str, ticket: str | None) -> str:
         return "ticket_missing"
     if reason.startswith("ticket expired"):
         return "ticket_expired"
-    if reason == WRONG_AUDIENCE:
+    if reason in (WRONG_AUDIENCE, NO_AUDIENCE):
         return "ticket_audience"
     return "ticket_invalid"
+
+
+def _connections(count: int) -> str:
+    return f"{count} connection" if count == 1 else f"{count} connections"
 
 
 def _full(why: str) -> Refusal:

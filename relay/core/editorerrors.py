@@ -30,6 +30,12 @@ MAX_REASON_CHARS = 300  # how much of an HTTP body a message quotes
 
 HEARTBEAT_REASON = "keepalive ping timeout"  # websockets' own close reason
 
+# What a handshake that failed at the first answer probably means: the URL's scheme is not
+# what the port speaks. A relay answers a TLS hello on its plain port with plain HTTP; a TLS
+# port hangs up on plain HTTP, or answers it in HTTP/1.0 (Go's servers, Caddy) or with 400.
+TLS_TO_A_PLAIN_PORT = "the server does not speak TLS (for a relay without TLS use ws://)"
+PLAIN_TO_A_TLS_PORT = "the port probably speaks TLS (for a relay behind TLS use wss://)"
+
 Cause = Literal["ticket", "dns", "refused", "reset", "timeout", "network", "tls", "handshake"]
 
 _CLOSE_NAMES = {
@@ -118,6 +124,9 @@ _CANNOT_CONNECT: dict[Cause, str] = {
 def http_refusal(url: str, status: int, body: bytes, retry_after: str | None = None) -> Failure:
     """The relay (or a proxy) answered the upgrade with ``status`` and a reason in ``body``."""
     reason = reason_from_body(status, body)
+    if status == 400 and url.startswith("ws:") and b"https" in body.lower():
+        # nginx's and Go's answer to plain HTTP on a TLS port
+        reason = f"{reason.rstrip('.')}; {PLAIN_TO_A_TLS_PORT}"
     if status == 401:
         message = f"relay refused the ticket (401): {reason}"
     elif status == 404:

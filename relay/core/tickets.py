@@ -33,6 +33,10 @@ NO_TICKET = (
 MALFORMED = "malformed ticket"
 BAD_SIGNATURE = "ticket signature is invalid (signed with another secret?)"
 WRONG_AUDIENCE = "ticket is for another audience"
+NO_AUDIENCE = (
+    "ticket has no audience and this relay takes only tickets for its own (--audience): "
+    "mint them with that audience (acp-relay ticket --audience NAME, or aud in your control plane)"
+)
 
 _B64 = "[A-Za-z0-9_-]+"
 _SHAPE = re.compile(rf"\.?{_B64}\.{_B64}\.{_B64}")
@@ -132,7 +136,7 @@ def verify(
     claims = _claims(payload, iat)
     _check_time(claims, now, max_age)
     if audience is not None and claims.aud != audience:
-        raise TicketError(WRONG_AUDIENCE)
+        raise TicketError(NO_AUDIENCE if claims.aud is None else WRONG_AUDIENCE)
     return claims
 
 

@@ -106,6 +106,7 @@ def get_logger(name: str = "relay", **bound: Any) -> Logger:
 # --- lines for a person at a terminal
 
 VALUE_CHARS = 80  # a longer value is shortened to this many characters
+WHOLE = frozenset({"given"})  # values shown whole: the start-up settings are read in full
 SHORT_ID_CHARS = 8  # a connection id is shown by its first characters
 META = frozenset({"event", "level", "logger", "timestamp", "exception", "connection_id"})
 # Who a line is about: shown where the event names it, otherwise implied by connection_id.
@@ -154,7 +155,11 @@ def shown_fields(event: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The keys a terminal line shows for ``event``, with their values as shown."""
     name = str(event.get("event", ""))
     keys = SHOWN.get(name) or [k for k in event if k not in META and k not in CONTEXT]
-    fields = [(key, shortened(_text(event[key]))) for key in keys if event.get(key) is not None]
+    fields = [
+        (key, _text(event[key]) if key in WHOLE else shortened(_text(event[key])))
+        for key in keys
+        if event.get(key) is not None
+    ]
     connection = event.get("connection_id")
     if connection:
         fields.append(("connection_id", escaped(str(connection))[:SHORT_ID_CHARS]))

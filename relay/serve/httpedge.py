@@ -1,11 +1,13 @@
-"""The relay's HTTP edge: plain answers, and the two guards websockets' server lacks.
+"""The relay's HTTP edge: plain answers, and the guards websockets' server lacks.
 
 websockets parses GET requests only: any other method has its connection dropped
-without a word, so a Streamable-HTTP client (``POST /acp``) learns nothing. And every
+without a word, so a Streamable-HTTP client (``POST /acp``) learns nothing; a TLS client
+(``wss://`` to this plain port) waits in silence until the open timeout. And every
 half-open handshake holds a file descriptor until the open timeout. The connection
-class here answers other methods ``405`` itself, and counts handshakes in progress
-(:class:`relay.core.upgrade.HandshakeGate`), refusing those past the caps with ``503``
-before websockets reads them. The responses the relay writes are built here too.
+class here answers other methods ``405`` and a TLS hello ``400`` itself (a TLS client
+reports a plain HTTP answer as "wrong version number" at once), and counts handshakes
+in progress (:class:`relay.core.upgrade.HandshakeGate`), refusing those past the caps
+with ``503`` before websockets reads them. The responses the relay writes are built here too.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from relay.observe.logs import Logger
 from relay.observe.stats import RelayStats
 
 MAX_REQUEST_LINE = 8192  # as websockets: a longer request line is its to refuse (414)
+PLAIN_PORT = (
+    "this port speaks plain HTTP and WebSocket (ws://), not TLS: use ws://, "
+    "or put a TLS proxy in front of the relay"
+)
+TLS_HANDSHAKE = b"\x16"  # a TLS record's first byte; no HTTP request starts with it
 REFUSAL_LOG_SECONDS = 10.0  # at most one log line per this many seconds per kind of refusal
 
 
@@ -151,6 +158,11 @@ class GuardedConnection(ServerConnection):
             super().data_received(data)
             return
         self._head += data
+        if self._head.startswith(TLS_HANDSHAKE):
+            self.stats.refusal("bad_request")
+            self.refusals.warning("TLS handshake refused", reason=PLAIN_PORT)
+            self._refuse(raw_response(400, PLAIN_PORT + "\n"))
+            return
         method = other_method(self._head)
         if method is None:
             return  # the request line is not complete yet

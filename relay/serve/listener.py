@@ -11,6 +11,7 @@ when the server runs, never a refusal. The socket is set up as asyncio's
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 
@@ -53,4 +54,9 @@ def bind_early(host: str, port: int) -> socket.socket | None:
 def cannot_listen(host: str, port: int, exc: OSError) -> UsageError:
     """The start-up error for an address the relay cannot listen on."""
     why = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        why += (
+            ": another relay or program holds it (stop it, or take any free port with "
+            f"--listen {bracketed(host)}:0)"
+        )
     return UsageError(f"cannot listen on {bracketed(host)}:{port} (--listen): {why}")

@@ -343,7 +343,9 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == (
-        f"acp-relay: cannot listen on 127.0.0.1:{port} (--listen): Address already in use\n"
+        f"acp-relay: cannot listen on 127.0.0.1:{port} (--listen): Address already in use: "
+        "another relay or program holds it (stop it, or take any free port with "
+        "--listen 127.0.0.1:0)\n"
     )
 
 
@@ -645,7 +647,7 @@ async def test_a_ticket_minted_from_the_relays_config_file_opens_it(tmp_path: Pa
         async with connect(relay.ticket_url(ticket)) as ws:
             await round_trip(ws)
         status, body, _ = await refused(relay.ticket_url(make_ticket()))  # no audience
-    assert (status, "another audience" in body) == (401, True)
+    assert (status, "ticket has no audience" in body) == (401, True)
 
 
 def test_ticket_ttl_beyond_the_relays_gets_a_warning() -> None:
@@ -699,7 +701,7 @@ async def test_config_precedence_flag_over_env_over_file(
             for ws in sockets:
                 await ws.close()
     assert status == 503
-    assert f"limit of {limit} connections" in body
+    assert f"limit of {limit} connection{'s' if limit > 1 else ''};" in body
 
 
 @pytest.mark.parametrize(
@@ -804,6 +806,28 @@ async def test_logs_are_json_lines_without_tickets_or_secrets(tmp_path: Path) ->
         assert 0 <= record["duration"] < 10
     refusals = relay.events("connection refused")
     assert [r["status"] for r in refusals] == [401, 403]
+
+
+async def test_start_up_logs_each_given_setting_and_its_source(tmp_path: Path) -> None:
+    """One "settings" line lists the settings given by flag, environment and file, each with
+    where it came from; defaults are left out, and no secret's value appears."""
+    config = write(tmp_path / "relay.toml", "kill-grace = 0.5\n")
+    secrets = write(tmp_path / "secrets", f"{OTHER_SECRET}\n")
+    env = clean_env(ACP_RELAY_SECRET_FILE=secrets, ACP_RELAY_AGENT_ENV="API_KEY=sk-live-1")
+    async with serve("--agent", CAT, "--config", config, env=env) as relay:
+        [line] = relay.events("settings")
+    assert line["level"] == "info"
+    assert line["given"] == {
+        "config": {"value": config, "from": "flag --config"},
+        "listen": {"value": "127.0.0.1:0", "from": "flag --listen"},
+        "secret-file": {"value": secrets, "from": "env ACP_RELAY_SECRET_FILE"},
+        "agent": {"value": CAT, "from": "flag --agent"},
+        "agent-env": {"value": ["API_KEY"], "from": "env ACP_RELAY_AGENT_ENV"},
+        "kill-grace": {"value": 0.5, "from": f"config file key kill-grace in {config}"},
+    }
+    stderr = "\n".join(relay.stderr)
+    assert OTHER_SECRET not in stderr
+    assert "sk-live-1" not in stderr
 
 
 CRASHING = python_agent(
@@ -982,6 +1006,19 @@ def test_top_level_help_lists_every_command() -> None:
     for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
                           ("connect", "be the agent for an editor")]:  # fmt: skip
         assert re.search(rf"^ +{command} +{says}", result.stdout, re.M), result.stdout
+
+
+def test_no_command_lists_the_commands_with_a_hint_each() -> None:
+    """`acp-relay` alone exits 2 listing each command with its one-line hint, and how to
+    start (not just "required: COMMAND")."""
+    result = run_cli(env=clean_env())
+    assert (result.returncode, result.stdout) == (2, "")
+    for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
+                          ("connect", "be the agent for an editor")]:  # fmt: skip
+        assert re.search(rf"^ +{command} +{says}", result.stderr, re.M), result.stderr
+    assert "acp-relay serve --dev" in result.stderr
+    assert "acp-relay COMMAND --help" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from relay.config import convert
 from relay.config.settings import (
+    GROUPS,
     OPTIONS,
     ConfigError,
     Option,
@@ -19,12 +20,13 @@ from relay.config.settings import (
     add_serve_arguments,
     agent_environment,
     config_file_path,
+    grouped_options_table,
     option_named,
-    options_table,
     parse_secrets,
     resolve,
     resolve_option,
     resolve_some,
+    settings_given,
     unknown_env_names,
 )
 
@@ -439,7 +441,7 @@ def test_settings_has_one_field_per_option() -> None:
     """Settings is built from the option table: one field per option, listen as host and port."""
     fields = {f.name for f in dataclasses.fields(Settings)}
     from_options = {o.field for o in OPTIONS if o.name != "listen"}
-    assert fields == from_options | {"host", "port", "secret_env", "config_file"}
+    assert fields == from_options | {"host", "port", "secret_env", "config_file", "given"}
 
 
 def test_relative_paths_are_taken_against_cwd() -> None:
@@ -515,8 +517,52 @@ def documented_table(name: str) -> str:
 
 
 def test_docs_serve_table_is_the_option_table() -> None:
-    """docs/configuration.md holds exactly the table generated from OPTIONS."""
-    assert documented_table("serve") == options_table(OPTIONS)
+    """docs/configuration.md holds exactly the tables generated from OPTIONS, by group."""
+    assert documented_table("serve") == grouped_options_table()
+
+
+def test_help_groups_the_options_by_concern() -> None:
+    """--help lists serve's options in groups, each under its title, every option in one."""
+    text = parser().format_help()
+    titles = [title for title, _ in GROUPS]
+    assert titles == ["listening", "tickets and admission", "the agent", "paths and MCP",
+                      "resuming", "warm agents", "limits", "observability", "dev"]  # fmt: skip
+    sections = re.split(rf"^({'|'.join(map(re.escape, titles))}):$", text, flags=re.M)
+    listed = dict(zip(sections[1::2], sections[2::2], strict=True))
+    assert list(listed) == titles
+    for title, options in GROUPS:
+        flags = re.findall(r"^  (--[a-z-]+)", listed[title], re.M)
+        assert flags == [o.flag for o in options], title
+    assert [o for _, options in GROUPS for o in options] == list(OPTIONS)
+
+
+def test_settings_given_say_their_value_and_where_each_came_from() -> None:
+    """Each setting given by a flag, the environment or the config file is listed with its
+    value in effect and its source; defaults are not; the secret by its source only, and
+    --agent-env by its names only (values there are keys)."""
+    flags = vars(parser().parse_args(
+        ["--config", "relay.toml", "--listen", "127.0.0.1:0", "--agent-env", "KEY=sk-live-1",
+         "--max-connections", "3"]
+    ))  # fmt: skip
+    env = {"ACP_RELAY_SECRET": "hunter2-hunter2-hunter2", "ACP_RELAY_LOG_LEVEL": "debug",
+           "ACP_RELAY_SECRET_FILE": "s.txt", "ACP_RELAY_MAX_CONNECTIONS": "9"}  # fmt: skip
+    toml = 'max-connections = 8\ncwd-map = ["/Users/a=/w"]\nagent = "my-agent --acp"\n'
+    given = settings_given(resolve(flags, env, toml, cwd=CWD))
+    in_file = "config file key {} in relay.toml"
+    assert given == {
+        "config": {"value": "relay.toml", "from": "flag --config"},
+        "listen": {"value": "127.0.0.1:0", "from": "flag --listen"},
+        "secret": {"from": "env ACP_RELAY_SECRET"},
+        "secret-file": {"value": f"{CWD}/s.txt", "from": "env ACP_RELAY_SECRET_FILE"},
+        "agent": {"value": "my-agent --acp", "from": in_file.format("agent")},
+        "agent-env": {"value": ["KEY"], "from": "flag --agent-env"},
+        "cwd-map": {"value": ["/Users/a=/w"], "from": in_file.format("cwd-map")},
+        "max-connections": {"value": 3, "from": "flag --max-connections"},
+        "log-level": {"value": "debug", "from": "env ACP_RELAY_LOG_LEVEL"},
+    }
+    assert "hunter2" not in repr(given)
+    assert "sk-live" not in repr(given)
+    assert settings_given(settle()) == {}
 
 
 def test_resolve_some_layers_a_few_options_like_resolve() -> None:

@@ -16,8 +16,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect as ws_connect
 
 from relay.cli import main
+from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
 from tests.support.agents import DEMO_AGENT
 from tests.support.clients import RecordingClient
 from tests.support.connect import (
@@ -39,6 +40,7 @@ from tests.support.connect import (
     log_records,
     notification,
     piped_connect,
+    refused_at_once,
     request,
     sdk_refused,
 )
@@ -223,7 +225,7 @@ async def test_relay_refusals_are_answered_with_the_relays_reason(
         "origin": r"origin https://evil\.example is not allowed: only pages from this machine "
         r"may connect unless --allow-origin is given",
         "wrong-path": r"not found: the ACP endpoint is /acp",
-        "full": r"relay is at its limit of 1 connections; retry in 5 s",
+        "full": r"relay is at its limit of 1 connection; retry in 5 s",
     }[case]
     assert re.fullmatch(expected_reason, reason), reason
     data: dict[str, Any] = {"url": url, "cause": "http", "status": status, "reason": reason}
@@ -289,19 +291,52 @@ async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: P
     )
 
 
-async def test_tls_to_a_server_without_tls(tmp_path: Path) -> None:
-    """wss:// to a plain-TCP server says it does not speak TLS."""
-    ticket = make_ticket()
+@asynccontextmanager
+async def plain_http_server() -> AsyncIterator[int]:
+    """A server without TLS that answers anything, a TLS hello too, in plain HTTP."""
     async with loopback_server(answer_plain_http) as port:
+        yield port
+
+
+@asynccontextmanager
+async def plain_relay() -> AsyncIterator[int]:
+    """A relay serving plain ws://, as behind a TLS proxy or on loopback."""
+    async with live_relay(CAT) as live:
+        yield live.relay.port
+
+
+@pytest.mark.parametrize("server", [plain_http_server, plain_relay], ids=["http", "relay"])
+async def test_wss_to_a_port_without_tls_says_so_at_once(
+    tmp_path: Path, server: Callable[[], AbstractAsyncContextManager[int]]
+) -> None:
+    """wss:// to a port without TLS (a plain relay among them) fails at its first answer, long
+    before --open-timeout, saying the server does not speak TLS and to use ws://."""
+    ticket = make_ticket()
+    async with server() as port:
         url = f"wss://127.0.0.1:{port}/acp"
-        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
-    detail = (
-        "wrong version number: the server does not speak TLS (for a relay without TLS use ws://)"
-    )
+        refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "e")
+    detail = f"wrong version number: {TLS_TO_A_PLAIN_PORT}"
     check_refused(
         refused,
         f"TLS handshake with relay at {url} failed: {detail}",
         {"url": url, "cause": "tls", "detail": detail},
+        secret=ticket,
+    )
+
+
+async def test_ws_to_a_tls_port_says_so_at_once(tmp_path: Path) -> None:
+    """ws:// to a TLS listener (which hangs up on plain HTTP) fails at once, saying the
+    port probably speaks TLS and to use wss://."""
+    cert, key = self_signed_certificate(tmp_path)
+    ticket = make_ticket()
+    async with tls_echo_server(cert, key) as port:
+        url = f"ws://127.0.0.1:{port}/acp"
+        refused = await refused_at_once(url, env=connect_env(ticket), stderr_file=tmp_path / "e")
+    detail = f"the server hung up without an HTTP answer: {PLAIN_TO_A_TLS_PORT}"
+    check_refused(
+        refused,
+        f"relay at {url} did not accept a WebSocket: {detail}",
+        {"url": url, "cause": "handshake", "detail": detail},
         secret=ticket,
     )
 

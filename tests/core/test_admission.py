@@ -20,6 +20,7 @@ from relay.core.admission import (
 from relay.core.tickets import (
     BAD_SIGNATURE,
     MALFORMED,
+    NO_AUDIENCE,
     NO_TICKET,
     WRONG_AUDIENCE,
     ReplayGuard,
@@ -120,7 +121,7 @@ def test_replay_is_refused_401() -> None:
             "ticket issued in the future (10 s ahead of this relay; check clocks)",
         ),
         (ticket(audience="other-box"), WRONG_AUDIENCE),
-        (ticket(audience=None), WRONG_AUDIENCE),
+        (ticket(audience=None), NO_AUDIENCE),
     ],
 )
 def test_bad_ticket_is_refused_401_with_reason(token: str | None, reason: str) -> None:
@@ -215,6 +216,25 @@ def test_capacity_refused_503_without_spending_the_ticket() -> None:
     assert isinstance(
         decide(token, guard, open_connections=1, now=NOW + RETRY_AFTER_SECONDS), Admitted
     )
+
+
+@pytest.mark.parametrize(
+    ("limit", "says"), [(1, "its limit of 1 connection;"), (3, "its limit of 3 connections;")]
+)
+def test_the_limit_is_said_in_words_that_agree_with_it(limit: int, says: str) -> None:
+    """One connection is "1 connection", more are "connections"."""
+    policy = replace(POLICY, max_connections=limit)
+    full = decide(ticket(), ReplayGuard(), open_connections=limit, policy=policy)
+    assert isinstance(full, Refusal)
+    assert says in full.reason
+
+
+@pytest.mark.parametrize("audience", ["other-box", None])
+def test_a_ticket_for_no_or_another_audience_counts_as_audience(audience: str | None) -> None:
+    """Both audience refusals count as ticket_audience in the metrics."""
+    refused = decide(ticket(audience=audience), ReplayGuard())
+    assert isinstance(refused, Refusal)
+    assert refused.kind == "ticket_audience"
 
 
 def test_replay_guard_full_is_503_without_spending() -> None:

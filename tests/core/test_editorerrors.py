@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from relay.core.editorerrors import (
+    PLAIN_TO_A_TLS_PORT,
     Close,
     Failure,
     cannot_connect,
@@ -62,6 +63,26 @@ def test_http_refusals_quote_the_relays_reason(status: int, body: bytes, message
     assert failure.data["url"] == URL
     assert ("retryAfter" in failure.data) == (status == 503)
     assert failure.exit_status == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "reason"),
+    [
+        (URL, b"<html><h1>The plain HTTP request was sent to HTTPS port</h1></html>",
+         f"Bad Request; {PLAIN_TO_A_TLS_PORT}"),
+        (URL, b"Client sent an HTTP request to an HTTPS server.\n",
+         f"Client sent an HTTP request to an HTTPS server; {PLAIN_TO_A_TLS_PORT}"),
+        (URL, b"bad request\n", "bad request"),
+        ("wss://127.0.0.1:9/acp", b"<html>HTTPS port</html>", "Bad Request"),
+    ],
+)  # fmt: skip
+def test_a_400_about_https_to_a_ws_url_says_the_port_speaks_tls(
+    url: str, body: bytes, reason: str
+) -> None:
+    """A 400 whose body names HTTPS, answering a ws:// URL, is a TLS port's: use wss://."""
+    failure = http_refusal(url, 400, body)
+    assert failure.message == f"relay refused the connection (400): {reason}"
+    assert failure.data["reason"] == reason
 
 
 def test_long_bodies_are_cut() -> None:

@@ -21,6 +21,7 @@ from relay.core.tickets import (
     BAD_SIGNATURE,
     CLOCK_SKEW,
     MALFORMED,
+    NO_AUDIENCE,
     NO_TICKET,
     SALT,
     WRONG_AUDIENCE,
@@ -127,6 +128,7 @@ def test_missing_ticket(ticket: str | None) -> None:
 def test_missing_ticket_hint_survives_redaction() -> None:
     """The 401 hint names the three places a ticket goes, and log redaction leaves it whole."""
     assert Redactor().redact_text(NO_TICKET) == NO_TICKET
+    assert Redactor().redact_text(NO_AUDIENCE) == NO_AUDIENCE
     for place in ("ticket query parameter", "acp-ticket.<ticket> subprotocol", "Authorization"):
         assert place in NO_TICKET
 
@@ -259,23 +261,24 @@ def test_exp_shorter_than_max_age() -> None:
 
 
 @pytest.mark.parametrize(
-    ("minted", "wanted", "ok"),
+    ("minted", "wanted", "refusal"),
     [
-        (None, None, True),
-        ("relay-a", None, True),
-        ("relay-a", "relay-a", True),
-        ("relay-a", "relay-b", False),
-        (None, "relay-a", False),
-        ("", "relay-a", False),
+        (None, None, None),
+        ("relay-a", None, None),
+        ("relay-a", "relay-a", None),
+        ("relay-a", "relay-b", WRONG_AUDIENCE),
+        (None, "relay-a", NO_AUDIENCE),
+        ("", "relay-a", WRONG_AUDIENCE),
     ],
 )
-def test_audience(minted: str | None, wanted: str | None, ok: bool) -> None:
-    """A required audience must match the claim exactly; without one any aud is accepted."""
+def test_audience(minted: str | None, wanted: str | None, refusal: str | None) -> None:
+    """A required audience must match the claim exactly; without one any aud is accepted. A
+    ticket without aud is told so, apart from one for another audience."""
     ticket = _mint(audience=minted)
-    if ok:
+    if refusal is None:
         assert verify(ticket, [SECRET], now=T0, max_age=60, audience=wanted).aud == minted
     else:
-        assert _reason(ticket, audience=wanted) == WRONG_AUDIENCE
+        assert _reason(ticket, audience=wanted) == refusal
 
 
 # --- rotation and algorithm -------------------------------------------------------------------

@@ -240,6 +240,13 @@ def test_console_lines_shorten_long_values() -> None:
     assert len(line) < 170
 
 
+def test_console_lines_show_the_start_up_settings_whole() -> None:
+    """The start-up settings line is read in full: its value is not cut at 80 characters."""
+    given = {f"option-{n}": {"value": "x" * 20, "from": f"flag --option-{n}"} for n in range(5)}
+    [line] = console_lines(("info", "settings", {"given": given}))
+    assert f" settings  given={given!r} " in line
+
+
 @pytest.mark.parametrize("fmt", ["console", "json"])
 def test_control_characters_never_reach_the_terminal(fmt: str) -> None:
     """An agent's stderr line with escape sequences is written escaped, in both formats:

@@ -4,10 +4,11 @@ relay."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 import pytest
 
-from relay.serve.httpedge import other_method
+from relay.serve.httpedge import PLAIN_PORT, other_method
 from tests.support.http import exchange, status_of
 from tests.support.live import live_relay
 from tests.support.waiting import until
@@ -42,6 +43,25 @@ async def test_post_to_the_endpoint_gets_405_naming_the_websocket_profile() -> N
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"\r\nAllow: GET" in head
     assert b"WebSocket profile only" in body
+
+
+def client_hello() -> bytes:
+    """The first bytes a TLS client sends (its ClientHello), as Python's ssl writes them."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+async def test_a_tls_handshake_gets_400_saying_the_port_is_plain_at_once() -> None:
+    """A TLS client (wss:// to this ws:// port) is answered at once in plain HTTP, 400 with
+    what the port speaks, instead of silence until the open timeout."""
+    async with live_relay(CAT, open_timeout=60) as live:
+        answer = await exchange(live.relay.port, client_hello(), seconds=5)
+        assert await until(lambda: not live.relay.gate.total, seconds=5, what="handshake over")
+    assert status_of(answer) == 400
+    assert answer.endswith(b"\r\n\r\n" + PLAIN_PORT.encode() + b"\n")
 
 
 async def test_handshakes_past_the_cap_get_503_and_the_relay_still_answers() -> None:

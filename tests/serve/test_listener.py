@@ -72,13 +72,15 @@ def test_a_host_with_several_addresses_is_left_to_the_server() -> None:
 
 
 def test_an_address_in_use_is_a_usage_error_naming_the_flag() -> None:
-    """A port already taken stops start-up with exit 2 and says which address and flag."""
+    """A port already taken stops start-up with exit 2, says which address and flag, what
+    may hold it and how to take any free port."""
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         with pytest.raises(UsageError) as caught:
             bind_early("127.0.0.1", port)
     assert str(caught.value) == (
-        f"cannot listen on 127.0.0.1:{port} (--listen): Address already in use"
+        f"cannot listen on 127.0.0.1:{port} (--listen): Address already in use: another relay "
+        "or program holds it (stop it, or take any free port with --listen 127.0.0.1:0)"
     )
 
 

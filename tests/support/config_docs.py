@@ -12,13 +12,13 @@ from pathlib import Path
 
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
-from relay.config.settings import OPTIONS, Option, options_table
+from relay.config.settings import grouped_options_table, options_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"
-TABLES: dict[str, tuple[Option, ...]] = {
-    "serve": OPTIONS,
-    "connect": tuple(connect_command.OPTIONS),
-    "ticket": tuple(ticket_command.OPTIONS),
+TABLES: dict[str, str] = {
+    "serve": grouped_options_table(),
+    "connect": options_table(connect_command.OPTIONS),
+    "ticket": options_table(ticket_command.OPTIONS),
 }
 
 
@@ -38,8 +38,8 @@ def with_table(text: str, name: str, table: str) -> str:
 
 def main() -> None:
     text = DOCS.read_text()
-    for name, options in TABLES.items():
-        text = with_table(text, name, options_table(options))
+    for name, table in TABLES.items():
+        text = with_table(text, name, table)
     DOCS.write_text(text)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 
+from relay.config.defaults import OPEN_TIMEOUT
 from tests.support.clients import RecordingClient
 
 CONNECT = (sys.executable, "-m", "relay", "connect")
@@ -168,6 +169,13 @@ async def sdk_refused(url: str, *args: str, env: dict[str, str], stderr_file: Pa
                     await conn.new_session(cwd="/tmp", mcp_servers=[])
     stderr = await asyncio.to_thread(stderr_file.read_text)
     return Refused(first.value, later.value, proc.returncode, stderr)
+
+
+async def refused_at_once(url: str, *, env: dict[str, str], stderr_file: Path) -> Refused:
+    """:func:`sdk_refused` with ``--open-timeout 60``, waited for no longer than the default
+    open timeout: a refusal that only the timeout would give fails the test."""
+    async with asyncio.timeout(OPEN_TIMEOUT):
+        return await sdk_refused(url, "--open-timeout", "60", env=env, stderr_file=stderr_file)
 
 
 def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: str) -> None:

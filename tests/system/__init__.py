@@ -1,4 +1,5 @@
-"""System packages for tests that need them (Debian's chromium, caddy, prometheus, websocketd)."""
+"""System packages for tests that need them (Debian's chromium, caddy, prometheus, jq,
+websocketd)."""
 
 from __future__ import annotations
 
