@@ -40,6 +40,7 @@ from relay.cli.preflight import (
     load_secrets,
     private_directory,
     read_named,
+    state_directory,
 )
 from relay.config.errors import UsageError
 from relay.config.origins import bracketed
@@ -248,7 +249,7 @@ def relay_config(settings: Settings, secrets: Sequence[str], env: Mapping[str, s
         trace_max_bytes=settings.trace_max_bytes,
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
-        state_dir=private_directory(settings.state_dir, "--state-dir"),
+        state_dir=state_directory(settings.state_dir),
         metrics_listen=settings.metrics_listen,
         agent_account=account,
         warm_agents=warm_agents(settings),

@@ -149,8 +149,9 @@ OPTIONS: tuple[Option, ...] = (
            "on the main address too", None, "HOST:PORT", convert.from_text(parse_listen),
            default_text="none, /metrics on the main address only"),
     Option("state-dir", "directory where spent ticket ids are kept across restarts "
-           "(created if missing, mode 0700); without it a ticket used before a restart "
-           "works once more within its lifetime", None, "DIR", convert.non_empty,
+           "(created if missing, mode 0700; refused if another user owns it or its group or "
+           "others may write it; one relay at a time); without it a ticket used before a "
+           "restart works once more within its lifetime", None, "DIR", convert.non_empty,
            default_text="none, spent tickets kept in memory only", is_path=True),
     Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
            "open (same command, workspace and environment): a new socket takes one instead "

@@ -350,6 +350,55 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
 # -- start-up checks --------------------------------------------------------------------------
 
 
+async def test_a_second_relay_on_a_state_dir_exits_2_naming_the_first(tmp_path: Path) -> None:
+    """Two relays on one --state-dir would drop each other's spent ids: the second stops
+    with exit 2, naming the first relay's pid; once the first is gone the folder is free."""
+    args = ("--agent", CAT, "--state-dir", str(tmp_path / "state"))
+    async with serve(*args, env=secret_env()) as first:
+        second = await asyncio.to_thread(
+            run_cli, "serve", *args, "--listen", "127.0.0.1:0", env=secret_env()
+        )
+        assert f"is in use by another relay (pid {first.pid})" in refusal(second)
+        assert await first.stop() == 0
+    async with serve(*args, env=secret_env()) as third, connect(third.ticket_url()) as ws:
+        await round_trip(ws)
+
+
+async def test_an_undecodable_state_file_is_skipped_and_logged(tmp_path: Path) -> None:
+    """Invalid UTF-8 in the spent tickets file costs its lines, logged with their count,
+    not the start."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "spent-tickets").write_bytes(b"\xff\xfe\n9999999999 kept\njunk\n")
+    async with serve("--agent", CAT, "--state-dir", str(state), env=secret_env()) as relay:
+        [skipped] = await relay.wait_event("spent tickets: lines skipped")
+        async with connect(relay.ticket_url()) as ws:
+            await round_trip(ws)
+    assert skipped["skipped"] == 2
+    assert not any("Traceback" in line for line in relay.stderr)
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
+def test_a_state_dir_others_can_write_exits_2_with_the_fix(tmp_path: Path, mode: int) -> None:
+    """An existing --state-dir its group or others may write is refused with chmod."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(mode)
+    result = run_cli(
+        "serve",
+        "--agent",
+        CAT,
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        str(state),
+        env=secret_env(),
+    )
+    message = refusal(result)
+    assert f"--state-dir {state} can be written by " in message
+    assert "chmod go-w" in message
+
+
 def refusal(result: subprocess.CompletedProcess[str]) -> str:
     """The one stderr line of a command that refused to start (exit status 2, no stdout)."""
     assert (result.returncode, result.stdout) == (2, ""), result.stderr
