@@ -164,7 +164,8 @@ ROOT_ONLY = pytest.mark.skipif(
     not is_root(), reason="needs root: to run the relay or its agents as nobody"
 )
 
-# An agent that reports who it runs as and what of its relay (its parent) it can read.
+# An agent that reports who it runs as and what of its relay (its parent) it can read, and
+# whether it can open the pipe to the relay's watchdog (its sibling) to write to it.
 PROBE = (
     "import json, os, sys\n"
     "def attempt(path, size):\n"
@@ -174,12 +175,30 @@ PROBE = (
     "        return 'read'\n"
     "    except OSError as e:\n"
     "        return type(e).__name__\n"
+    "def steer(pid):\n"
+    "    try:\n"
+    "        os.close(os.open(f'/proc/{pid}/fd/0', os.O_WRONLY | os.O_NONBLOCK))\n"
+    "        return 'opened'\n"
+    "    except OSError as e:\n"
+    "        return type(e).__name__\n"
+    "def watchdog(relay):\n"
+    "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        try:\n"
+    "            with open(f'/proc/{pid}/stat', 'rb') as f:\n"
+    "                parent = int(f.read().rpartition(b')')[2].split()[1])\n"
+    "            with open(f'/proc/{pid}/cmdline', 'rb') as f:\n"
+    "                named = b'watchdog.py' in f.read()\n"
+    "        except (OSError, ValueError, IndexError):\n"
+    "            continue\n"
+    "        if parent == relay and named:\n"
+    "            return int(pid)\n"
     "relay = os.getppid()\n"
     "print(json.dumps({\n"
     "    'uid': os.getuid(), 'gid': os.getgid(), 'groups': sorted(os.getgroups()),\n"
     "    'home': os.environ.get('HOME'), 'user': os.environ.get('USER'),\n"
     "    'environ': attempt(f'/proc/{relay}/environ', 4096),\n"
     "    'mem': attempt(f'/proc/{relay}/mem', 0),\n"
+    "    'watchdog_pipe': steer(watchdog(relay)),\n"
     "    'secret_file': attempt(sys.argv[1], 64) if len(sys.argv) > 1 else None,\n"
     "}), flush=True)\n"
     "sys.stdin.read()\n"
@@ -213,8 +232,9 @@ def relay_as_nobody() -> tuple[tuple[str, ...], dict[str, str]]:
 
 @ROOT_ONLY
 async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_memory() -> None:
-    """The relay is non-dumpable: an agent of its own user (here both nobody) can read
-    neither /proc/<relay>/environ, where its secret is, nor open its memory."""
+    """The relay and its watchdog are non-dumpable: an agent of their own user (here all
+    nobody) can read neither /proc/<relay>/environ, where the secret is, nor open the
+    relay's memory, nor open the watchdog's pipe by /proc/<watchdog>/fd/0 to steer it."""
     command, extra = relay_as_nobody()
     args = ("--agent", probe_agent(), "--workspace", "/")
     env = secret_env(**extra)
@@ -222,6 +242,7 @@ async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_me
         report = await probe(relay)
     assert (report["uid"], report["gid"]) == (NOBODY.uid, NOBODY.gid)
     assert (report["environ"], report["mem"]) == ("PermissionError", "PermissionError")
+    assert report["watchdog_pipe"] == "PermissionError"
 
 
 @ROOT_ONLY
@@ -236,6 +257,7 @@ async def test_agents_run_as_the_agent_user(tmp_path: Path) -> None:
     assert (report["uid"], report["gid"], report["groups"]) == (65534, 65534, [65534])
     assert (report["home"], report["user"]) == ("/nonexistent", "nobody")
     assert report["environ"] == report["mem"] == report["secret_file"] == "PermissionError"
+    assert report["watchdog_pipe"] == "PermissionError"
 
 
 def run_cli_as_nobody(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
