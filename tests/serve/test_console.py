@@ -158,6 +158,23 @@ async def test_console_ticket_needs_the_token_and_the_same_origin() -> None:
                 assert await ws.recv() == '{"id":1}'
 
 
+@pytest.mark.parametrize("name", ["Acp-Console-Token", "Sec-Fetch-Site"])
+async def test_a_console_header_given_twice_is_400_not_a_relay_error(name: str) -> None:
+    """Acp-Console-Token or Sec-Fetch-Site twice gets 400 naming the header, logged as a
+    refusal, without an error or a traceback."""
+    value = TOKEN if name == "Acp-Console-Token" else "same-origin"
+    async with console_relay() as live:
+        with capture_logs() as events:
+            for path in ("/console-ticket", f"/?token={TOKEN}"):
+                headers = [f"Acp-Console-Token: {TOKEN}", f"{name}: {value}"]
+                headers += [] if name == "Acp-Console-Token" else [f"{name}: {value}"]
+                answer = await http_get(live.relay.port, path, headers=headers)
+                assert answer.status == 400
+                assert answer.body == f"bad request: the {name} header is given more than once\n"
+    assert [e["reason"] for e in events] == ["header given twice"] * 2
+    assert all(e["log_level"] == "warning" for e in events)
+
+
 async def test_console_token_never_logged() -> None:
     """A refused console request logs why, never the token that came with it."""
     async with console_relay() as live:
