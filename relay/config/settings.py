@@ -79,7 +79,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("agent", "agent command, split like a shell but never run by one", None,
            "COMMAND", convert.command, attribute="agent_argv"),
     Option("workspace", "directory the agent runs in", None, "DIR", convert.non_empty,
-           default_text="current directory", is_path=True),
+           default_text="current directory; under --dev a fresh one, removed at exit",
+           is_path=True),
     Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
            convert.env_entry, repeatable=True, default_text="none"),
     Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
@@ -222,6 +223,7 @@ class Settings:
     agent_group: str | None = None
     warm_agents: int | None = None  # None: 0, or 1 under --dev
     warm_max_age: float = defaults.WARM_MAX_AGE
+    workspace_given: bool = True  # False: --workspace unset, the current directory taken
 
 
 # --- argparse
@@ -288,10 +290,12 @@ def resolve(
         if each.is_path and values[each.field] is not None:
             values[each.field] = _absolute(values[each.field], cwd)
     host, port = values.pop("listen")
+    workspace_given = values["workspace"] is not None
     values["workspace"] = values["workspace"] or _absolute(cwd, cwd)
     return Settings(
         host=host,
         port=port,
+        workspace_given=workspace_given,
         secret_env=env.get(SECRET_ENV) or None,
         config_file=name if file_text is not None else None,
         **values,

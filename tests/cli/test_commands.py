@@ -83,6 +83,63 @@ def test_dev_on_a_non_loopback_address_exits_2_with_the_fix(listen: str) -> None
     assert "--dev-allow-remote" in message
 
 
+def dev_folders_in(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("acp-relay-dev-*"))
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
+async def test_a_dev_relay_leaves_nothing_in_the_temp_dir(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """serve --dev keeps its secret and workspace in one folder naming its pid, and removes
+    it when stopped by SIGTERM, SIGINT or SIGHUP."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    async with serve("--dev", "--agent", CAT, env=env) as relay:
+        await dev_banner(relay)
+        [folder] = dev_folders_in(tmp_path)
+        assert (folder / "relay.pid").read_text() == f"{relay.pid}\n"
+        assert sorted(p.name for p in folder.iterdir()) == ["relay.pid", "secret", "workspace"]
+        assert await relay.stop(sig) == 0
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("how", ["agent", "listen"])
+def test_a_dev_relay_that_cannot_start_leaves_nothing(tmp_path: Path, how: str) -> None:
+    """A --dev start-up that stops with exit 2 (no such agent; the port taken) removes its
+    folder too."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--agent", "/nonexistent/agent"] if how == "agent" else ["--agent", CAT]
+        result = run_cli("serve", "--dev", *args, "--listen", f"127.0.0.1:{port}", env=env)
+    assert result.returncode == 2, result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+async def test_the_next_dev_relay_removes_the_folder_a_killed_one_left(tmp_path: Path) -> None:
+    """SIGKILL leaves a --dev folder behind; the next serve --dev says so and removes it,
+    and leaves nothing itself."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    async with serve("--dev", "--agent", CAT, env=env) as killed:
+        await dev_banner(killed)
+        assert await killed.stop(signal.SIGKILL) == -signal.SIGKILL
+    [left] = dev_folders_in(tmp_path)
+    async with serve("--dev", "--agent", CAT, env=env) as relay:
+        await dev_banner(relay)
+        [told] = relay.events(
+            "removed the folder of a --dev relay that is gone (its throwaway secret)"
+        )
+        assert told["folder"] == str(left)
+        assert told["level"] == "warning"
+        assert not left.exists()
+        assert await relay.stop() == 0
+    assert os.listdir(tmp_path) == []
+
+
 # -- signals ----------------------------------------------------------------------------
 
 

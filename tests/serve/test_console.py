@@ -34,7 +34,7 @@ from tests.support.browser import (
     require_chromium,
     save_artifact,
 )
-from tests.support.cli import RelayRun, serve
+from tests.support.cli import RelayRun, dev_workspace, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
 from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
@@ -260,7 +260,8 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
-        await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+        workspace = await dev_workspace(relay)  # a fresh one, not this checkout
+        await expect(page.locator("#cwd")).to_have_value(workspace)
         assert await page.locator("body").get_attribute("data-ticket") is None
         assert await page.locator("body").get_attribute("data-token") is None
 
@@ -272,7 +273,7 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
         await expect(page.locator("#session-id")).to_have_value(re.compile(r"^[0-9a-f]{32}$"))
         await expect(page.locator("#agent-text .agent").first).to_have_text(
-            f"session started in {os.getcwd()} with MCP servers: (none)"
+            f"session started in {workspace} with MCP servers: (none)"
         )
 
         await page.fill("#prompt", prompt)
