@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.typing import Subprotocol
 
 from relay.config.settings import resolve, unknown_env_names
 from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT
@@ -558,8 +559,8 @@ def test_caddyfile_is_formatted() -> None:
 
 @pytest.mark.slow
 async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun) -> None:
-    """wss:// through Caddy works with either kind of ticket; no log line holds one."""
-    in_query, in_header = make_ticket(), make_ticket()
+    """wss:// through Caddy works with every kind of ticket; no log line holds one."""
+    in_query, in_header, in_subprotocol = make_ticket(), make_ticket(), make_ticket()
     async with live_relay(port=caddy.upstream):
         async with connect(
             caddy.url(f"/acp?ticket={in_query}", "wss"),
@@ -576,6 +577,14 @@ async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun
             user_agent_header="deploy-test-bearer",
         ) as ws:
             await round_trip(ws)
+        async with connect(
+            caddy.url("/acp", "wss"),
+            ssl=caddy.context(),
+            subprotocols=[Subprotocol("acp.v1"), Subprotocol(f"acp-ticket.{in_subprotocol}")],
+            user_agent_header="deploy-test-subprotocol",
+        ) as ws:
+            assert ws.subprotocol == "acp.v1"
+            await round_trip(ws)
 
     def logged() -> list[dict[str, Any]] | None:
         entries = [
@@ -584,16 +593,22 @@ async def test_caddy_carries_a_wss_round_trip_and_logs_no_ticket(caddy: CaddyRun
             if e.get("logger", "").startswith("http.log.access")
             and e["request"]["headers"].get("User-Agent", [""])[0].startswith("deploy-test-")
         ]
-        return entries if len(entries) == 2 else None
+        return entries if len(entries) == 3 else None
 
-    entries = await until(logged, what=lambda: f"two access log entries in {caddy.logs()}")
-    assert [e["request"]["uri"] for e in entries] == ["/acp", "/acp"]
+    entries = await until(logged, what=lambda: f"three access log entries in {caddy.logs()}")
+    assert [e["request"]["uri"] for e in entries] == ["/acp", "/acp", "/acp"]
     assert "Authorization" not in entries[0]["request"]["headers"]
     assert entries[1]["request"]["headers"]["Authorization"] == "REDACTED"
-    logs = caddy.logs()
-    assert in_query not in logs
-    assert in_header not in logs
-    assert "ticket=" not in logs
+    assert entries[2]["request"]["headers"]["Sec-Websocket-Protocol"] == "REDACTED"
+    assert_no_ticket_in(caddy.logs(), in_query, in_header, in_subprotocol)
+
+
+def assert_no_ticket_in(logs: str, *tickets: str) -> None:
+    """None of ``tickets`` and no ticket form (query, Bearer, subprotocol) is in ``logs``."""
+    for ticket in tickets:
+        assert ticket not in logs
+    for form in ("ticket=", "Bearer ", "acp-ticket."):
+        assert form not in logs, form
 
 
 @pytest.mark.slow
@@ -624,7 +639,11 @@ async def test_caddy_logs_no_ticket_while_the_relay_is_down(caddy: CaddyRun) -> 
         https_get,
         caddy.url(f"/acp?ticket={ticket}&other=1"),
         caddy.context(),
-        **{"User-Agent": "deploy-test-down", "Authorization": f"Bearer {ticket}"},
+        **{
+            "User-Agent": "deploy-test-down",
+            "Authorization": f"Bearer {ticket}",
+            "Sec-WebSocket-Protocol": f"acp.v1, acp-ticket.{ticket}",
+        },
     )
     assert status == 502
 
@@ -639,7 +658,18 @@ async def test_caddy_logs_no_ticket_while_the_relay_is_down(caddy: CaddyRun) -> 
     entries = await until(logged, what=lambda: f"two log entries in {caddy.logs()}")
     assert sorted(e["logger"].split(".")[2] for e in entries) == ["access", "error"]
     assert [e["request"]["uri"] for e in entries] == ["/acp?other=1", "/acp?other=1"]
-    assert ticket not in caddy.logs()
+    assert_no_ticket_in(caddy.logs(), ticket)
+
+
+@pytest.mark.slow
+def test_caddy_without_relay_site_says_to_set_it(tmp_path: Path) -> None:
+    """The documented command without RELAY_SITE stops, naming RELAY_SITE and what to set."""
+    require_packages("caddy", commands=("caddy",))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    result = run(["caddy", "run", "--config", str(CADDYFILE)], env=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "RELAY_SITE-is-not-set:set-it-to-the-relays-public-address" in result.stderr
+    assert "server block without any key" not in result.stderr
 
 
 @pytest.mark.slow

@@ -290,8 +290,11 @@ def fleet_proxy(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         stop(proc)
 
 
-async def get_through_proxy(port: int, home: Path, host: str, path: str) -> int:
-    """GET ``path`` from the proxy as ``host`` (SNI and Host), trusting its internal CA."""
+async def get_through_proxy(port: int, home: Path, host: str, path: str, extra: str = "") -> int:
+    """GET ``path`` from the proxy as ``host`` (SNI and Host), trusting its internal CA.
+
+    ``extra``: more header lines, each ending in CRLF.
+    """
     root = home / "data" / "caddy" / "pki" / "authorities" / "local" / "root.crt"
     context = ssl.create_default_context(cafile=str(root))
     async with asyncio.timeout(15):
@@ -300,7 +303,7 @@ async def get_through_proxy(port: int, home: Path, host: str, path: str) -> int:
         )
         try:
             writer.write(
-                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n".encode()
             )
             status = await reader.readline()
         finally:
@@ -317,7 +320,10 @@ async def test_the_fleet_proxy_dials_the_box_the_host_names(
     """box-N.<domain>/acp goes to acp-relay-box-N's Service; nothing else goes anywhere."""
     port, home = fleet_proxy
     # No cluster DNS here: the dial fails (502), and Caddy's error log names where it dialled.
-    assert await get_through_proxy(port, home, "box-17.fleet.test", "/acp?ticket=T0P") == 502
+    tickets = "Authorization: Bearer T1P\r\nSec-WebSocket-Protocol: acp.v1, acp-ticket.T2P\r\n"
+    assert (
+        await get_through_proxy(port, home, "box-17.fleet.test", "/acp?ticket=T0P", tickets) == 502
+    )
     for host, path in [
         ("box-17.fleet.test", "/busy"),
         ("box-17.fleet.test", "/metrics"),
@@ -333,4 +339,24 @@ async def test_the_fleet_proxy_dials_the_box_the_host_names(
     ]
     assert len(failed_dials) == 1, failed_dials
     assert "acp-relay-box-17.acp-relay.svc.cluster.local" in failed_dials[0]
-    assert "T0P" not in logged
+    for ticket in ("T0P", "T1P", "T2P", "ticket=", "Bearer ", "acp-ticket."):
+        assert ticket not in logged, ticket
+
+
+@pytest.mark.slow
+def test_the_fleet_caddyfile_without_fleet_domain_says_to_set_it(tmp_path: Path) -> None:
+    """Without FLEET_DOMAIN, Caddy stops naming FLEET_DOMAIN and what to set."""
+    require_packages("caddy", commands=("caddy",))
+    env = caddy_env(free_port(), tmp_path)
+    del env["FLEET_DOMAIN"]
+    result = subprocess.run(
+        ["caddy", "run", "--config", str(FLEET_CADDYFILE)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "FLEET_DOMAIN-is-not-set:set-it-to-the-boxes-parent-domain" in result.stderr

@@ -1,6 +1,7 @@
 """What ``acp-relay serve --dev`` prints on stdout once it listens: ready-to-use URLs.
 
-Never in the logs: the banner holds tickets (each works once) and the console's token.
+Never in the logs: the banner holds a ticket (it works once), the console's token and
+where the secret is.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from relay.cli.devfolder import DevFolder
 from relay.config.resolved import RelayConfig
 from relay.config.settings import Settings
 from relay.core.ticketurls import with_ticket
@@ -43,11 +45,27 @@ def dev_agent(settings: Settings, config: RelayConfig) -> str:
     return "the built-in demo agent (--agent COMMAND for another)"
 
 
+def dev_workspace(settings: Settings, dev: DevFolder) -> str:
+    """Where the agents run, for the banner."""
+    if settings.workspace_given:
+        return f"{settings.workspace} (--workspace)"
+    return f"{dev.workspace}, fresh, removed with the relay (--workspace DIR for another)"
+
+
+def editor_command(me: str, url: str, secret_file: Path, audience: str | None) -> str:
+    """``connect`` with a ticket command: an editor may launch it again and again, and it
+    resumes after a network cut (each socket gets a fresh ticket)."""
+    mint = f"{me} ticket --secret-file {shlex.quote(str(secret_file))}"
+    if audience is not None:
+        mint += f" --audience {shlex.quote(audience)}"
+    return f"{me} connect {url} --ticket-command {shlex.quote(mint)}"
+
+
 def print_dev_banner(
-    url: str, secret: str, settings: Settings, config: RelayConfig, scratch: Path
+    url: str, secret: str, settings: Settings, config: RelayConfig, dev: DevFolder
 ) -> None:
-    """Print ready-to-use URLs on stdout (never in the logs): each ticket works once, the
-    console's address carries the run's token."""
+    """Print ready-to-use URLs and commands on stdout (never in the logs): the URL's ticket
+    works once, the console's address carries the run's token."""
     from relay.cli.ticket import fresh_ticket
     from relay.serve import devconsole
 
@@ -55,11 +73,10 @@ def print_dev_banner(
     if settings.secret_file:
         secret_file = Path(settings.secret_file)
     else:
-        secret_file = scratch / "secret"
+        secret_file = dev.secret
+        secret_file.touch(mode=0o600)
         secret_file.write_text(secret + "\n")
-        secret_file.chmod(0o600)
     browser = fresh_ticket(secret, subject="dev-browser", audience=audience, ttl=DEV_TICKET_TTL)
-    editor = fresh_ticket(secret, subject="dev-editor", audience=audience, ttl=DEV_TICKET_TTL)
     me = self_command()
     # The relay's ticket lifetime goes in as the relay's setting, as `ticket` reads it.
     more = (
@@ -74,10 +91,12 @@ def print_dev_banner(
         "\nacp-relay is running in --dev mode: not for production.\n"
         f"  Secret: {dev_secret_source(settings)}\n"
         f"  Agent: {dev_agent(settings, config)}\n"
+        f"  Workspace: {dev_workspace(settings, dev)}\n"
         f"  Dev console (a fresh ticket per page load; keep the address to yourself):\n"
         f"    {console}\n"
         f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
-        f"  Editor command (single use):\n    ACP_RELAY_TICKET={editor} {me} connect {url}\n"
+        "  Editor command (a fresh ticket at each launch and each resume):\n"
+        f"    {editor_command(me, url, secret_file, audience)}\n"
         f"  More tickets:\n    {more}\n",
         flush=True,
     )

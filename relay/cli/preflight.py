@@ -52,6 +52,42 @@ def private_directory(path: str | None, flag: str) -> str | None:
     return path
 
 
+def state_directory(path: str | None) -> str | None:
+    """The ``--state-dir`` folder, as :func:`private_directory` makes it, and writable by
+    the relay's user only: whoever else may write it could plant or replace the spent
+    tickets file (a used ticket accepted again). A UsageError with the fix otherwise."""
+    made = private_directory(path, "--state-dir")
+    if made is None:
+        return None
+    problem = shared_directory_problem(os.stat(made), os.geteuid())
+    if problem is not None:
+        raise UsageError(f"--state-dir {made} {problem}")
+    return made
+
+
+def shared_directory_problem(info: os.stat_result, uid: int) -> str | None:
+    """Why a folder with ``info`` is not the relay's (running as ``uid``) alone, with the
+    fix, or None."""
+    if info.st_uid != uid:
+        return (
+            f"is owned by uid {info.st_uid}, not by the relay's user (uid {uid}), who may "
+            f"change it: chown {uid} it, or give a folder of the relay's own"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (
+            f"can be written by {_writers(info.st_mode)}: chmod go-w it (or chmod 700), "
+            "or give a folder of the relay's own"
+        )
+    return None
+
+
+def _writers(mode: int) -> str:
+    who = [
+        name for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others")) if mode & bit
+    ]
+    return " and ".join(who)
+
+
 def load_secrets(secret_file: str | None, secret_env: str | None) -> tuple[str, ...]:
     """Secrets from the file, else from $ACP_RELAY_SECRET; a UsageError says how to give one."""
     if secret_file:

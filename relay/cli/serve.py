@@ -20,17 +20,16 @@ import secrets as random_secrets
 import shlex
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay.acp.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
 from relay.acp.paths import CwdPolicy, describe_rules
 from relay.acp.rewrite import RewritePolicy
 from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
+from relay.cli.devfolder import DevFolder, remove_stale
 from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
@@ -40,6 +39,7 @@ from relay.cli.preflight import (
     load_secrets,
     private_directory,
     read_named,
+    state_directory,
 )
 from relay.config.errors import UsageError
 from relay.config.origins import bracketed
@@ -78,6 +78,7 @@ PR_SET_DUMPABLE = 4  # linux/prctl.h
 NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
 WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
 OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
+STALE_DEV_FOLDER = "removed the folder of a --dev relay that is gone (its throwaway secret)"
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,6 +102,33 @@ def run(args: argparse.Namespace) -> int:
     warnings = list(environment_warnings(os.environ))
     if not private and sys.platform == "linux":
         warnings.append(StartupWarning(NOT_PRIVATE))
+    if not settings.dev:
+        return run_with(settings, warnings, None)
+    exit_on_stop_signals()  # until the loop's handlers take over: the folder must go
+    for stale in remove_stale():
+        warnings.append(StartupWarning(STALE_DEV_FOLDER, {"folder": stale}))
+    dev = DevFolder.create()
+    try:
+        if not settings.workspace_given:
+            settings = replace(settings, workspace=dev.make_workspace())
+        return run_with(settings, warnings, dev)
+    finally:
+        dev.remove()
+
+
+def exit_on_stop_signals() -> None:
+    """Make SIGTERM and SIGHUP end start-up as SIGINT does, by an exception, so that what
+    start-up made is removed (the server's loop handles them itself once it runs)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, stop)
+
+
+def run_with(settings: Settings, warnings: list[StartupWarning], dev: DevFolder | None) -> int:
+    """Start the relay with ``settings`` (``dev``: the --dev run's folder) and run it."""
     redacting = Redactor()  # the relay's secrets, never logged nor traced
     try:
         secrets = read_secrets(settings, warnings)
@@ -118,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import uvloop  # only now the server's own modules: the socket above takes connections
 
-        uvloop.run(run_relay(config, settings, secrets, open_files, listening, watchdog))
+        uvloop.run(run_relay(config, settings, secrets, open_files, listening, watchdog, dev))
     finally:
         watchdog.close()
     return 0
@@ -256,7 +284,7 @@ def relay_config(
         trace_max_bytes=settings.trace_max_bytes,
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
-        state_dir=private_directory(settings.state_dir, "--state-dir"),
+        state_dir=state_directory(settings.state_dir),
         metrics_listen=settings.metrics_listen,
         agent_account=account,
         warm_agents=warm_agents(settings),
@@ -340,6 +368,7 @@ async def run_relay(
     open_files: int | None,
     listening: socket.socket | None,
     watchdog: Watchdog,
+    dev: DevFolder | None = None,
 ) -> None:
     """Serve (on ``listening`` if bound already) until SIGTERM, SIGINT or SIGHUP, then shut
     down within kill-grace + 2 s.
@@ -352,7 +381,7 @@ async def run_relay(
         watchdog.ready()
     except OSError as exc:
         raise UsageError(f"cannot start the agents' watchdog: {exc}") from exc
-    await serve_with(config, settings, secrets, open_files, watchdog, listening)
+    await serve_with(config, settings, secrets, open_files, watchdog, listening, dev)
 
 
 async def serve_with(
@@ -362,8 +391,10 @@ async def serve_with(
     open_files: int | None,
     watchdog: Watchdog,
     listening: socket.socket | None = None,
+    dev: DevFolder | None = None,
 ) -> None:
-    """The relay's life, from listening to every agent stopped."""
+    """The relay's life, from listening to every agent stopped (``dev``: the --dev run's
+    folder, for the banner)."""
     import asyncio
 
     from relay.observe import logs
@@ -400,10 +431,9 @@ async def serve_with(
             mcp_merge=config.rewrite.mcp.merge,
             drop_client_stdio_mcp=config.rewrite.mcp.drop_client_stdio,
         )
-    with tempfile.TemporaryDirectory(prefix="acp-relay-dev-") as scratch:
-        if settings.dev:
-            print_dev_banner(url, secrets[0], settings, config, Path(scratch))
-        await stop.wait()
+    if dev is not None:
+        print_dev_banner(url, secrets[0], settings, config, dev)
+    await stop.wait()
     log.info("shutting down", signal=stopped_by[0], connections=len(relay.connections))
     try:
         await asyncio.wait_for(relay.shutdown(), config.kill_grace + SHUTDOWN_MARGIN)

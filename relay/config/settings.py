@@ -92,15 +92,17 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
                attribute="allow_origins",
                default_text="none, so only pages from localhost, 127.0.0.0/8 or [::1]"),
         Option("state-dir", "directory where spent ticket ids are kept across restarts "
-               "(created if missing, mode 0700); without it a ticket used before a restart "
-               "works once more within its lifetime", None, "DIR", convert.non_empty,
+               "(created if missing, mode 0700; refused if another user owns it or its group or "
+               "others may write it; one relay at a time); without it a ticket used before a "
+               "restart works once more within its lifetime", None, "DIR", convert.non_empty,
                default_text="none, spent tickets kept in memory only", is_path=True),
     )),
     ("the agent", (
         Option("agent", "agent command, split like a shell but never run by one", None,
                "COMMAND", convert.command, attribute="agent_argv"),
         Option("workspace", "directory the agent runs in", None, "DIR", convert.non_empty,
-               default_text="current directory", is_path=True),
+               default_text="current directory; under --dev a fresh one, removed at exit",
+               is_path=True),
         Option("agent-env", "extra variable for the agent's environment", (), "NAME=VALUE",
                convert.env_entry, repeatable=True, default_text="none"),
         Option("agent-user", "run agents as this user (a name or uid; the relay must run as "
@@ -244,6 +246,7 @@ class Settings:
     # (name, source) of each setting not left to its default: "flag --listen",
     # "env ACP_RELAY_SECRET", "config file key kill-grace in relay.toml"
     given: tuple[tuple[str, str], ...] = ()
+    workspace_given: bool = True  # False: --workspace unset, the current directory taken
 
 
 # --- argparse
@@ -312,10 +315,12 @@ def resolve(
         if each.is_path and values[each.field] is not None:
             values[each.field] = _absolute(values[each.field], cwd)
     host, port = values.pop("listen")
+    workspace_given = values["workspace"] is not None
     values["workspace"] = values["workspace"] or _absolute(cwd, cwd)
     return Settings(
         host=host,
         port=port,
+        workspace_given=workspace_given,
         secret_env=env.get(SECRET_ENV) or None,
         config_file=name if file_text is not None else None,
         given=_sources(flags, env, table, file_text is not None),

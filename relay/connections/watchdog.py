@@ -15,6 +15,13 @@ SIGTERM and runs in a session of its own: only the end of the relay ends it. Unl
 the Linux parent-death signal it needs no fork in the relay (agents keep the vfork
 spawn), reaches the agents' children (the whole process group) and is portable to any
 POSIX system.
+
+An agent of the relay's own user could otherwise open the pipe by
+``/proc/<watchdog>/fd/0``, list any process group of that user (killed when the relay
+dies) and hold the pipe open (no EOF: agents outlive the relay). So the watchdog makes
+itself non-dumpable on Linux before it says it is ready, as the relay does (its
+``/proc/<pid>/fd`` is then closed to processes of the same user), and lists only a
+group led by a direct child of the relay (its parent), checked as the line arrives.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from collections.abc import Callable, Iterable
 
 READY = b"ready\n"  # the watchdog's one line on stdout, once its signals are set
 POLL_SECONDS = 0.02  # how often the watchdog looks whether the groups it signalled are gone
+PR_SET_DUMPABLE = 4  # linux/prctl.h
 
 
 class Watchdog:
@@ -121,16 +129,64 @@ class Watchdog:
 # --- the watchdog's program
 
 
-def listed_groups(lines: Iterable[bytes]) -> set[int]:
-    """The process groups still listed once every ``+PGID`` / ``-PGID`` line is applied."""
+def listed_groups(
+    lines: Iterable[bytes], admit: Callable[[int], bool] = lambda _group: True
+) -> set[int]:
+    """The process groups still listed once every ``+PGID`` / ``-PGID`` line is applied;
+    ``admit`` judges each ``+PGID`` as its line arrives."""
     groups: set[int] = set()
     for raw in lines:
         line = raw.strip()
         if line[:1] == b"+" and line[1:].isdigit():
-            groups.add(int(line[1:]))
+            if admit(int(line[1:])):
+                groups.add(int(line[1:]))
         elif line[:1] == b"-" and line[1:].isdigit():
             groups.discard(int(line[1:]))
     return groups
+
+
+def started_by(relay: int) -> Callable[[int], bool]:
+    """Whether a process group is one ``relay`` started: its leader is a direct child of
+    ``relay`` (on Linux, read in /proc; elsewhere not checked) and leads that group. A
+    group refused while its leader exists is logged."""
+
+    def admit(group: int) -> bool:
+        parent, leads = _parent_and_group(group)
+        if parent is None:
+            return False  # gone already: nothing there to stop
+        if (parent == relay or parent < 0) and leads == group:
+            return True
+        _log("process group refused: not one the relay started", process_group=group)
+        return False
+
+    return admit
+
+
+def _parent_and_group(pid: int) -> tuple[int | None, int | None]:
+    """``pid``'s parent (-1 where there is no /proc to tell) and process group; (None, None)
+    if it is gone."""
+    if os.path.isdir("/proc/self"):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()  # after "pid (comm)"
+            return int(fields[1]), int(fields[2])
+        except (OSError, ValueError, IndexError):
+            return None, None
+    try:
+        return -1, os.getpgid(pid)
+    except OSError:
+        return None, None
+
+
+def keep_private() -> bool:
+    """Make this process non-dumpable (Linux), so that no process of the same user can
+    open its /proc/<pid>/fd (its pipe from the relay), read its memory or ptrace it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes  # only here: the watchdog's start stays light elsewhere
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
 
 
 def stop_groups(groups: set[int], grace: float) -> list[int]:
@@ -166,10 +222,13 @@ def main(argv: list[str]) -> int:
     """Read the relay's pipe on stdin to its end, then stop the agents still listed."""
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    relay = os.getppid()
+    if not keep_private() and sys.platform.startswith("linux"):
+        _log("cannot make the watchdog non-dumpable: agents may write to its pipe")
     sys.stdout.buffer.write(READY)
     sys.stdout.close()
     grace = float(argv[1]) if len(argv) > 1 else 3.0
-    groups = {g for g in listed_groups(sys.stdin.buffer) if _signal(g, 0)}
+    groups = {g for g in listed_groups(sys.stdin.buffer, started_by(relay)) if _signal(g, 0)}
     if groups:
         _log("relay gone: stopping its agents", process_groups=sorted(groups), grace=grace)
         killed = stop_groups(groups, grace)

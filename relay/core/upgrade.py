@@ -42,9 +42,12 @@ def header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
     return [value for key, value in headers if key.lower() == wanted]
 
 
-def duplicated(headers: Sequence[tuple[str, str]]) -> Refusal | None:
-    """400 when a header that must appear once (Host, Origin, Authorization...) is repeated."""
-    for name in SINGLE_HEADERS:
+def duplicated(
+    headers: Sequence[tuple[str, str]], names: Sequence[str] = SINGLE_HEADERS
+) -> Refusal | None:
+    """400 when a header of ``names``, each of which must appear once (Host, Origin,
+    Authorization...), is repeated."""
+    for name in names:
         if len(header_values(headers, name)) > 1:
             return Refusal(400, f"bad request: the {name} header is given more than once")
     return None

@@ -28,6 +28,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from relay.config.origins import is_loopback, origin_allowed
+from relay.core.upgrade import duplicated
 from relay.serve.httpedge import response, text_response
 
 INDEX = "/"
@@ -46,6 +47,8 @@ FILES = {
     "/console.css": ("console.css", "text/css; charset=utf-8"),
 }
 PATHS = frozenset({*FILES, TICKET_PATH})
+# Headers the console reads that must come once (besides the upgrade's own, checked first).
+CONSOLE_SINGLE_HEADERS = ("Host", "Origin", TOKEN_HEADER, "Sec-Fetch-Site")
 _NOT_IN_HOST = "/\\?#@;,'\"<>"
 
 
@@ -195,6 +198,9 @@ def answer(
     console: Console, path: str, target: str, request: Headers, mint: Callable[[], str]
 ) -> Answer:
     """The console's answer to ``GET path`` (``target`` with its query string)."""
+    twice = duplicated(list(request.raw_items()), CONSOLE_SINGLE_HEADERS)
+    if twice is not None:
+        return Answer(text_response(twice.status, twice.reason + "\n"), "header given twice")
     host = page_host(request.get("Host"), console.allow_origins)
     if host is None:
         return Answer(text_response(403, host_refusal(request.get("Host"))), "origin not allowed")

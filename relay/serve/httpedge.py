@@ -25,7 +25,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from relay.core.upgrade import HandshakeGate
-from relay.observe.logs import Logger
+from relay.observe.logs import Logger, get_logger
 from relay.observe.stats import RelayStats
 
 MAX_REQUEST_LINE = 8192  # as websockets: a longer request line is its to refuse (414)
@@ -212,33 +212,72 @@ def guarded(
 
 
 MAX_REQUEST_HEAD = 8192  # a metrics request's line and headers
+METRICS_REQUESTS = 32  # metrics requests in progress at once, all scrapers together
+METRICS_REQUESTS_PER_ADDRESS = 8  # ... from one address
+METRICS_TIMEOUT = 10.0  # seconds a metrics request has, from connect to answer sent
+
+
+def metrics_gate() -> HandshakeGate:
+    """The caps of the metrics port: few scrapers ask it, one request at a time each."""
+    return HandshakeGate(limit=METRICS_REQUESTS, per_address=METRICS_REQUESTS_PER_ADDRESS)
 
 
 async def serve_metrics(
-    host: str, port: int, render: Callable[[], tuple[bytes, str]]
+    host: str,
+    port: int,
+    render: Callable[[], tuple[bytes, str]],
+    *,
+    gate: HandshakeGate | None = None,
+    request_seconds: float = METRICS_TIMEOUT,
 ) -> asyncio.Server:
-    """A plain HTTP server answering ``GET /metrics`` (and 404 elsewhere) on its own port."""
+    """A plain HTTP server answering ``GET /metrics`` (and 404 elsewhere) on its own port.
+
+    Like the main port, it caps the requests in progress (``gate``, overall and per
+    address; ``503`` past them) and gives each ``request_seconds`` in all: idle sockets
+    cannot hold the file descriptors the main port needs.
+    """
+    gate = metrics_gate() if gate is None else gate
+    refusals = RateLimitedLog(get_logger("relay.server"))
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(10):
-                head = await reader.readuntil(b"\r\n\r\n")
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "unknown"
+        why = gate.enter(address)
+        if why is not None:
+            refusals.warning("metrics request refused", reason=why, remote=address)
+            writer.write(raw_response(503, f"relay busy: {why}; retry later\n"))
             writer.close()
             return
-        parts = head.split(b"\r\n", 1)[0].split(b" ")
-        if len(parts) == 3 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
-            body, content_type = render()
-            writer.write(_raw(200, body, content_type))
-        elif len(parts) == 3 and parts[0] != b"GET":
-            writer.write(raw_response(405, "only GET is answered here\n", (("Allow", "GET"),)))
-        else:
-            writer.write(raw_response(404, "not found: this port serves /metrics\n"))
-        with suppress(ConnectionError):
-            await writer.drain()
-        writer.close()
+        try:
+            with suppress(TimeoutError, ConnectionError):
+                async with asyncio.timeout(request_seconds):
+                    await answer_metrics(reader, writer, render)
+        finally:
+            gate.leave(address)
+            writer.close()
 
     return await asyncio.start_server(answer, host, port, limit=MAX_REQUEST_HEAD)
+
+
+async def answer_metrics(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    render: Callable[[], tuple[bytes, str]],
+) -> None:
+    """Read one request head and answer it: the metrics for ``GET /metrics``."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        return
+    parts = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(parts) == 3 and parts[0] == b"GET" and parts[1].split(b"?")[0] == b"/metrics":
+        body, content_type = render()
+        writer.write(_raw(200, body, content_type))
+    elif len(parts) == 3 and parts[0] != b"GET":
+        writer.write(raw_response(405, "only GET is answered here\n", (("Allow", "GET"),)))
+    else:
+        writer.write(raw_response(404, "not found: this port serves /metrics\n"))
+    await writer.drain()
 
 
 def _raw(status: int, body: bytes, content_type: str) -> bytes:

@@ -83,6 +83,63 @@ def test_dev_on_a_non_loopback_address_exits_2_with_the_fix(listen: str) -> None
     assert "--dev-allow-remote" in message
 
 
+def dev_folders_in(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("acp-relay-dev-*"))
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
+async def test_a_dev_relay_leaves_nothing_in_the_temp_dir(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """serve --dev keeps its secret and workspace in one folder naming its pid, and removes
+    it when stopped by SIGTERM, SIGINT or SIGHUP."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    async with serve("--dev", "--agent", CAT, env=env) as relay:
+        await dev_banner(relay)
+        [folder] = dev_folders_in(tmp_path)
+        assert (folder / "relay.pid").read_text() == f"{relay.pid}\n"
+        assert sorted(p.name for p in folder.iterdir()) == ["relay.pid", "secret", "workspace"]
+        assert await relay.stop(sig) == 0
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("how", ["agent", "listen"])
+def test_a_dev_relay_that_cannot_start_leaves_nothing(tmp_path: Path, how: str) -> None:
+    """A --dev start-up that stops with exit 2 (no such agent; the port taken) removes its
+    folder too."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--agent", "/nonexistent/agent"] if how == "agent" else ["--agent", CAT]
+        result = run_cli("serve", "--dev", *args, "--listen", f"127.0.0.1:{port}", env=env)
+    assert result.returncode == 2, result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+async def test_the_next_dev_relay_removes_the_folder_a_killed_one_left(tmp_path: Path) -> None:
+    """SIGKILL leaves a --dev folder behind; the next serve --dev says so and removes it,
+    and leaves nothing itself."""
+    env = clean_env(TMPDIR=str(tmp_path))
+    async with serve("--dev", "--agent", CAT, env=env) as killed:
+        await dev_banner(killed)
+        assert await killed.stop(signal.SIGKILL) == -signal.SIGKILL
+    [left] = dev_folders_in(tmp_path)
+    async with serve("--dev", "--agent", CAT, env=env) as relay:
+        await dev_banner(relay)
+        [told] = relay.events(
+            "removed the folder of a --dev relay that is gone (its throwaway secret)"
+        )
+        assert told["folder"] == str(left)
+        assert told["level"] == "warning"
+        assert not left.exists()
+        assert await relay.stop() == 0
+    assert os.listdir(tmp_path) == []
+
+
 # -- signals ----------------------------------------------------------------------------
 
 
@@ -164,7 +221,8 @@ ROOT_ONLY = pytest.mark.skipif(
     not is_root(), reason="needs root: to run the relay or its agents as nobody"
 )
 
-# An agent that reports who it runs as and what of its relay (its parent) it can read.
+# An agent that reports who it runs as and what of its relay (its parent) it can read, and
+# whether it can open the pipe to the relay's watchdog (its sibling) to write to it.
 PROBE = (
     "import json, os, sys\n"
     "def attempt(path, size):\n"
@@ -174,12 +232,30 @@ PROBE = (
     "        return 'read'\n"
     "    except OSError as e:\n"
     "        return type(e).__name__\n"
+    "def steer(pid):\n"
+    "    try:\n"
+    "        os.close(os.open(f'/proc/{pid}/fd/0', os.O_WRONLY | os.O_NONBLOCK))\n"
+    "        return 'opened'\n"
+    "    except OSError as e:\n"
+    "        return type(e).__name__\n"
+    "def watchdog(relay):\n"
+    "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+    "        try:\n"
+    "            with open(f'/proc/{pid}/stat', 'rb') as f:\n"
+    "                parent = int(f.read().rpartition(b')')[2].split()[1])\n"
+    "            with open(f'/proc/{pid}/cmdline', 'rb') as f:\n"
+    "                named = b'watchdog.py' in f.read()\n"
+    "        except (OSError, ValueError, IndexError):\n"
+    "            continue\n"
+    "        if parent == relay and named:\n"
+    "            return int(pid)\n"
     "relay = os.getppid()\n"
     "print(json.dumps({\n"
     "    'uid': os.getuid(), 'gid': os.getgid(), 'groups': sorted(os.getgroups()),\n"
     "    'home': os.environ.get('HOME'), 'user': os.environ.get('USER'),\n"
     "    'environ': attempt(f'/proc/{relay}/environ', 4096),\n"
     "    'mem': attempt(f'/proc/{relay}/mem', 0),\n"
+    "    'watchdog_pipe': steer(watchdog(relay)),\n"
     "    'secret_file': attempt(sys.argv[1], 64) if len(sys.argv) > 1 else None,\n"
     "}), flush=True)\n"
     "sys.stdin.read()\n"
@@ -213,8 +289,9 @@ def relay_as_nobody() -> tuple[tuple[str, ...], dict[str, str]]:
 
 @ROOT_ONLY
 async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_memory() -> None:
-    """The relay is non-dumpable: an agent of its own user (here both nobody) can read
-    neither /proc/<relay>/environ, where its secret is, nor open its memory."""
+    """The relay and its watchdog are non-dumpable: an agent of their own user (here all
+    nobody) can read neither /proc/<relay>/environ, where the secret is, nor open the
+    relay's memory, nor open the watchdog's pipe by /proc/<watchdog>/fd/0 to steer it."""
     command, extra = relay_as_nobody()
     args = ("--agent", probe_agent(), "--workspace", "/")
     env = secret_env(**extra)
@@ -222,6 +299,7 @@ async def test_an_agent_of_the_relays_own_user_cannot_read_its_environment_or_me
         report = await probe(relay)
     assert (report["uid"], report["gid"]) == (NOBODY.uid, NOBODY.gid)
     assert (report["environ"], report["mem"]) == ("PermissionError", "PermissionError")
+    assert report["watchdog_pipe"] == "PermissionError"
 
 
 @ROOT_ONLY
@@ -236,6 +314,7 @@ async def test_agents_run_as_the_agent_user(tmp_path: Path) -> None:
     assert (report["uid"], report["gid"], report["groups"]) == (65534, 65534, [65534])
     assert (report["home"], report["user"]) == ("/nonexistent", "nobody")
     assert report["environ"] == report["mem"] == report["secret_file"] == "PermissionError"
+    assert report["watchdog_pipe"] == "PermissionError"
 
 
 def run_cli_as_nobody(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
@@ -350,6 +429,55 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
 
 
 # -- start-up checks --------------------------------------------------------------------------
+
+
+async def test_a_second_relay_on_a_state_dir_exits_2_naming_the_first(tmp_path: Path) -> None:
+    """Two relays on one --state-dir would drop each other's spent ids: the second stops
+    with exit 2, naming the first relay's pid; once the first is gone the folder is free."""
+    args = ("--agent", CAT, "--state-dir", str(tmp_path / "state"))
+    async with serve(*args, env=secret_env()) as first:
+        second = await asyncio.to_thread(
+            run_cli, "serve", *args, "--listen", "127.0.0.1:0", env=secret_env()
+        )
+        assert f"is in use by another relay (pid {first.pid})" in refusal(second)
+        assert await first.stop() == 0
+    async with serve(*args, env=secret_env()) as third, connect(third.ticket_url()) as ws:
+        await round_trip(ws)
+
+
+async def test_an_undecodable_state_file_is_skipped_and_logged(tmp_path: Path) -> None:
+    """Invalid UTF-8 in the spent tickets file costs its lines, logged with their count,
+    not the start."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "spent-tickets").write_bytes(b"\xff\xfe\n9999999999 kept\njunk\n")
+    async with serve("--agent", CAT, "--state-dir", str(state), env=secret_env()) as relay:
+        [skipped] = await relay.wait_event("spent tickets: lines skipped")
+        async with connect(relay.ticket_url()) as ws:
+            await round_trip(ws)
+    assert skipped["skipped"] == 2
+    assert not any("Traceback" in line for line in relay.stderr)
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
+def test_a_state_dir_others_can_write_exits_2_with_the_fix(tmp_path: Path, mode: int) -> None:
+    """An existing --state-dir its group or others may write is refused with chmod."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(mode)
+    result = run_cli(
+        "serve",
+        "--agent",
+        CAT,
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        str(state),
+        env=secret_env(),
+    )
+    message = refusal(result)
+    assert f"--state-dir {state} can be written by " in message
+    assert "chmod go-w" in message
 
 
 def refusal(result: subprocess.CompletedProcess[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shlex
 import sys
@@ -15,10 +16,12 @@ import pytest
 from websockets.asyncio.client import connect
 
 from relay.core.tickets import verify
-from tests.support.cli import dev_banner, run_async, serve
+from tests.support.cli import RelayRun, dev_banner, dev_workspace, run_async, serve
 from tests.support.clients import ChunkClient
+from tests.support.connect import Editor, launched
 from tests.support.env import clean_env
 from tests.support.live import SECRET
+from tests.support.netcut import NetCut
 from tests.support.sockets import refused
 
 
@@ -125,3 +128,101 @@ def read_secret(path: Path) -> str:
     assert len(lines) == 1
     assert len(lines[0]) >= 32
     return lines[0]
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+
+
+def banner_entry(relay: RelayRun, title: str) -> str:
+    """The line under ``title`` in the banner (printed once it listens)."""
+    text = "\n".join(relay.stdout)
+    found = re.search(rf"  {re.escape(title)}[^\n]*:\n +(.+)\n", text)
+    assert found, text
+    return found[1]
+
+
+async def initialized(editor: Editor) -> None:
+    """The editor's initialize is answered by the demo agent."""
+    await editor.send(INITIALIZE)
+    reply = await editor.receive()
+    assert reply["result"]["agentInfo"]["name"] == "acp-relay-demo", reply
+
+
+@pytest.mark.slow
+async def test_dev_banner_editor_command_launches_again_and_again_and_resumes() -> None:
+    """The editor command, run as printed, connects each time it is launched (a fresh
+    ticket each), and resumes the same connection after a network cut."""
+    async with serve("--dev", env=clean_env()) as relay:
+        await dev_banner(relay)
+        line = banner_entry(relay, "Editor command")
+        for _ in range(2):  # as pasted into a shell, twice
+            async with launched(["sh", "-c", line], env=clean_env()) as editor:
+                await initialized(editor)
+                await editor.close_stdin()
+                assert await editor.exit_status() == 0
+        argv = shlex.split(line)  # as an editor's settings give it: no shell, no variable
+        assert argv[:4] == [sys.executable, "-m", "relay", "connect"]
+        assert "ticket=" not in line
+        async with NetCut(relay.port) as cut:
+            through = [cut.url() if word == relay.url else word for word in argv]
+            assert through != argv
+            async with launched(through, env=clean_env()) as editor:
+                await initialized(editor)
+                cut.reset()
+                await editor.send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "session/new",
+                        "params": {"cwd": "/", "mcpServers": []},
+                    }
+                )
+                reply = await editor.receive()
+                assert "sessionId" in reply["result"], reply
+                [resumed] = await relay.wait_event("connection resumed")
+                await editor.close_stdin()
+                assert await editor.exit_status() == 0
+        assert await relay.stop() == 0
+    opened = relay.events("connection opened")
+    assert len(opened) == 3
+    assert resumed["connection_id"] == opened[-1]["connection_id"]
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["fresh", "given"])
+async def test_dev_agents_run_in_a_fresh_workspace_unless_one_is_given(
+    tmp_path: Path, given: bool
+) -> None:
+    """Without --workspace, --dev agents run in a new empty folder inside the run's folder
+    (not the directory the relay was started from), which the banner names and the relay
+    removes; with it, there."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    where = ("--workspace", str(mine)) if given else ()
+    cwd_reporter = f"{sys.executable} -c {shlex.quote(CWD_REPORTER)}"
+    async with serve("--dev", "--agent", cwd_reporter, *where, env=clean_env()) as relay:
+        url, _ = await dev_banner(relay)
+        async with connect(url) as ws, asyncio.timeout(10):
+            report = json.loads(await ws.recv())
+        assert report["cwd"] != os.getcwd()  # where the relay was started: this checkout
+        assert report["listing"] == []
+        shown = await dev_workspace(relay)
+        assert report["cwd"] == shown
+        assert await relay.stop() == 0
+    if given:
+        assert shown == str(mine)
+        assert is_folder(str(mine))
+    else:
+        assert Path(shown).name == "workspace"
+        assert Path(shown).parent.name.startswith("acp-relay-dev-")
+        assert not is_folder(shown)
+
+
+def is_folder(path: str) -> bool:
+    return os.path.isdir(path)
+
+
+CWD_REPORTER = (
+    "import json, os, sys\n"
+    "print(json.dumps({'cwd': os.getcwd(), 'listing': os.listdir('.')}), flush=True)\n"
+    "sys.stdin.read()\n"
+)

@@ -22,6 +22,8 @@ from relay.cli.preflight import (
     private_directory,
     program_problem,
     read_named,
+    shared_directory_problem,
+    state_directory,
 )
 from relay.config.account import Account
 from relay.config.errors import UsageError
@@ -42,6 +44,46 @@ def test_an_unwritable_directory_is_refused(tmp_path: Path) -> None:
     locked.mkdir(mode=0o500)
     with pytest.raises(UsageError, match=r"cannot use --trace-dir .*not writable"):
         private_directory(str(locked), "--trace-dir")
+
+
+def folder(mode: int, uid: int) -> os.stat_result:
+    """What os.stat says of a directory with ``mode`` owned by ``uid``."""
+    return os.stat_result((stat.S_IFDIR | mode, 0, 0, 2, uid, 0, 4096, 0, 0, 0))
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "problem"),
+    [
+        (0o700, 1000, None),
+        (0o755, 1000, None),
+        (0o2700, 1000, None),
+        (0o720, 1000, "can be written by its group: chmod go-w it"),
+        (0o702, 1000, "can be written by others: chmod go-w it"),
+        (0o1777, 1000, "can be written by its group and others: chmod go-w it"),
+        (0o700, 1001, "is owned by uid 1001, not by the relay's user (uid 1000)"),
+        (0o700, 0, "is owned by uid 0, not by the relay's user (uid 1000)"),
+    ],
+)
+def test_a_state_dir_must_be_the_relays_alone(mode: int, owner: int, problem: str | None) -> None:
+    """A folder another user owns, or its group or others may write, is refused with a fix."""
+    found = shared_directory_problem(folder(mode, owner), 1000)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(problem)
+
+
+def test_an_existing_group_writable_state_dir_is_refused(tmp_path: Path) -> None:
+    """state_directory refuses an existing folder its group may write, naming the flag."""
+    shared = tmp_path / "state"
+    shared.mkdir()
+    shared.chmod(0o770)
+    with pytest.raises(UsageError, match=rf"--state-dir {shared} can be written by its group"):
+        state_directory(str(shared))
+    shared.chmod(0o700)
+    assert state_directory(str(shared)) == str(shared)
+    assert state_directory(None) is None
 
 
 def test_a_file_is_no_directory(tmp_path: Path) -> None:

@@ -82,7 +82,25 @@ def test_defaults() -> None:
         log_level="info",
         dev=False,
         config_file=None,
+        workspace_given=False,
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "toml", "given"),
+    [
+        ({}, {}, None, False),
+        ({"workspace": "w"}, {}, None, True),
+        ({}, {"ACP_RELAY_WORKSPACE": "w"}, None, True),
+        ({}, {}, 'workspace = "w"', True),
+    ],
+)
+def test_whether_the_workspace_was_given(
+    flags: dict[str, object], env: dict[str, str], toml: str | None, given: bool
+) -> None:
+    """workspace_given says whether --workspace came from a flag, the environment or the
+    file, rather than being the current directory by default."""
+    assert settle(flags, env, toml).workspace_given is given
 
 
 @pytest.mark.parametrize(
@@ -441,7 +459,14 @@ def test_settings_has_one_field_per_option() -> None:
     """Settings is built from the option table: one field per option, listen as host and port."""
     fields = {f.name for f in dataclasses.fields(Settings)}
     from_options = {o.field for o in OPTIONS if o.name != "listen"}
-    assert fields == from_options | {"host", "port", "secret_env", "config_file", "given"}
+    assert fields == from_options | {
+        "host",
+        "port",
+        "secret_env",
+        "config_file",
+        "given",
+        "workspace_given",
+    }
 
 
 def test_relative_paths_are_taken_against_cwd() -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
 
-from relay.connections.watchdog import Watchdog, listed_groups
+from relay.connections.watchdog import Watchdog, listed_groups, started_by
 from tests.support.agents import STUBBORN
 from tests.support.processes import pid_alive
 from tests.support.waiting import until, until_gone
@@ -33,6 +34,67 @@ GRACE = 0.3
 def test_listed_groups(lines: list[bytes], groups: set[int]) -> None:
     """+PGID lists a process group, -PGID takes it off; anything else is ignored."""
     assert listed_groups(lines) == groups
+
+
+@pytest.mark.parametrize(
+    ("lines", "groups"),
+    [
+        ([b"+10\n", b"+13\n"], {10}),
+        ([b"+13\n", b"-13\n", b"+11\n"], {11}),
+    ],
+)
+def test_listed_groups_keeps_only_admitted_ones(lines: list[bytes], groups: set[int]) -> None:
+    """A +PGID the judge refuses is not listed."""
+    assert listed_groups(lines, lambda group: group != 13) == groups
+
+
+def orphan_group() -> int:
+    """A process group of this user that this process did not start: led by a grandchild
+    whose parent has exited."""
+    spawn = (
+        "import subprocess\n"
+        "sleep = ['sleep', '30']\n"
+        "print(subprocess.Popen(sleep, start_new_session=True, stdout=-3, stderr=-3).pid)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", spawn], capture_output=True, text=True, timeout=20, check=True
+    )
+    return int(out.stdout)
+
+
+def test_a_group_the_relay_did_not_start_is_left_alone() -> None:
+    """Told to watch a group whose leader is not its relay's child, the watchdog refuses it
+    and leaves it running at EOF; its relay's own agents it still stops."""
+    stranger = orphan_group()
+    own = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        with watchdog() as dog:
+            dog.watch(stranger)
+            dog.watch(own.pid)
+        assert own.wait(timeout=GRACE + 2) == -signal.SIGTERM
+        assert pid_alive(stranger)
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(stranger, signal.SIGKILL)
+        own.kill()
+        own.wait()
+
+
+def test_the_watchdog_judges_each_group_by_its_leaders_parent() -> None:
+    """started_by admits a group led by a child of the given relay, and refuses one whose
+    leader has another parent, a process that leads no group, and a gone one."""
+    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    member = subprocess.Popen(["sleep", "30"])  # in this process's group, leading none
+    try:
+        admit = started_by(os.getpid())
+        assert admit(child.pid)
+        assert not started_by(1)(child.pid)
+        assert not admit(member.pid)
+    finally:
+        for proc in (child, member):
+            proc.kill()
+            proc.wait()
+    assert not admit(child.pid)
 
 
 @contextmanager

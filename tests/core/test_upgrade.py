@@ -89,6 +89,18 @@ def test_duplicated_checks_every_path() -> None:
     assert duplicated([("Host", "a"), ("X-Other", "1"), ("X-Other", "2")]) is None
 
 
+def test_duplicated_checks_the_names_it_is_given() -> None:
+    """Given names, only those must come once; the refusal names the header."""
+    twice = [("Sec-Fetch-Site", "same-origin"), ("sec-fetch-site", "cross-site")]
+    refused = duplicated(twice, ("Sec-Fetch-Site",))
+    assert refused is not None
+    assert (refused.status, refused.reason) == (
+        400,
+        "bad request: the Sec-Fetch-Site header is given more than once",
+    )
+    assert duplicated(twice) is None
+
+
 def test_gate_caps_handshakes_overall_and_per_address() -> None:
     """Past either cap a handshake is refused (not counted); leaving frees its place."""
     gate = HandshakeGate(limit=3, per_address=2)

@@ -34,7 +34,7 @@ from tests.support.browser import (
     require_chromium,
     save_artifact,
 )
-from tests.support.cli import RelayRun, serve
+from tests.support.cli import RelayRun, dev_workspace, serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
 from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
@@ -158,6 +158,23 @@ async def test_console_ticket_needs_the_token_and_the_same_origin() -> None:
                 assert await ws.recv() == '{"id":1}'
 
 
+@pytest.mark.parametrize("name", ["Acp-Console-Token", "Sec-Fetch-Site"])
+async def test_a_console_header_given_twice_is_400_not_a_relay_error(name: str) -> None:
+    """Acp-Console-Token or Sec-Fetch-Site twice gets 400 naming the header, logged as a
+    refusal, without an error or a traceback."""
+    value = TOKEN if name == "Acp-Console-Token" else "same-origin"
+    async with console_relay() as live:
+        with capture_logs() as events:
+            for path in ("/console-ticket", f"/?token={TOKEN}"):
+                headers = [f"Acp-Console-Token: {TOKEN}", f"{name}: {value}"]
+                headers += [] if name == "Acp-Console-Token" else [f"{name}: {value}"]
+                answer = await http_get(live.relay.port, path, headers=headers)
+                assert answer.status == 400
+                assert answer.body == f"bad request: the {name} header is given more than once\n"
+    assert [e["reason"] for e in events] == ["header given twice"] * 2
+    assert all(e["log_level"] == "warning" for e in events)
+
+
 async def test_console_token_never_logged() -> None:
     """A refused console request logs why, never the token that came with it."""
     async with console_relay() as live:
@@ -243,7 +260,8 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
-        await expect(page.locator("#cwd")).to_have_value(os.getcwd())
+        workspace = await dev_workspace(relay)  # a fresh one, not this checkout
+        await expect(page.locator("#cwd")).to_have_value(workspace)
         assert await page.locator("body").get_attribute("data-ticket") is None
         assert await page.locator("body").get_attribute("data-token") is None
 
@@ -255,7 +273,7 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         await expect(rows(page, "to_client", "result #2 (session/new)")).to_have_count(1)
         await expect(page.locator("#session-id")).to_have_value(re.compile(r"^[0-9a-f]{32}$"))
         await expect(page.locator("#agent-text .agent").first).to_have_text(
-            f"session started in {os.getcwd()} with MCP servers: (none)"
+            f"session started in {workspace} with MCP servers: (none)"
         )
 
         await page.fill("#prompt", prompt)

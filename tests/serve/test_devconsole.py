@@ -202,6 +202,21 @@ def test_console_ticket_needs_the_token_header_and_the_same_origin(
     assert "Access-Control-Allow-Origin" not in served.response.headers
 
 
+@pytest.mark.parametrize("name", [devconsole.TOKEN_HEADER, "Sec-Fetch-Site", "Origin"])
+@pytest.mark.parametrize("path", ["/", "/console-ticket", "/console.js"])
+def test_a_header_the_console_reads_given_twice_is_400(name: str, path: str) -> None:
+    """A console header given twice is answered 400 naming it, never minting a ticket."""
+    value = {"Origin": f"http://{HOST}", "Sec-Fetch-Site": "same-origin"}.get(name, TOKEN)
+    served = answer(
+        CONSOLE, path, f"{path}?token={TOKEN}", request((name, value), (name, value)), mint
+    )
+    assert served.response.status_code == 400
+    assert (
+        served.response.body == f"bad request: the {name} header is given more than once\n".encode()
+    )
+    assert served.refused == "header given twice"
+
+
 def test_foreign_host_gets_no_ticket_even_with_the_token() -> None:
     """A Host the relay would not let connect is refused before the token is looked at."""
     headers = Headers([("Host", "evil.example"), (devconsole.TOKEN_HEADER, TOKEN)])

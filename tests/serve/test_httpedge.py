@@ -8,10 +8,16 @@ import ssl
 
 import pytest
 
-from relay.serve.httpedge import PLAIN_PORT, other_method
+from relay.core.upgrade import HandshakeGate
+from relay.serve.httpedge import (
+    METRICS_REQUESTS_PER_ADDRESS,
+    PLAIN_PORT,
+    other_method,
+    serve_metrics,
+)
 from tests.support.http import exchange, status_of
 from tests.support.live import live_relay
-from tests.support.waiting import until
+from tests.support.waiting import until, until_async
 
 CAT = ("cat",)
 
@@ -81,3 +87,47 @@ async def test_handshakes_past_the_cap_get_503_and_the_relay_still_answers() -> 
             live.relay.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", seconds=5
         )
     assert status_of(answer) == 200
+
+
+async def test_idle_sockets_on_the_metrics_port_are_capped() -> None:
+    """Idle sockets on --metrics-listen stop at the per-address cap: the next request gets
+    503 at once, the main port answers meanwhile, and /metrics is served once they go."""
+    async with live_relay(CAT, metrics_listen=("127.0.0.1", 0)) as live:
+        port = live.relay.metrics_port
+        assert port is not None
+        held = [
+            await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(METRICS_REQUESTS_PER_ADDRESS)
+        ]
+        answer = await exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n", seconds=5)
+        assert status_of(answer) == 503
+        assert b"in progress from 127.0.0.1" in answer
+        healthz = await exchange(live.relay.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status_of(healthz) == 200
+        for _, writer in held:
+            writer.close()
+
+        async def served() -> bool:
+            answer = await exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n", seconds=5)
+            return status_of(answer) == 200
+
+        await until_async(served, seconds=5, what="/metrics served once the idle sockets left")
+
+
+async def test_an_idle_metrics_socket_is_closed_after_its_time() -> None:
+    """A metrics socket that sends nothing is closed after the request time, and stops
+    counting against the cap."""
+    gate = HandshakeGate(limit=4, per_address=2)
+    server = await serve_metrics(
+        "127.0.0.1", 0, lambda: (b"", "text/plain"), gate=gate, request_seconds=0.2
+    )
+    try:
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed by the server, unanswered
+        writer.close()
+        await until(lambda: gate.total == 0, seconds=5, what="the idle socket uncounted")
+    finally:
+        server.close()
+        await server.wait_closed()

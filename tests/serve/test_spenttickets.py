@@ -3,11 +3,15 @@ bounded."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
+import pytest
+
+from relay.config.errors import UsageError
 from relay.core.tickets import ReplayGuard
-from relay.serve.spenttickets import FILE_NAME, SpentTickets
+from relay.serve.spenttickets import FILE_NAME, SpentTickets, StateDirectoryInUse
 
 NOW = 1_000_000.0
 
@@ -54,3 +58,56 @@ def test_lines_that_are_not_ids_are_skipped(tmp_path: Path) -> None:
     guard = ReplayGuard()
     SpentTickets(str(tmp_path), guard, NOW).close()
     assert [jti for jti, _ in guard.entries(NOW)] == ["ok-1"]
+
+
+def test_undecodable_and_junk_lines_are_skipped_and_counted(tmp_path: Path) -> None:
+    """Invalid UTF-8, NUL bytes and an overlong line are skipped and counted, not fatal."""
+    good = f"{int(NOW + 60)} ok-1\n".encode()
+    (tmp_path / FILE_NAME).write_bytes(
+        b"\xff\xfe garbage\n" + good + b"1 \x00\x00\n" + b"9" * 100_000 + b" long\n\n"
+    )
+    guard = ReplayGuard()
+    store = SpentTickets(str(tmp_path), guard, NOW)
+    assert [jti for jti, _ in guard.entries(NOW)] == ["ok-1"]
+    assert store.skipped == 3
+    store.close()
+
+
+def test_a_second_store_on_one_directory_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    """While one relay holds the directory another is refused, saying who holds it; once
+    the first closes, the directory is free again."""
+    first = SpentTickets(str(tmp_path), ReplayGuard(), NOW)
+    with pytest.raises(
+        StateDirectoryInUse, match=rf"in use by another relay \(pid {os.getpid()}\)"
+    ):
+        SpentTickets(str(tmp_path), ReplayGuard(), NOW)
+    first.close()
+    SpentTickets(str(tmp_path), ReplayGuard(), NOW).close()
+
+
+def test_a_planted_scratch_link_is_not_followed(tmp_path: Path) -> None:
+    """A symbolic link at the compaction's scratch name leaves the file it names untouched."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / f"{FILE_NAME}.tmp").symlink_to(victim)
+    guard = ReplayGuard()
+    guard.remember("jti-a", NOW + 60, NOW)
+    SpentTickets(str(state), guard, NOW).close()  # compacts at start-up
+    assert victim.read_text() == "precious\n"
+    assert (state / FILE_NAME).read_text() == f"{int(NOW + 60)} jti-a\n"
+    assert not (state / FILE_NAME).is_symlink()
+
+
+def test_a_spent_tickets_link_is_refused(tmp_path: Path) -> None:
+    """The spent tickets file as a symbolic link stops start-up saying so; its target is
+    neither read nor written."""
+    victim = tmp_path / "victim"
+    victim.write_text(f"{int(NOW + 60)} planted\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / FILE_NAME).symlink_to(victim)
+    with pytest.raises(UsageError, match="is a symbolic link, which the relay does not follow"):
+        SpentTickets(str(state), ReplayGuard(), NOW)
+    assert victim.read_text() == f"{int(NOW + 60)} planted\n"

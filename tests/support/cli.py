@@ -232,3 +232,13 @@ async def dev_banner(relay: RelayRun) -> tuple[str, str]:
         return (url[1], more[1]) if url and more else None
 
     return await until(parse, what=lambda: f"a banner on stdout: {relay.stdout}")
+
+
+async def dev_workspace(relay: RelayRun) -> str:
+    """The folder the --dev banner's "Workspace" line names, where its agents run."""
+
+    def parse() -> str | None:
+        found = re.search(r"\n  Workspace: ([^ ,\n]+)", "\n".join(relay.stdout))
+        return found[1] if found else None
+
+    return await until(parse, what=lambda: f"a Workspace line on stdout: {relay.stdout}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,13 +99,16 @@ async def piped_connect(url: str, stdin: bytes, env: dict[str, str]) -> tuple[in
     return proc.returncode, out, err
 
 
-@asynccontextmanager
-async def editor(url: str, *args: str, env: dict[str, str]) -> AsyncIterator[Editor]:
+def editor(url: str, *args: str, env: dict[str, str]) -> AbstractAsyncContextManager[Editor]:
     """Run ``acp-relay connect URL ARGS`` with its stdio on pipes for the block."""
+    return launched([*CONNECT, url, *args], env=env)
+
+
+@asynccontextmanager
+async def launched(argv: Sequence[str], *, env: dict[str, str]) -> AsyncIterator[Editor]:
+    """Run ``argv`` (a connect command, as an editor would launch it) on pipes for the block."""
     proc = await asyncio.create_subprocess_exec(
-        *CONNECT,
-        url,
-        *args,
+        *argv,
         env=env,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
