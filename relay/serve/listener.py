@@ -51,12 +51,12 @@ def bind_early(host: str, port: int) -> socket.socket | None:
     return sock
 
 
-def cannot_listen(host: str, port: int, exc: OSError) -> UsageError:
-    """The start-up error for an address the relay cannot listen on."""
+def cannot_listen(host: str, port: int, exc: OSError, flag: str = "--listen") -> UsageError:
+    """The start-up error for an address the relay cannot listen on (given by ``flag``)."""
     why = os.strerror(exc.errno) if exc.errno else str(exc)
     if exc.errno == errno.EADDRINUSE:
         why += (
             ": another relay or program holds it (stop it, or take any free port with "
-            f"--listen {bracketed(host)}:0)"
+            f"{flag} {bracketed(host)}:0)"
         )
-    return UsageError(f"cannot listen on {bracketed(host)}:{port} (--listen): {why}")
+    return UsageError(f"cannot listen on {bracketed(host)}:{port} ({flag}): {why}")

@@ -54,6 +54,7 @@ from relay.observe.stats import RelayStats
 from relay.serve import browsermodule as webassets
 from relay.serve import devconsole
 from relay.serve.httpedge import guarded, json_response, response, serve_metrics, text_response
+from relay.serve.listener import cannot_listen
 from relay.serve.spenttickets import SpentTickets
 
 if TYPE_CHECKING:
@@ -123,7 +124,12 @@ class Relay:
         c = self.config
         if c.metrics_listen is not None:
             host, port = c.metrics_listen
-            self._metrics_server = await serve_metrics(host, port, self.exposition.render)
+            try:
+                self._metrics_server = await serve_metrics(
+                    host, port, self.exposition.render, request_seconds=c.open_timeout
+                )
+            except OSError as exc:
+                raise cannot_listen(host, port, exc, flag="--metrics-listen") from exc
         address: dict[str, Any] = {"sock": sock} if sock else {"host": c.host, "port": c.port}
         self._server = await serve(
             self._handle,

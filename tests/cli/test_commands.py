@@ -428,6 +428,24 @@ def test_listen_address_in_use_exits_2_naming_the_flag() -> None:
     )
 
 
+def test_metrics_address_in_use_exits_2_naming_its_flag() -> None:
+    """A --metrics-listen address already taken is named as such, not as --listen's."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(
+            "serve", "--agent", CAT, "--listen", "127.0.0.1:0",
+            "--metrics-listen", f"127.0.0.1:{port}", env=secret_env(),
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.endswith(
+        f"acp-relay: cannot listen on 127.0.0.1:{port} (--metrics-listen): Address already in "
+        "use: another relay or program holds it (stop it, or take any free port with "
+        "--metrics-listen 127.0.0.1:0)\n"
+    )
+
+
 # -- start-up checks --------------------------------------------------------------------------
 
 
