@@ -15,6 +15,7 @@ the docs' placeholders (a connection id ``6f1c...``, ``my-agent --acp``, port 87
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import re
 import shlex
@@ -176,6 +177,47 @@ def test_setup_is_the_two_commands() -> None:
     """The README's Set up section shows the demo command and the exact command CI runs."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert fenced_blocks(section(readme, "Set up")) == [DEMO_COMMAND, ci_test_command()]
+
+
+MODULES = {
+    path.stem: f"relay.{path.parent.name}.{path.stem}"
+    for path in (ROOT / "relay").glob("*/*.py")
+    if path.stem != "__init__" and path.parent.name != "cli"
+}  # a module by its own name, where the data paths name it without its package
+NAMED = re.compile(r"`([a-z]+\.[A-Za-z_.]+)`")
+
+
+def public_name_problem(dotted: str) -> str | None:
+    """Why ``dotted`` (``package.module.Name.attr`` or ``module.Name.attr`` of relay) names
+    nothing public; None when it names something, or is no name of relay's."""
+    first, *rest = dotted.split(".")
+    if (ROOT / "relay" / first).is_dir() and rest:
+        module, *names = f"relay.{first}.{rest[0]}", *rest[1:]
+    elif first in MODULES:
+        module, names = MODULES[first], rest
+    else:
+        return None  # not a name of relay's (a file name, a flag's value)
+    try:
+        found: object = importlib.import_module(module)
+    except ModuleNotFoundError:
+        return f"{dotted}: no module {module}"
+    for name in names:
+        if name.startswith("_"):
+            return f"{dotted}: {name} is private"
+        if not hasattr(found, name):
+            return f"{dotted}: no {name} in {module}"
+        found = getattr(found, name)
+    return None
+
+
+def test_contributing_names_only_public_names_that_exist() -> None:
+    """Each data path of CONTRIBUTING.md names modules, classes and methods that exist and
+    are public, so that the page cannot drift from the code unnoticed."""
+    text = section((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"), "Data paths")
+    names = set(NAMED.findall(text))
+    assert len(names) > 20
+    problems = [why for name in sorted(names) if (why := public_name_problem(name))]
+    assert not problems, "\n".join(problems)
 
 
 def test_slug_follows_github() -> None:
