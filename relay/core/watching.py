@@ -1,0 +1,296 @@
+"""Watchers of a connection (``acp-relay.watch.v1``): their frames, the conversation so far,
+and which answer to an agent's request is taken.
+
+Pure. A connection has its controlling socket and may have watchers: sockets that see
+the conversation (the lines the controller sent to the agent and the lines the agent
+wrote, in the order the relay carried them) and, with a ticket that allows it, answer
+the agent's permission requests. Written down for client authors in
+``docs/sharing.md``.
+
+Frames to a watcher, all text:
+
+- once, first: ``{"type":"watching",...}``, a control frame (no newline) saying which
+  connection, whether this watcher may answer, and how much of the history follows;
+- a conversation line: ``{"seq":N,"from":"client"}`` or ``{"seq":N,"from":"agent"}``, a
+  newline, then the line exactly as the agent received it or wrote it. ``seq`` numbers
+  the conversation's lines from 1 since the connection opened;
+- a line of the relay's own: ``{"from":"relay"}``, a newline, then a JSON-RPC message:
+  a notification in an ``_acp-relay/`` extension method (an answer was taken, the
+  controller detached or resumed) or the error answering a frame the relay refused.
+
+A watcher sends JSON-RPC responses only: the first answer to an agent's request reaches
+the agent, whoever sends it; later ones are dropped, and every attached socket is told
+which answer was taken (:data:`ANSWERED`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from relay.acp import strictjson
+from relay.core.framing import FrameRefused, error_reply, frame_to_line
+
+WATCH_PROFILE = "acp-relay.watch.v1"
+FELL_BEHIND = 4429  # close code: a watcher that did not read fast enough is dropped
+ANSWERED = "_acp-relay/answered"
+DETACHED = "_acp-relay/detached"
+RESUMED = "_acp-relay/resumed"
+ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal
+MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
+MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dropped
+READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
+FROM_CLIENT = b"client"
+FROM_AGENT = b"agent"
+_MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
+
+
+def conversation_frame(seq: int, origin: bytes, line: bytes) -> bytes:
+    """The frame carrying conversation line ``seq`` to watchers: header, newline, line."""
+    return b'{"seq":%d,"from":"%b"}\n%b' % (seq, origin, line)
+
+
+def relay_frame(message: bytes) -> bytes:
+    """The frame carrying a JSON-RPC message of the relay's own to a watcher."""
+    return b'{"from":"relay"}\n' + message
+
+
+def watching_frame(
+    connection: str, *, may_answer: bool, first: int, messages: int, dropped: int
+) -> bytes:
+    """The first frame a watcher gets: the history follows it (``messages`` lines from
+    ``first`` on; ``dropped`` older ones no longer kept), then the conversation live."""
+    frame = {
+        "type": "watching",
+        "connection": connection,
+        "mayAnswer": may_answer,
+        "history": {"first": first, "messages": messages, "dropped": dropped},
+    }
+    return json.dumps(frame, separators=(",", ":")).encode()
+
+
+def notification(method: str, params: dict[str, Any]) -> bytes:
+    """A JSON-RPC notification of the relay's own (an ``_acp-relay/`` extension method)."""
+    message = {"jsonrpc": "2.0", "method": method, "params": params}
+    return strictjson.dumps(message)
+
+
+# -- the conversation so far --------------------------------------------------------------
+
+
+class History:
+    """The conversation so far, bounded by bytes: the oldest whole lines go first.
+
+    Lines are kept as they are (their frames are made when a watcher needs them); one
+    line larger than the limit is still kept when it is the only one, so memory stays
+    within the limit plus one line.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.dropped = 0  # lines no longer kept
+        self.last = 0  # the number of the last line recorded
+        self._lines: deque[tuple[bytes, bytes]] = deque()  # (origin, line)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def add(self, origin: bytes, lines: Sequence[bytes]) -> int:
+        """Record ``lines`` (from ``origin``) as the next conversation lines; the number of
+        the first."""
+        first = self.last + 1
+        self.last += len(lines)
+        kept = self._lines
+        kept.extend((origin, line) for line in lines)
+        self.size += sum(map(len, lines))
+        if self.size > self.limit:
+            while self.size > self.limit and len(kept) > 1:
+                self.size -= len(kept.popleft()[1])
+                self.dropped += 1
+        return first
+
+    @property
+    def first(self) -> int:
+        """The number of the oldest line kept (``last + 1`` when none is)."""
+        return self.last - len(self._lines) + 1
+
+    def frames(self) -> list[bytes]:
+        """The frames of the lines kept, oldest first."""
+        first = self.first
+        return [
+            conversation_frame(first + i, origin, line)
+            for i, (origin, line) in enumerate(self._lines)
+        ]
+
+
+def conversation_frames(first: int, origin: bytes, lines: Sequence[bytes]) -> list[bytes]:
+    """The frames of ``lines`` from ``origin``, numbered from ``first``."""
+    return [conversation_frame(first + i, origin, line) for i, line in enumerate(lines)]
+
+
+# -- answers to the agent's requests ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The first answer to agent request ``key``: ``line`` goes to the agent, ``notice`` to
+    every attached socket."""
+
+    key: str
+    line: bytes
+    notice: bytes
+
+
+@dataclass(frozen=True)
+class Late:
+    """An answer to a request that was answered already: dropped."""
+
+    key: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A watcher's frame the relay does not pass on; ``reply`` (a JSON-RPC error) says why."""
+
+    reply: bytes
+    reason: str
+
+
+def id_key(value: Any) -> str | None:
+    """A request id as a key (``1E2`` and ``100`` are one id, as agents read them); None
+    for what cannot be an id."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, str):
+        return "s" + value
+    text = value.text if isinstance(value, strictjson.Number) else None
+    if isinstance(value, int | Decimal):
+        text = str(value)
+    if text is None:
+        return None
+    try:
+        return "n" + str(Decimal(text).normalize())
+    except InvalidOperation:
+        return None
+
+
+class Answers:
+    """The agent's requests a watcher may answer, pending and answered, for one connection.
+
+    The agent's lines are shown to :meth:`agent_lines`; only a line that names an
+    answerable method is parsed. The controller's lines are shown to :meth:`controller_line`
+    and parsed only while a request is pending or was answered lately.
+    """
+
+    def __init__(self) -> None:
+        self._pending: OrderedDict[str, str] = OrderedDict()  # key -> method
+        self._answered: OrderedDict[str, None] = OrderedDict()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def agent_lines(self, lines: Iterable[bytes]) -> None:
+        """Note the answerable requests among the agent's ``lines``."""
+        for line in lines:
+            if any(marker in line for marker in _MARKERS):
+                self._note(line)
+
+    def _note(self, line: bytes) -> None:
+        try:
+            message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
+        except strictjson.JsonRefused:
+            return  # the controller's SDK answers it; nobody else can
+        if not isinstance(message, dict) or message.get("method") not in ANSWERABLE:
+            return
+        key = id_key(message.get("id"))
+        if key is None:
+            return
+        self._pending[key] = message["method"]
+        while len(self._pending) > MAX_PENDING:
+            self._pending.popitem(last=False)
+
+    def controller_line(self, line: bytes, *, by: str) -> Taken | Late | None:
+        """The controller's line: None to pass it on as it is (nearly always)."""
+        if not (self._pending or self._answered) or b'"id"' not in line:
+            return None
+        response = _response(line)
+        if response is None:
+            return None
+        return self._answer(response, line, "controller", by)
+
+    def watcher_frame(self, frame: bytes, *, may_answer: bool, by: str) -> Taken | Late | Refused:
+        """A watcher's frame: its answer, taken or late, or why it is refused."""
+        line = frame_to_line(frame)
+        if line is None:
+            return _refused("a blank frame carries no message", "send a JSON-RPC response")
+        if isinstance(line, FrameRefused):
+            return Refused(line.reply, line.reason)
+        try:
+            message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
+        except strictjson.JsonRefused as exc:
+            return _refused(f"not one readable JSON object: {exc}", "send a JSON-RPC response")
+        if not isinstance(message, dict) or "method" in message:
+            return _refused(
+                "a watcher sends no requests nor notifications to the agent",
+                "answer a permission request of the agent with a JSON-RPC response",
+            )
+        response = _response_of(message)
+        if response is None:
+            return _refused(
+                "not a JSON-RPC response (an id, and a result or an error)",
+                "answer with {jsonrpc, id, result} or {jsonrpc, id, error}",
+            )
+        if not may_answer:
+            return _refused(
+                "this watcher's ticket does not allow answering",
+                "ask for a ticket minted with acp-relay ticket --watch ID --may-answer",
+            )
+        taken = self._answer(response, line, "watcher", by)
+        if taken is None:
+            shown = strictjson.dumps(response[1])[:64].decode("utf-8", "replace")
+            return _refused(
+                f"no permission request {shown} of the agent awaits an answer",
+                "answer a request from the conversation that no one has answered yet",
+            )
+        return taken
+
+    def _answer(
+        self, response: tuple[str, Any, dict[str, Any]], line: bytes, role: str, by: str
+    ) -> Taken | Late | None:
+        key, request_id, message = response
+        if self._pending.pop(key, None) is not None:
+            self._answered[key] = None
+            while len(self._answered) > MAX_ANSWERED:
+                self._answered.popitem(last=False)
+            params: dict[str, Any] = {"id": request_id, "by": role, "subject": by}
+            params.update({k: message[k] for k in ("result", "error") if k in message})
+            return Taken(key, line, notification(ANSWERED, params))
+        if key in self._answered:
+            return Late(key)
+        return None
+
+
+def _response(line: bytes) -> tuple[str, Any, dict[str, Any]] | None:
+    try:
+        message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
+    except strictjson.JsonRefused:
+        return None
+    return _response_of(message) if isinstance(message, dict) else None
+
+
+def _response_of(message: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
+    """(key, id, message) of a JSON-RPC response; None for anything else."""
+    if "method" in message or ("result" in message) == ("error" in message):
+        return None
+    key = id_key(message.get("id"))
+    return None if key is None else (key, message["id"], message)
+
+
+def _refused(detail: str, hint: str) -> Refused:
+    return Refused(error_reply(-32600, "Invalid request from a watcher", detail, hint), detail)
