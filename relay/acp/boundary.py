@@ -78,12 +78,17 @@ class Action:
     does: str  # for the table in docs/paths-and-mcp.md
     policies: frozenset[Files]
     must_read: bool = False
+    elsewhere: tuple[tuple[Files, str], ...] = ()  # the table's cell where it does not apply
+
+    def cell(self, files: Files) -> str:
+        if files in self.policies:
+            return self.does
+        return dict(self.elsewhere).get(files, "passes")
 
 
-OPENING = Action("opening", "editor → box by `--cwd-map`, then `--cwd-fallback`; "
-                 "refused if `--cwd-must-exist` and missing", ALL, True)  # fmt: skip
-MCP = Action("mcp", "the relay's `--mcp-servers` merged in (`--mcp-merge`, "
-             "`--drop-client-stdio-mcp`)", ALL, True)  # fmt: skip
+OPENING = Action("opening", "editor → box (`--cwd-map`, `--cwd-fallback`, "
+                 "`--cwd-must-exist`)", ALL, True)  # fmt: skip
+MCP = Action("mcp", "`--mcp-servers` merged in", ALL, True)
 WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
 LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
                      "for existence)", BOX_AND_SHARED, True)  # fmt: skip
@@ -91,7 +96,8 @@ ANSWERED = Action("answered", "answered by the relay with -32601 (the capability
                   "withheld); never reaches the editor", frozenset({"box"}), True)  # fmt: skip
 REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
                       "-32602 and the request never reaches the editor",
-                      frozenset({"shared"}), True)  # fmt: skip
+                      frozenset({"shared"}), True,
+                      (("box", "(the request is answered by the relay: row above)"),))  # fmt: skip
 EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
                      BOX_AND_SHARED)  # fmt: skip
 EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
@@ -170,7 +176,7 @@ _RESOURCE = "content{type=resource}.resource.uri"
 _IN_CONTENT = "content[]{type=content}."
 _UPDATE = "params.update"
 _PERMISSION = ("session/request_permission",)
-_RESOURCES = (b'"resource',)
+_RESOURCES = (b'"resource_link"', b'"resource"')
 
 CROSSINGS: tuple[Crossing, ...] = (
     Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.fs", WITHHOLD,
@@ -280,8 +286,12 @@ def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[A
                     yield from walk(item, rest, f"{where}[{index}]")
                 else:
                     yield value, index, f"{where}[{index}]"
-    elif isinstance(value, dict) and value.get(step.key) in step.values:
+    elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
         yield from walk(value, rest, where)
+
+
+def _is_one_of(value: Any, values: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in values
 
 
 @dataclass(frozen=True)
@@ -720,7 +730,7 @@ def crossings_table(rows: Sequence[Crossing] = CROSSINGS) -> str:
             row.message,
             row.direction,
             f"`{row.field}`" if row.field else "(the request)",
-            *(row.action.does if p in row.action.policies else "passes" for p in _POLICY_ORDER),
+            *(row.action.cell(files) for files in _POLICY_ORDER),
         ]
         out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(out) + "\n"
