@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Literal
 
 from relay.acp import strictjson
@@ -57,6 +57,7 @@ TO_AGENT: Direction = "editor → agent"
 TO_EDITOR: Direction = "agent → editor"
 
 READ_MAX_BYTES = 8 << 20  # larger lines are not read for translation (they pass as they came)
+JOIN_MAX_BYTES = 1 << 20  # the lines of one read are looked at together up to this size
 MAX_PENDING_LISTS = 64  # session/list requests of one connection awaiting their answer
 SHOWN_CHARS = 512  # of a path echoed in an error's data
 
@@ -176,7 +177,8 @@ _RESOURCE = "content{type=resource}.resource.uri"
 _IN_CONTENT = "content[]{type=content}."
 _UPDATE = "params.update"
 _PERMISSION = ("session/request_permission",)
-_RESOURCES = (b'"resource_link"', b'"resource"')
+_URI = (b'"uri"',)
+_PATH = (b'"path"',)
 
 CROSSINGS: tuple[Crossing, ...] = (
     Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.fs", WITHHOLD,
@@ -196,35 +198,35 @@ CROSSINGS: tuple[Crossing, ...] = (
     Crossing(("session/list",), "response", TO_EDITOR,
              "result.sessions[].additionalDirectories[]", EDITOR_PATH, (b'"sessions"',)),
     Crossing(("session/prompt",), "request", TO_AGENT, "params.prompt[]{type=resource_link}.uri",
-             BOX_URI, _RESOURCES),
+             BOX_URI, _URI),
     Crossing(("session/prompt",), "request", TO_AGENT,
-             "params.prompt[]{type=resource}.resource.uri", BOX_URI, _RESOURCES),
+             "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
     Crossing(("fs/*", "terminal/*"), "request", TO_EDITOR, "", ANSWERED,
              (b'"fs/', b'"terminal/')),
     Crossing(("fs/read_text_file", "fs/write_text_file"), "request", TO_EDITOR, "params.path",
-             REQUEST_PATH, _quoted("fs/read_text_file", "fs/write_text_file")),
+             REQUEST_PATH, (b'"fs/',)),
     Crossing(("terminal/create",), "request", TO_EDITOR, "params.cwd", REQUEST_PATH,
-             _quoted("terminal/create")),
+             (b'"terminal/',)),
     Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, (b'"locations"',)),
+             f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
     Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path", EDITOR_PATH, (b'"diff"',)),
+             f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path", EDITOR_PATH, _PATH),
     Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}", EDITOR_URI, _RESOURCES),
+             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}", EDITOR_URI, _URI),
     Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}", EDITOR_URI, _RESOURCES),
+             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}", EDITOR_URI, _URI),
     Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_LINK}",
-             EDITOR_URI, _RESOURCES),
+             EDITOR_URI, _URI),
     Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_RESOURCE}",
-             EDITOR_URI, _RESOURCES),
+             EDITOR_URI, _URI),
     Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.locations[].path", EDITOR_PATH,
-             (b'"locations"',)),
+             _PATH),
     Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.content[]{type=diff}.path",
-             EDITOR_PATH, (b'"diff"',)),
+             EDITOR_PATH, _PATH),
     Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_LINK}",
-             EDITOR_URI, _RESOURCES),
+             EDITOR_URI, _URI),
     Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_RESOURCE}",
-             EDITOR_URI, _RESOURCES),
+             EDITOR_URI, _URI),
 )  # fmt: skip
 """The boundary: each place of ACP v1 where a path crosses, and what the relay does there."""
 
@@ -255,16 +257,19 @@ def markers(direction: Direction, files: Files, *, must: bool) -> tuple[bytes, .
     return tuple(sorted(found))
 
 
-def rows_for(direction: Direction, message: Message, method: str, files: Files) -> list[Crossing]:
+@lru_cache(maxsize=256)  # methods come from the wire: bounded
+def rows_for(
+    direction: Direction, message: Message, method: str, files: Files
+) -> tuple[Crossing, ...]:
     """The rows that apply to one message."""
-    return [
+    return tuple(
         row
         for row in CROSSINGS
         if row.direction == direction
         and row.message == message
         and files in row.action.policies
         and row.matches(method)
-    ]
+    )
 
 
 def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
@@ -368,6 +373,11 @@ class Boundary:
         ]
         self._answered = frozenset(m for row in answers for m in row.methods)
         self._answers = tuple({m for row in answers for m in row.markers}) + _ANSWER_MARKERS
+        # One pass of byte tests says whether anything may be there at all (see _may_hold).
+        self._client_markers = self._client_must + self._client_may
+        self._agent_markers = self._agent_must + self._agent_may
+        self._client_escape = _METHOD_ESCAPE if files == "pass" else _KEY_ESCAPE
+        self._agent_escape = None if files == "pass" else _KEY_ESCAPE
 
     # -- what the pumps call -------------------------------------------------------------
 
@@ -382,7 +392,7 @@ class Boundary:
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent (``is line`` when unchanged), a refusal to answer the
         editor with, or the translated line and its report."""
-        if self.policy is None:
+        if self.policy is None or not self._client_may_hold(line):
             return line
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
@@ -398,10 +408,25 @@ class Boundary:
             return line  # an answer to the agent, or not a message: nothing crosses here
         return self._from_editor(line, message, message["method"])
 
+    def agent_lines(self, lines: Sequence[bytes]) -> list[bytes | Rewritten | ToAgent] | None:
+        """:meth:`agent_line` of each line of one read from the agent, or None when every
+        line passes unchanged (nearly always: decided by one look at all of them)."""
+        if not lines or not self.watches_agent:
+            return None
+        if len(lines) == 1 or sum(map(len, lines)) > JOIN_MAX_BYTES:
+            if not any(map(self._agent_may_hold, lines)):
+                return None
+        elif not self._agent_may_hold(b"\n".join(lines)):  # no marker spans a newline
+            return None
+        results = [self.agent_line(line) for line in lines]
+        if all(result is line for result, line in zip(results, lines, strict=True)):
+            return None
+        return results
+
     def agent_line(self, line: bytes) -> bytes | Rewritten | ToAgent:
         """The line for the editor (``is line`` when unchanged), the translated line and
         its report, or the relay's answer to send the agent instead."""
-        if not self.watches_agent:
+        if not self.watches_agent or not self._agent_may_hold(line):
             return line
         interest = self._agent_interest(line)
         if not (interest.must or interest.may):
@@ -427,6 +452,29 @@ class Boundary:
         return out
 
     # -- byte tests ------------------------------------------------------------------------
+
+    def _client_may_hold(self, data: bytes) -> bool:
+        """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
+        for marker in self._client_markers:
+            if marker in data:
+                return True
+        if self.pending and _CANCEL in data:
+            return True
+        return b"\\" in data and self._client_escape.search(data) is not None
+
+    def _agent_may_hold(self, data: bytes) -> bool:
+        """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
+        for marker in self._agent_markers:
+            if marker in data:
+                return True
+        if self.pending:
+            for marker in self._answers:
+                if marker in data:
+                    return True
+        if self.sessions.watches_agent and _CAPABILITIES in data:
+            return True
+        escape = self._agent_escape
+        return escape is not None and b"\\" in data and escape.search(data) is not None
 
     def _client_interest(self, line: bytes) -> _Interest:
         escaped = b"\\" in line

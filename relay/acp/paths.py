@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 Fallback = Literal["workspace", "keep", "reject"]
@@ -96,7 +97,7 @@ class CwdRule:
     agent_path: str
     text: str  # as the user wrote it, for messages
 
-    @property
+    @cached_property
     def agent_parts(self) -> tuple[str, ...]:
         return tuple(part for part in self.agent_path.split("/") if part)
 

@@ -694,7 +694,7 @@ def test_unreadable_agent_notifications_pass() -> None:
     """Any other agent line the relay cannot read passes as it came (the editor's SDK judges it)."""
     sent = (
         b'{"jsonrpc":"2.0","method":"session/update",'
-        b'"params":{"update":{"locations":[],"locations":[]}}}'
+        b'"params":{"update":{"locations":[{"path":"/workspace/a"}],"locations":[]}}}'
     )
     boundary = Boundary(policy("box"))
     assert boundary.agent_line(sent) is sent
@@ -790,7 +790,7 @@ def test_any_message_is_translated_whole_passed_or_answered(
         elif isinstance(result, Rewritten):
             got = json.loads(result.line)
             if not result.report.withheld:
-                assert restored(got, result.report.translations) == message
+                assert restored(got, result.report.crossings()) == message
         elif isinstance(result, ToAgent | FrameRefused):
             assert json.loads(result.reply)["id"] in (request_id, None)
 
@@ -860,3 +860,32 @@ def test_no_policy_touches_nothing() -> None:
         assert boundary.client_line(sent) is sent
         assert boundary.agent_line(sent) is sent
     assert boundary.parses == 0
+
+
+def streamed(text: str) -> bytes:
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    return line({"method": "session/update", "params": {"sessionId": "s1", "update": update}})
+
+
+@pytest.mark.parametrize("files", FILES)
+def test_a_read_of_plain_lines_is_looked_at_once(files: Files) -> None:
+    """agent_lines: the lines of one read that hold nothing are passed on by one look (None)."""
+    boundary = Boundary(policy(files))
+    assert boundary.agent_lines([streamed(f"word {i} ") for i in range(200)]) is None
+    assert boundary.agent_lines([]) is None
+    assert boundary.parses == 0
+
+
+@pytest.mark.parametrize("pad", [10, 20_000])  # looked at joined, and one by one when large
+def test_agent_lines_translate_the_lines_that_need_it(pad: int) -> None:
+    """agent_lines gives each line's result in order; lines that pass are the same objects."""
+    boundary = Boundary(policy("box"))
+    lines = [streamed("x" * pad) for _ in range(60)]
+    lines[30] = line(AGENT_MESSAGES["tool_call"][0])
+    lines[45] = line(AGENT_MESSAGES["fs/read_text_file"][0])
+    results = boundary.agent_lines(lines)
+    assert results is not None
+    assert isinstance(results[30], Rewritten)
+    assert isinstance(results[45], ToAgent)
+    assert all(results[i] is lines[i] for i in range(60) if i not in (30, 45))
+    assert boundary.parses == 2
