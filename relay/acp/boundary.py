@@ -38,6 +38,7 @@ from relay.acp import strictjson
 from relay.acp.fileuris import uri_to_box, uri_to_editor
 from relay.acp.paths import PathRefused, Translated, to_editor, translate
 from relay.acp.rewrite import (
+    METHOD_ESCAPE,
     SESSION_OPENING_METHODS,
     Files,
     PathProblem,
@@ -231,11 +232,10 @@ CROSSINGS: tuple[Crossing, ...] = (
 """The boundary: each place of ACP v1 where a path crosses, and what the relay does there."""
 
 # JSON may spell a method with escapes ("fs\/read_text_file", "\u0066s/..."): an escape of
-# '/' or of a lowercase letter may hide a method. A key or value ("loc\u0061tions",
+# '/' or of a lowercase letter may hide a method (METHOD_ESCAPE). A key or value ("loc\u0061tions",
 # "tool\u005fcall", "tool\u0043all") may also escape '$', '_' or an uppercase letter. An
 # ordinary serializer escapes none of these, so plain text (newlines, quotes, non-ASCII
 # letters, Go's \u003c) does not match.
-_METHOD_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")
 _KEY_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[4fF]|[4-7][0-9a-fA-F]))")
 _CANCEL = b'"$/cancel_request"'
 _CAPABILITIES = b'"agentCapabilities"'
@@ -376,7 +376,7 @@ class Boundary:
         # One pass of byte tests says whether anything may be there at all (see _may_hold).
         self._client_markers = self._client_must + self._client_may
         self._agent_markers = self._agent_must + self._agent_may
-        self._client_escape = _METHOD_ESCAPE if files == "pass" else _KEY_ESCAPE
+        self._client_escape = METHOD_ESCAPE if files == "pass" else _KEY_ESCAPE
         self._agent_escape = None if files == "pass" else _KEY_ESCAPE
 
     # -- what the pumps call -------------------------------------------------------------
@@ -479,7 +479,7 @@ class Boundary:
     def _client_interest(self, line: bytes) -> _Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._client_must)
-        must = must or (escaped and _METHOD_ESCAPE.search(line) is not None)
+        must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._client_may) or (bool(self.pending) and _CANCEL in line)
         may = may or (escaped and self.files != "pass" and _KEY_ESCAPE.search(line) is not None)
         return _Interest(must, may) if must or may else _NONE
@@ -488,7 +488,7 @@ class Boundary:
         escaped = b"\\" in line
         must = any(m in line for m in self._agent_must)
         if self.files != "pass":
-            must = must or (escaped and _METHOD_ESCAPE.search(line) is not None)
+            must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._agent_may)
         may = may or (bool(self.pending) and any(m in line for m in self._answers))
         may = may or (self.sessions.watches_agent and _CAPABILITIES in line)
@@ -523,18 +523,12 @@ class Boundary:
             if refused is not None:
                 return refused
         kind: Message = "request" if request else "notification"
-        rows = rows_for(TO_AGENT, kind, method, self.files)
-        if not rows:
-            return line
-        work = _Work(RewriteReport(method))
-        for row in rows:
-            self._apply(row, message, work)
-            if work.refused is not None:
-                self._forget(message.get("id"))
-                self.counts["refused_to_editor"] += 1
-                assert isinstance(work.refused, FrameRefused)
-                return work.refused
-        return self._result(line, message, work, "translated_to_agent")
+        crossed = self._cross(line, message, TO_AGENT, kind, method)
+        assert not isinstance(crossed, ToAgent)  # only the agent's requests are answered so
+        if isinstance(crossed, FrameRefused):
+            self._forget(message.get("id"))
+            self.counts["refused_to_editor"] += 1
+        return crossed
 
     def _remember(self, request_id: Any, method: str) -> FrameRefused | None:
         key = id_key(request_id)
@@ -555,16 +549,11 @@ class Boundary:
     def _from_agent(
         self, line: bytes, message: dict[str, Any], kind: Message, method: str
     ) -> bytes | Rewritten | ToAgent:
-        rows = rows_for(TO_EDITOR, kind, method, self.files)
-        if not rows:
-            return line
-        work = _Work(RewriteReport(method))
-        for row in rows:
-            self._apply(row, message, work)
-            if isinstance(work.refused, ToAgent):
-                self.counts["answered_to_agent"] += 1
-                return work.refused
-        return self._result(line, message, work, "translated_to_editor")
+        result = self._cross(line, message, TO_EDITOR, kind, method)
+        assert not isinstance(result, FrameRefused)  # only the editor's requests are refused so
+        if isinstance(result, ToAgent):
+            self.counts["answered_to_agent"] += 1
+        return result
 
     def _answer(self, line: bytes, message: dict[str, Any]) -> bytes | Rewritten:
         if self.sessions.watches_agent and self.sessions.learn_capabilities(message):
@@ -657,11 +646,21 @@ class Boundary:
             self.sessions.last_rule = result.rule
         return result
 
-    def _result(
-        self, line: bytes, message: dict[str, Any], work: _Work, count: str
-    ) -> bytes | Rewritten:
+    def _cross(
+        self, line: bytes, message: dict[str, Any], direction: Direction, kind: Message, method: str
+    ) -> bytes | Rewritten | FrameRefused | ToAgent:
+        """The rows of one message carried out: translated whole, or the first refusal."""
+        rows = rows_for(direction, kind, method, self.files)
+        if not rows:
+            return line
+        work = _Work(RewriteReport(method))
+        for row in rows:
+            self._apply(row, message, work)
+            if work.refused is not None:
+                return work.refused
         if not work.changed:
             return line
+        count = "translated_to_agent" if direction == TO_AGENT else "translated_to_editor"
         self.counts[count] += len(work.report.translations)
         return Rewritten(strictjson.dumps(message), work.report)
 

@@ -34,7 +34,7 @@ MCP_REQUIRED = ("session/new", "session/load")  # mcpServers optional on resume 
 _MARKER = b'"session/'
 _METHOD_BYTES = tuple(m.encode() for m in SESSION_OPENING_METHODS)
 _CAPS_MARKER = b'"agentCapabilities"'
-_NAME_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a'-'z' escaped
+METHOD_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a'-'z' escaped
 
 
 def might_open_session(line: bytes) -> bool:
@@ -45,7 +45,7 @@ def might_open_session(line: bytes) -> bool:
         return True
     # JSON may spell the method with escapes ("session\/new", "\u0073ession/new"): any
     # escape of '/' or of a lowercase ASCII letter makes the line a candidate.
-    return b"\\" in line and _NAME_ESCAPE.search(line) is not None
+    return b"\\" in line and METHOD_ESCAPE.search(line) is not None
 
 
 @dataclass(frozen=True)
