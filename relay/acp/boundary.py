@@ -373,7 +373,7 @@ class Boundary:
         ]
         self._answered = frozenset(m for row in answers for m in row.methods)
         self._answers = tuple({m for row in answers for m in row.markers}) + _ANSWER_MARKERS
-        # One pass of byte tests says whether anything may be there at all (see _may_hold).
+        # One pass of byte tests says whether anything may be there at all (_agent_may_hold).
         self._client_markers = self._client_must + self._client_may
         self._agent_markers = self._agent_must + self._agent_may
         self._client_escape = METHOD_ESCAPE if files == "pass" else _KEY_ESCAPE
