@@ -1,6 +1,9 @@
-"""The one place where the relay touches message contents: session-opening requests.
+"""The session-opening requests: their paths mapped, the relay's MCP servers merged in.
 
-Pure. Client-to-agent lines pass through :meth:`SessionRewriter.client_line`; only lines
+Pure. The boundary (:mod:`relay.acp.boundary`) hands these requests, parsed, to
+:meth:`SessionRewriter.rewrite_parsed`, and the agent's ``initialize`` reply to
+:meth:`SessionRewriter.learn_capabilities`. On its own, client-to-agent lines pass through
+:meth:`SessionRewriter.client_line` (the connection's interface before the boundary); only lines
 whose raw bytes could hold a session-opening method (``session/new``, ``session/load``,
 ``session/resume``, ``session/fork``) are ever parsed, and only those requests are
 rewritten: ``cwd`` and ``additionalDirectories`` translated to the agent's filesystem
@@ -16,19 +19,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from relay.acp import strictjson
 from relay.acp.mcp import Capabilities, McpPolicy, MergeReport, merge
-from relay.acp.paths import CwdPolicy, PathRefused, describe_rules, translate
+from relay.acp.paths import CwdPolicy, CwdRule, PathRefused, describe_rules, translate
 from relay.core.framing import FrameRefused, error_reply
+
+Files = Literal["box", "shared", "pass"]
+FILES_POLICIES: tuple[Files, ...] = ("box", "shared", "pass")
 
 SESSION_OPENING_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
 MCP_REQUIRED = ("session/new", "session/load")  # mcpServers optional on resume and fork
 _MARKER = b'"session/'
 _METHOD_BYTES = tuple(m.encode() for m in SESSION_OPENING_METHODS)
 _CAPS_MARKER = b'"agentCapabilities"'
-_NAME_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a'-'z' escaped
+METHOD_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a'-'z' escaped
 
 
 def might_open_session(line: bytes) -> bool:
@@ -39,20 +45,41 @@ def might_open_session(line: bytes) -> bool:
         return True
     # JSON may spell the method with escapes ("session\/new", "\u0073ession/new"): any
     # escape of '/' or of a lowercase ASCII letter makes the line a candidate.
-    return b"\\" in line and _NAME_ESCAPE.search(line) is not None
+    return b"\\" in line and METHOD_ESCAPE.search(line) is not None
 
 
 @dataclass(frozen=True)
 class RewritePolicy:
-    """Everything the rewrite needs: path mapping and MCP servers."""
+    """Everything the boundary needs: path mapping, MCP servers, and who serves files
+    and terminals to the agent (``--files``)."""
 
     cwd: CwdPolicy
     mcp: McpPolicy
+    files: Files = "box"
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One path or URI translated where it crossed: the field (``params.cwd``,
+    ``params.update.locations[0].path``), its value as it came and as it went on."""
+
+    field: str
+    before: str
+    after: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.before} -> {self.after}"
 
 
 @dataclass
 class RewriteReport:
-    """What one rewrite did, for one structured log line (names only, never values)."""
+    """What the relay changed in one message, for its trace record and log line.
+
+    A session-opening request fills ``cwd_from``/``cwd_to``, ``directories`` and ``mcp``;
+    every other crossing fills ``translations``. ``withheld`` names the editor's
+    capabilities taken out of ``initialize``; ``left`` the box paths under no mapping that
+    went on as they were; ``refused`` the field a request was answered for instead.
+    """
 
     method: str
     cwd_from: str | None = None
@@ -60,10 +87,26 @@ class RewriteReport:
     directories: list[tuple[str, str]] = field(default_factory=list)
     mcp: MergeReport | None = None
     withheld_because: str | None = None  # set on the first withholding of a connection
+    translations: list[Translation] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
+    left: list[tuple[str, str]] = field(default_factory=list)
+    refused: str | None = None
+
+    def crossings(self) -> list[Translation]:
+        """Every translation of this message, the session-opening ones included."""
+        out = []
+        if self.cwd_from is not None and self.cwd_to is not None:
+            out.append(Translation("params.cwd", self.cwd_from, self.cwd_to))
+        out.extend(
+            Translation(f"params.additionalDirectories[{i}]", a, b)
+            for i, (a, b) in enumerate(self.directories)
+        )
+        return out + self.translations
 
     def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"method": self.method, "cwd_from": self.cwd_from}
-        out["cwd_to"] = self.cwd_to
+        out: dict[str, Any] = {"method": self.method}
+        if self.cwd_from is not None or not (self.translations or self.withheld or self.left):
+            out.update(cwd_from=self.cwd_from, cwd_to=self.cwd_to)
         if self.directories:
             out["additional_directories"] = [f"{a} -> {b}" for a, b in self.directories]
         if self.mcp is not None:
@@ -75,6 +118,14 @@ class RewriteReport:
             )
         if self.withheld_because:
             out["withheld_because"] = self.withheld_because
+        if self.translations:
+            out["translations"] = [str(t) for t in self.translations]
+        if self.withheld:
+            out["withheld_capabilities"] = self.withheld
+        if self.left:
+            out["left_unmapped"] = [f"{where}: {value}" for where, value in self.left]
+        if self.refused is not None:
+            out["refused"] = self.refused
         return out
 
 
@@ -97,12 +148,14 @@ class SessionRewriter:
         self.policy = policy
         self.exists = exists
         self.capabilities = Capabilities()
+        self.initialized = False  # the agent's initialize reply was seen
+        self.last_rule: CwdRule | None = None  # the rule the last cwd was translated by
         self._told_withheld = False
 
     @property
     def watches_agent(self) -> bool:
         """Whether agent lines must be shown to :meth:`agent_line` (until ``initialize``)."""
-        return self.policy is not None and bool(self.policy.mcp.servers)
+        return self.policy is not None and bool(self.policy.mcp.servers) and not self.initialized
 
     def agent_line(self, line: bytes) -> bool:
         """Look for the agent's ``initialize`` reply; False once seen (stop showing lines)."""
@@ -112,11 +165,16 @@ class SessionRewriter:
             message = strictjson.loads(line)
         except strictjson.JsonRefused:  # unreadable, or too large or deep to be the reply
             return True
+        return not self.learn_capabilities(message)
+
+    def learn_capabilities(self, message: Any) -> bool:
+        """Take the MCP transports from the agent's ``initialize`` reply; whether it was."""
         result = message.get("result") if isinstance(message, dict) else None
         if not isinstance(result, dict) or "agentCapabilities" not in result:
-            return True
+            return False
         self.capabilities = Capabilities.from_initialize(result)
-        return False
+        self.initialized = True
+        return True
 
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent, a refusal to answer the client with, or a rewrite."""
@@ -130,6 +188,12 @@ class SessionRewriter:
             message = strictjson.loads(line)
         except strictjson.JsonRefused as exc:
             return unreadable(exc)
+        return self.rewrite_parsed(line, message)
+
+    def rewrite_parsed(self, line: bytes, message: Any) -> bytes | FrameRefused | Rewritten:
+        """:meth:`client_line` for a line already read (``message``)."""
+        if self.policy is None:
+            return line
         if not isinstance(message, dict) or message.get("method") not in SESSION_OPENING_METHODS:
             return line
         params = message.get("params")
@@ -160,6 +224,7 @@ class SessionRewriter:
                 return PathProblem("cwd", params["cwd"], result)
             report.cwd_from, report.cwd_to = params["cwd"], result.path
             params["cwd"] = result.path
+            self.last_rule = result.rule or self.last_rule
         directories = params.get("additionalDirectories")
         if isinstance(directories, list):
             return self._directories(directories, cwd, report)
@@ -232,19 +297,20 @@ def refusal(request_id: Any, problem: PathProblem, cwd: CwdPolicy) -> FrameRefus
     return FrameRefused(strictjson.dumps(reply), message)  # the id exactly as it came
 
 
-def unreadable(problem: strictjson.JsonRefused) -> FrameRefused:
-    """The relay's -32600 to a line that may open a session but that it cannot read in full."""
-    what = (
+def unreadable(problem: strictjson.JsonRefused, what: str = "may open a session") -> FrameRefused:
+    """The relay's -32600 to a line it must read (``what`` it may be) but cannot in full."""
+    how = (
         "nested too deeply for the relay to read"
         if isinstance(problem, strictjson.TooDeep)
         else f"not readable as one unambiguous JSON object: {problem}"
     )
-    reason = f"a line that may open a session is {what}"
+    reason = f"a line that {what} is {how}"
     reply = error_reply(
         -32600,
         "Invalid request: the relay cannot check this session request",
         reason,
-        "send session/new, session/load, session/resume and session/fork as compact JSON "
-        f"under {strictjson.MAX_BYTES} bytes, each key once, with valid Unicode text",
+        "send initialize, session/new, session/load, session/resume, session/fork and "
+        f"session/list as compact JSON under {strictjson.MAX_BYTES} bytes, each key once, "
+        "with valid Unicode text",
     )
     return FrameRefused(reply, reason)

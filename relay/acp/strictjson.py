@@ -11,7 +11,9 @@ text or refuses it:
 - a key given twice in one object is refused (parsers disagree on which one wins);
 - a lone surrogate (``"\\ud800"``) is refused (it is no Unicode text);
 - ``NaN``, ``Infinity`` and ``-Infinity`` are refused (they are not JSON);
-- the text is bounded in size (``max_bytes``) and depth.
+- the text is bounded in size (``max_bytes``) and depth;
+- the bytes are UTF-8, nothing else: Python's ``json.loads(bytes)`` would also take UTF-16,
+  UTF-32 and a byte-order mark, which a line read as UTF-8 by the relay cannot mean.
 
 :func:`dumps` writes the value back compactly, numbers as they were spelled.
 """
@@ -54,8 +56,12 @@ def loads(data: bytes, *, max_bytes: int = MAX_BYTES) -> Any:
     if len(data) > max_bytes:
         raise TooLarge(f"over {max_bytes} bytes")
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonRefused(f"not UTF-8: {exc.reason}") from None
+    try:
         value = json.loads(
-            data,
+            text,
             parse_int=Number,
             parse_float=Number,
             parse_constant=_constant,
@@ -63,8 +69,6 @@ def loads(data: bytes, *, max_bytes: int = MAX_BYTES) -> Any:
         )
     except RecursionError:
         raise TooDeep from None
-    except UnicodeDecodeError as exc:
-        raise JsonRefused(f"not UTF-8: {exc.reason}") from None
     except ValueError as exc:  # JSONDecodeError, and JsonRefused raised by the hooks
         raise JsonRefused(str(exc)) from None
     _check_text(value)

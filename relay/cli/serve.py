@@ -334,7 +334,7 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
 def rewrite_policy(
     settings: Settings, env: Mapping[str, str], redacting: Redactor
 ) -> RewritePolicy:
-    """Path mapping and MCP servers for the session-opening rewrite."""
+    """Path mapping, MCP servers and the --files policy for the boundary."""
     cwd = CwdPolicy(
         rules=settings.cwd_map,
         fallback=settings.cwd_fallback,
@@ -345,7 +345,7 @@ def rewrite_policy(
     if settings.mcp_servers:
         servers = load_mcp_file(settings.mcp_servers, env, redacting)
     mcp = McpPolicy(servers, settings.mcp_merge, settings.drop_client_stdio_mcp)
-    return RewritePolicy(cwd, mcp)
+    return RewritePolicy(cwd, mcp, settings.files)
 
 
 def load_mcp_file(path: str, env: Mapping[str, str], redacting: Redactor) -> tuple[McpServer, ...]:
@@ -427,6 +427,7 @@ async def serve_with(
         log.info(
             "session rewrite",
             cwd_map=describe_rules(config.rewrite.cwd),
+            files=config.rewrite.files,
             mcp_servers=[server["name"] for server in config.rewrite.mcp.servers],
             mcp_merge=config.rewrite.mcp.merge,
             drop_client_stdio_mcp=config.rewrite.mcp.drop_client_stdio,

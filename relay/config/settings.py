@@ -22,6 +22,7 @@ from typing import Any
 
 from relay.acp.mcp import MERGES, Merge
 from relay.acp.paths import FALLBACKS, CwdRule, Fallback, parse_rule
+from relay.acp.rewrite import FILES_POLICIES, Files
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
 
@@ -124,6 +125,11 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
                convert.one_of(*FALLBACKS)),
         Option("cwd-must-exist", "refuse a translated cwd that does not exist on this machine",
                True, None, convert.boolean, is_flag=True, negatable=True, default_text="on"),
+        Option("files", "who serves files and terminals to the agent: box (the editor's fs "
+               "and terminal capabilities are withheld, the agent uses the box's own), shared "
+               "(the editor's, reached through --cwd-map: the agent's paths are translated to "
+               "the editor's) or pass (capabilities and the agent's paths pass unchanged)",
+               "box", "POLICY", convert.one_of(*FILES_POLICIES)),
         Option("mcp-servers", "JSON file of MCP servers to add to every session; ${VAR} is "
                "expanded from the environment at start-up", None, "FILE", convert.non_empty,
                is_path=True),
@@ -229,6 +235,7 @@ class Settings:
     cwd_map: tuple[CwdRule, ...] = ()
     cwd_fallback: Fallback = "workspace"
     cwd_must_exist: bool = True
+    files: Files = "box"
     mcp_servers: str | None = None
     mcp_merge: Merge = "append"
     drop_client_stdio_mcp: bool = False

@@ -74,8 +74,8 @@ Outcome = Forward | Refuse | Skip | Close
 """The one value each client frame yields."""
 
 Rewrite = Callable[[bytes], "bytes | FrameRefused | Rewritten"]
-"""The session-opening rewrite of one line
-(:meth:`relay.acp.rewrite.SessionRewriter.client_line`)."""
+"""The boundary's rewrite of one client line (:meth:`relay.acp.boundary.Boundary.client_line`,
+or :meth:`relay.acp.rewrite.SessionRewriter.client_line`)."""
 
 
 BATCH_REASON = "a JSON array (a JSON-RPC batch) is not an ACP v1 message"
@@ -98,8 +98,30 @@ def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Ou
     return judge_client_text(frame.encode(), rewrite)
 
 
+NOT_UTF8_REASON = (
+    "the message holds a NUL byte or a byte-order mark: it is not UTF-8 JSON text "
+    "(UTF-16 or UTF-32, perhaps)"
+)
+NOT_UTF8_REPLY = error_reply(
+    -32700,
+    "Parse error: a message must be JSON text encoded as UTF-8",
+    NOT_UTF8_REASON,
+    "encode each message as UTF-8, without a byte-order mark; a NUL character inside a "
+    "string is written \\u0000",
+)
+_BOM = "\ufeff".encode()
+_SPACE = b" \t\r\n"
+
+
 def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
-    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's)."""
+    """:func:`judge_client_frame` for a message as UTF-8 bytes (a resume envelope's).
+
+    A message with a NUL byte or a byte-order mark is refused (-32700): JSON text never
+    holds a raw NUL, and an agent's parser may read such bytes as UTF-16 or UTF-32 (Python's
+    ``json.loads(bytes)`` does), seeing a request the relay never saw.
+    """
+    if b"\x00" in data or data[:3] == _BOM or (data[:1] in _SPACE and _bom_after_space(data)):
+        return Refuse(NOT_UTF8_REPLY, NOT_UTF8_REASON, data)
     if data[:1] == b"{" and b"\n" not in data and b"\r" not in data:
         # Nearly every frame: one JSON object on one line, the line as it came (no batch,
         # not blank, nothing to compact), judged here without the calls below.
@@ -110,6 +132,10 @@ def judge_client_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:
     if data[:1] in (b"[", b" ", b"\t", b"\r", b"\n") and _is_batch(data):
         return Refuse(BATCH_REPLY, BATCH_REASON, data)
     return judge_text(data, rewrite)
+
+
+def _bom_after_space(data: bytes) -> bool:
+    return data.lstrip(_SPACE).startswith(_BOM)
 
 
 def _is_batch(data: bytes) -> bool:

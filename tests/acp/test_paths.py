@@ -1,18 +1,23 @@
-"""Tests for relay.acp.paths: client paths of every OS mapped onto the agent's filesystem."""
+"""Tests for relay.acp.paths: editor paths of every OS mapped onto the box's filesystem and back."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from relay.acp.paths import (
     ClientPath,
     CwdPolicy,
+    CwdRule,
     Fallback,
     PathRefused,
     Translated,
     describe_rules,
     parse_client_path,
     parse_rule,
+    to_box,
+    to_editor,
     translate,
 )
 
@@ -172,3 +177,168 @@ def test_describe_rules() -> None:
         "/Users/alice=/workspace",
         "otherwise: workspace (/ws)",
     ]
+
+
+# -- box -> editor ------------------------------------------------------------------------
+
+BOTH_WAYS = (
+    "/Users/alice=/workspace",
+    "/Users/alice/secret=/vault",
+    "C:\\Users\\Alice=/win",
+    "d:/Projects=/proj",
+    "//wsl$/Ubuntu/home/alice=/wsl",
+    "\\\\Server\\Share\\team=/team",
+)
+
+
+def rules_of(*texts: str) -> tuple[CwdRule, ...]:
+    return tuple(parse_rule(text) for text in texts)
+
+
+@pytest.mark.parametrize(
+    ("box", "editor"),
+    [
+        ("/workspace", "/Users/alice"),
+        ("/workspace/proj/src/a.py", "/Users/alice/proj/src/a.py"),
+        ("/vault/x", "/Users/alice/secret/x"),  # the longest box prefix wins
+        ("/workspace//proj/./a", "/Users/alice/proj/a"),
+        ("/workspace/proj/../other", "/Users/alice/other"),
+        ("/win/src/main.c", "C:\\Users\\Alice\\src\\main.c"),  # the rule's spelling, backslashes
+        ("/proj/a/b", "d:\\Projects\\a\\b"),  # written with '/', spelled as Windows does
+        ("/wsl/p/q", "\\\\wsl$\\Ubuntu\\home\\alice\\p\\q"),
+        ("/team/doc.txt", "\\\\Server\\Share\\team\\doc.txt"),
+        ("/workspace/caf\u00e9 \u2603/x y", "/Users/alice/caf\u00e9 \u2603/x y"),
+    ],
+)
+def test_to_editor(box: str, editor: str) -> None:
+    """Box paths under a rule come back in the editor's style, longest box prefix first."""
+    result = to_editor(box, rules_of(*BOTH_WAYS))
+    assert result is not None
+    assert result.path == editor
+
+
+@pytest.mark.parametrize(
+    "box",
+    [
+        "/etc/passwd",  # under no rule
+        "/workspacex/a",  # whole components only
+        "/Workspace/a",  # the box is case-sensitive
+        "/workspace/../etc",  # climbs out
+        "/workspace/a/../../etc",
+        "workspace/a",  # not absolute
+        "",
+        "C:\\win\\a",  # not a box path
+        "/workspace/a\x00b",
+        "/win/a:b",  # Windows cannot name these
+        "/win/a\\b",
+        "/win/what?",
+        "/wsl/a|b",
+    ],
+)
+def test_to_editor_leaves_what_it_cannot_map(box: str) -> None:
+    """A box path under no rule, climbing out, or unnameable on the editor's system: None."""
+    assert to_editor(box, rules_of(*BOTH_WAYS)) is None
+
+
+def test_rules_onto_one_box_folder_follow_the_editors_own() -> None:
+    """A Mac and a WSL rule onto one workspace: the rule the editor used picks the spelling."""
+    mac, wsl = rules_of("/Users/alice=/workspace", "//wsl.localhost/Ubuntu/home/alice=/workspace")
+    assert to_editor("/workspace/a", (mac, wsl)) == Translated("/Users/alice/a", mac)
+    found = to_editor("/workspace/a", (mac, wsl), prefer=wsl)
+    assert found == Translated("\\\\wsl.localhost\\Ubuntu\\home\\alice\\a", wsl)
+
+
+@pytest.mark.parametrize(
+    ("editor", "box"),
+    [
+        ("/Users/alice/p", "/workspace/p"),
+        ("c:\\users\\alice\\p", "/win/p"),
+        ("\\\\wsl.localhost\\Ubuntu\\home\\alice", "/wsl"),
+        ("/Users/alice/../bob", None),
+        ("/elsewhere", None),  # no fallback here: that is the session-opening rewrite's
+        ("relative", None),
+    ],
+)
+def test_to_box_without_fallback(editor: str, box: str | None) -> None:
+    """to_box maps by rules only; under none (or climbing out) it is None."""
+    result = to_box(editor, rules_of(*BOTH_WAYS))
+    assert (result.path if result else None) == box
+
+
+def test_very_long_paths_are_mapped_without_trouble() -> None:
+    """Tens of thousands of components map both ways, and a deep climb out is still caught."""
+    rest = "/".join(f"d{i}" for i in range(20_000))
+    rules = rules_of(*BOTH_WAYS)
+    there = to_box(f"/Users/alice/{rest}", rules)
+    assert there is not None
+    assert there.path == f"/workspace/{rest}"
+    back = to_editor(there.path, rules)
+    assert back is not None
+    assert back.path == f"/Users/alice/{rest}"
+    assert to_editor("/workspace/" + "../" * 30_000 + "etc", rules) is None
+
+
+# Names the editor's system can hold; '=' left out so that generated rules split where meant.
+NAMES = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters='\\/:*?"<>|='),
+    min_size=1,
+    max_size=6,
+).filter(lambda name: name not in (".", "..") and name.strip() == name)
+ROOTS = st.sampled_from(["/", "C:\\", "d:\\", "\\\\wsl$\\Ubuntu\\", "\\\\Srv\\share\\"])
+
+
+@st.composite
+def rule_sets(draw: st.DrawFn) -> tuple[CwdRule, ...]:
+    """Rules whose editor folders, and whose box folders, lie outside one another."""
+    count = draw(st.integers(1, 4))
+    rules = []
+    for i in range(count):
+        root = draw(ROOTS)
+        parts = [f"r{i}", *draw(st.lists(NAMES, max_size=2))]
+        separator = "/" if root == "/" else "\\"
+        box = "/" + "/".join([f"b{i}", *draw(st.lists(NAMES, max_size=2))])
+        rules.append(parse_rule(root + separator.join(parts) + "=" + box))
+    return tuple(rules)
+
+
+@given(rule_sets(), st.data())
+def test_editor_to_box_to_editor_gives_the_path_back(
+    rules: tuple[CwdRule, ...], data: st.DataObject
+) -> None:
+    """A canonical editor path under a rule (its prefix as in the rule, the editor's own
+    separator, no '.', '..' or empty components) comes back the same from the box."""
+    rule = data.draw(st.sampled_from(rules))
+    editor = rule.client.text(data.draw(st.lists(NAMES, max_size=4)))
+    there = to_box(editor, rules)
+    assert there is not None
+    back = to_editor(there.path, rules, prefer=there.rule)
+    assert back is not None
+    assert back.path == editor
+
+
+@given(rule_sets(), st.data())
+def test_box_to_editor_to_box_gives_the_path_back(
+    rules: tuple[CwdRule, ...], data: st.DataObject
+) -> None:
+    """A canonical box path under a rule comes back the same from the editor."""
+    rule = data.draw(st.sampled_from(rules))
+    box = "/".join([rule.agent_path, *data.draw(st.lists(NAMES, max_size=4))])
+    there = to_editor(box, rules)
+    assert there is not None
+    back = to_box(there.path, rules)
+    assert back is not None
+    assert back.path == box
+
+
+@given(st.text(max_size=40), st.sampled_from([(), BOTH_WAYS]))
+def test_any_text_maps_or_not_never_raises(text: str, rules: tuple[str, ...]) -> None:
+    """Whatever the text, both directions give a path or None, and never climb out."""
+    parsed = rules_of(*rules)
+    back = to_editor(text, parsed)
+    there = to_box(text, parsed)
+    if back is not None:
+        assert back.rule is not None
+        assert back.path.startswith(back.rule.client.text())
+    if there is not None:
+        assert there.rule is not None
+        assert (there.path + "/").startswith(there.rule.agent_path.rstrip("/") + "/")

@@ -64,6 +64,18 @@ def test_ambiguous_or_broken_text_is_refused(text: bytes, why: str) -> None:
         loads(text)
 
 
+@pytest.mark.parametrize(
+    "encoding",
+    ["utf-16-le", "utf-16-be", "utf-16", "utf-32-le", "utf-32-be", "utf-32", "utf-8-sig"],
+)
+def test_only_utf8_is_read(encoding: str) -> None:
+    """UTF-16, UTF-32 and a byte-order mark are refused, though json.loads(bytes) takes them."""
+    text = '{"method":"session/new","params":{"cwd":"/etc"}}'.encode(encoding)
+    assert json.loads(text)["params"]["cwd"] == "/etc"  # what an agent's SDK would read
+    with pytest.raises(JsonRefused):
+        loads(text)
+
+
 def test_size_is_bounded_before_parsing() -> None:
     """A text over max_bytes is refused without being parsed."""
     with pytest.raises(JsonRefused, match="over 10 bytes"):

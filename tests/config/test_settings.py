@@ -185,6 +185,8 @@ def test_precedence_repeatable(
         ("DEV", "off", "dev", False),
         ("DEV", "NO", "dev", False),
         ("DEV", "False", "dev", False),
+        ("FILES", "shared", "files", "shared"),
+        ("FILES", "PASS", "files", "pass"),
     ],
 )
 def test_env_values(env_name: str, text: str, field: str, expected: object) -> None:
@@ -207,6 +209,7 @@ def test_env_values(env_name: str, text: str, field: str, expected: object) -> N
         ("dev = true", "dev", True),
         ('log-level = "ERROR"', "log_level", "error"),
         ('workspace = "rel"', "workspace", "/srv/here/rel"),
+        ('files = "pass"', "files", "pass"),
     ],
 )
 def test_file_values(toml: str, field: str, expected: object) -> None:
@@ -255,6 +258,7 @@ def test_secret_env_is_kept_raw() -> None:
         ("log-format", "xml", "json, console, auto"),
         ("log-level", "verbose", "debug, info, warning, error"),
         ("dev", "maybe", "1/true/yes/on"),
+        ("files", "editor", "box, shared, pass"),
     ],
 )
 def test_errors_name_source_and_problem(name: str, value: str, problem: str) -> None:

@@ -6,9 +6,20 @@ import json
 
 import pytest
 
-from relay.acp.rewrite import RewriteReport, Rewritten
+from relay.acp.boundary import Boundary
+from relay.acp.mcp import McpPolicy
+from relay.acp.paths import CwdPolicy, parse_rule
+from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten
 from relay.core.framing import FrameRefused
-from relay.core.outcome import Forward, Outcome, Refuse, Skip, judge_client_frame, judge_frame
+from relay.core.outcome import (
+    Forward,
+    Outcome,
+    Refuse,
+    Skip,
+    judge_client_frame,
+    judge_client_text,
+    judge_frame,
+)
 
 REPORT = RewriteReport("session/new", cwd_from="/a", cwd_to="/b")
 REFUSAL = FrameRefused(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602}}', "cwd not mapped")
@@ -110,3 +121,49 @@ def test_arrays_inside_a_message_are_no_batch() -> None:
     frame = '{"jsonrpc":"2.0","id":1,"method":"x","params":[1,[2]]}'
     assert judge_client_frame(frame) == Forward(frame.encode(), frame.encode())
     assert isinstance(judge_frame("[1]"), Forward)  # connect passes what the relay sends
+
+
+# -- issue 22.3: messages that are not UTF-8 JSON text ------------------------------------
+
+OPEN_ETC = '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/etc","mcpServers":[]}}'
+REJECTING = RewritePolicy(
+    CwdPolicy((parse_rule("/Users/a=/w"),), "reject", "/w", False), McpPolicy()
+)
+
+
+@pytest.mark.parametrize(
+    "encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-8-sig"]
+)
+def test_a_session_request_in_another_encoding_never_reaches_the_agent(encoding: str) -> None:
+    """A UTF-16/32 (or BOM-led) session/new is a valid text frame that Python's json.loads(bytes)
+    decodes; the relay refuses it with -32700 instead of forwarding it unjudged."""
+    frame = OPEN_ETC.encode(encoding).decode("utf-8")  # what such a client sends as text
+    assert json.loads(frame.encode())["params"]["cwd"] == "/etc"  # what the agent would read
+    boundary = Boundary(REJECTING)
+    for outcome in (
+        judge_client_frame(frame, boundary.client_line),
+        judge_client_text(frame.encode(), boundary.client_line),  # a resume envelope's message
+    ):
+        assert isinstance(outcome, Refuse)
+        assert not outcome.session
+        reply = json.loads(outcome.reply)
+        assert (reply["id"], reply["error"]["code"]) == (None, -32700)
+        assert "UTF-8" in reply["error"]["data"]["hint"]
+    assert judge_client_frame(OPEN_ETC, boundary.client_line).__class__ is Refuse  # -32602
+
+
+@pytest.mark.parametrize(
+    "frame",
+    ['{"id":1,"text":"a\\u0000b"}', '{"id":1,"text":"\ufeff inside"}', ' {"id":1}'],
+)
+def test_escaped_nul_and_an_inner_bom_are_text(frame: str) -> None:
+    """A NUL written \\u0000 and U+FEFF inside a string are ordinary JSON text: forwarded."""
+    assert isinstance(judge_client_frame(frame), Forward)
+
+
+@pytest.mark.parametrize("frame", ["\ufeff{}", " \ufeff{}", '{"id":1}\x00', "\x00"])
+def test_a_leading_bom_or_a_raw_nul_is_refused(frame: str) -> None:
+    """A byte-order mark before the JSON, or a raw NUL anywhere, is refused with -32700."""
+    outcome = judge_client_frame(frame)
+    assert isinstance(outcome, Refuse)
+    assert json.loads(outcome.reply)["error"]["code"] == -32700

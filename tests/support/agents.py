@@ -15,6 +15,8 @@ ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
 STREAM = (sys.executable, str(AGENTS / "stream.py"))  # + COUNT [DELAY]
 STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
 SLOW_START = (sys.executable, str(AGENTS / "slow_start.py"))  # + SECONDS [STDERR_BYTES]
+# An ACP SDK agent sending a path through every row of relay.acp.boundary (see its doc).
+BOUNDARY_AGENT = (sys.executable, str(AGENTS / "boundary.py"))  # [--ignore-capabilities]
 
 # An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
 # lets one relay run different agents on different sockets.

@@ -1,7 +1,9 @@
-"""Rewrite the generated option tables of docs/configuration.md from the option tables in code.
+"""Rewrite the generated tables of the docs from the tables in code: the option tables of
+docs/configuration.md and the boundary's table of docs/paths-and-mcp.md.
 
-Run after adding or changing an option: ``.venv/bin/python -m tests.support.config_docs``.
-tests/config/test_settings.py and tests/cli/test_commands.py fail while the page and the code
+Run after adding or changing an option or a crossing:
+``.venv/bin/python -m tests.support.config_docs``. tests/config/test_settings.py,
+tests/cli/test_commands.py and tests/acp/test_boundary.py fail while a page and the code
 disagree.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from relay.acp.boundary import crossings_table
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config.settings import grouped_options_table, options_table
@@ -20,6 +23,10 @@ TABLES: dict[str, str] = {
     "connect": options_table(connect_command.OPTIONS),
     "ticket": options_table(ticket_command.OPTIONS),
 }
+PATHS_DOCS = DOCS.parent / "paths-and-mcp.md"
+CROSSINGS = re.compile(
+    r"(<!-- crossings table:[^\n]*-->\n)(.*?)(<!-- end of crossings table -->)", re.S
+)
 
 
 def marked(name: str) -> re.Pattern[str]:
@@ -41,6 +48,10 @@ def main() -> None:
     for name, table in TABLES.items():
         text = with_table(text, name, table)
     DOCS.write_text(text)
+    paths = PATHS_DOCS.read_text()
+    found = CROSSINGS.search(paths)
+    assert found, f"no crossings table in {PATHS_DOCS}"
+    PATHS_DOCS.write_text(paths[: found.start(2)] + crossings_table() + paths[found.end(2) :])
 
 
 if __name__ == "__main__":

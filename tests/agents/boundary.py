@@ -1,0 +1,394 @@
+"""An ACP agent (Python SDK) that sends a path through every row of the relay's boundary.
+
+Run it as ``python tests/agents/boundary.py [--ignore-capabilities]``; it needs no model.
+
+``initialize``
+    Keeps the client's capabilities; declares loadSession, sessionCapabilities.list and
+    embedded context.
+``session/new``
+    Stores the session under its ``cwd`` and ``additionalDirectories`` as received (the box's
+    paths, through the relay).
+``session/list``
+    Lists the stored sessions, filtered by exact ``cwd`` as real agents do.
+``session/load``
+    Replays the session's prompts as ``user_message_chunk`` updates, blocks as received.
+``session/prompt``
+    Runs the steps named in the prompt's text (all of them when it names none), then sends
+    one ``agent_message_chunk`` whose text is ``REPORT_PREFIX`` + a JSON report of what it
+    sent and what came back:
+
+    ``tools``
+        ``tool_call`` and ``tool_call_update`` with ``locations`` (``<cwd>/notes.txt`` line 1
+        and ``/etc/hostname``), a diff of ``<cwd>/notes.txt``, a ``resource_link`` to it in
+        tool content, and ``rawInput`` naming the box path (never translated).
+    ``permission``
+        ``session/request_permission`` whose ``toolCall`` has the same locations and diff.
+    ``read``, ``write``
+        ``fs/read_text_file`` of ``<cwd>/notes.txt`` and of ``/etc/hostname``;
+        ``fs/write_text_file`` of ``<cwd>/notes.txt``; only when the client offered them,
+        unless ``--ignore-capabilities``.
+    ``terminal``
+        ``terminal/create`` of ``pwd`` in ``<cwd>``, then waits for its exit, reads its
+        output and releases it; only when offered, unless ``--ignore-capabilities``.
+    ``links``
+        Echoes each ``resource_link`` and ``resource`` block of the prompt back as an
+        ``agent_message_chunk`` (the URI as received).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    resource_link_block,
+    run_agent,
+    start_tool_call,
+    tool_content,
+    tool_diff_content,
+    update_agent_message,
+    update_agent_message_text,
+    update_tool_call,
+    update_user_message,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AcpMcpServer,
+    AgentCapabilities,
+    AudioContentBlock,
+    AuthenticateResponse,
+    ClientCapabilities,
+    CloseSessionResponse,
+    EmbeddedResourceContentBlock,
+    ForkSessionResponse,
+    HttpMcpServer,
+    ImageContentBlock,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpServerStdio,
+    NewSessionResponse,
+    PermissionOption,
+    PromptCapabilities,
+    PromptResponse,
+    ResourceContentBlock,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
+    SseMcpServer,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallUpdate,
+)
+
+AGENT_NAME = "acp-relay-boundary-test"
+REPORT_PREFIX = "boundary report: "
+STEPS = ("tools", "permission", "read", "write", "terminal", "links")
+NOTES = "notes.txt"
+OUTSIDE = "/etc/hostname"  # a box path no mapping is expected to hold
+NEW_TEXT = "written by the boundary agent\n"
+
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+ContentBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
+)
+
+
+@dataclass
+class Session:
+    session_id: str
+    cwd: str
+    additional_directories: list[str]
+    prompts: list[list[ContentBlock]] = field(default_factory=list)
+
+
+def file_uri(path: str) -> str:
+    return PurePosixPath(path).as_uri()
+
+
+def failure(exc: RequestError) -> dict[str, Any]:
+    """An error answer as the report shows it."""
+    return {"error": {"code": exc.code, "message": str(exc), "data": exc.data}}
+
+
+class BoundaryAgent:
+    """See the module's doc."""
+
+    def __init__(self, ignore_capabilities: bool = False) -> None:
+        self.ignore_capabilities = ignore_capabilities
+        self.client: Client | None = None
+        self.offered = ClientCapabilities()
+        self.sessions: dict[str, Session] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    def _conn(self) -> Client:
+        if self.client is None:
+            raise RuntimeError("not connected")
+        return self.client
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        client_info: Implementation | None = None,
+        **kwargs: Any,
+    ) -> InitializeResponse:
+        self.offered = client_capabilities or ClientCapabilities()
+        capabilities = AgentCapabilities(
+            load_session=True,
+            prompt_capabilities=PromptCapabilities(embedded_context=True),
+            session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+        )
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=capabilities,
+            auth_methods=[],
+            agent_info=Implementation(name=AGENT_NAME, version="1"),
+        )
+
+    async def new_session(
+        self,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> NewSessionResponse:
+        session = Session(uuid.uuid4().hex, cwd, list(additional_directories or []))
+        self.sessions[session.session_id] = session
+        return NewSessionResponse(session_id=session.session_id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: list[McpServer] | None = None,
+        additional_directories: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LoadSessionResponse | None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.resource_not_found(session_id)
+        for prompt in session.prompts:
+            for block in prompt:
+                await self._conn().session_update(session_id, update_user_message(block))
+        return LoadSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        infos = [
+            SessionInfo(
+                session_id=s.session_id,
+                cwd=s.cwd,
+                additional_directories=s.additional_directories or None,
+                title=f"session in {s.cwd}",
+            )
+            for s in self.sessions.values()
+            if cwd is None or s.cwd == cwd
+        ]
+        return ListSessionsResponse(sessions=infos)
+
+    async def prompt(
+        self, session_id: str, prompt: list[ContentBlock], **kwargs: Any
+    ) -> PromptResponse:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.resource_not_found(session_id)
+        session.prompts.append(prompt)
+        words = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock)).split()
+        steps = [step for step in STEPS if step in words] or list(STEPS)
+        report: dict[str, Any] = {"cwd": session.cwd, "steps": steps}
+        for step in steps:
+            report[step] = await getattr(self, f"_{step}")(session, prompt)
+        text = REPORT_PREFIX + json.dumps(report, sort_keys=True)
+        await self._conn().session_update(session_id, update_agent_message_text(text))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        return None
+
+    # The rest of an agent's methods answer as the SDK does for a missing handler.
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> AuthenticateResponse | None:
+        raise RequestError.method_not_found("authenticate")
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ResumeSessionResponse:
+        raise RequestError.method_not_found("session/resume")
+
+    async def fork_session(
+        self,
+        session_id: str,
+        cwd: str,
+        additional_directories: list[str] | None = None,
+        mcp_servers: list[McpServer] | None = None,
+        **kwargs: Any,
+    ) -> ForkSessionResponse:
+        raise RequestError.method_not_found("session/fork")
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse | None:
+        raise RequestError.method_not_found("session/close")
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> SetSessionModeResponse | None:
+        raise RequestError.method_not_found("session/set_mode")
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse | None:
+        raise RequestError.method_not_found("session/set_config_option")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(f"_{method}")
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    # -- the steps -------------------------------------------------------------------------
+
+    def _notes(self, session: Session) -> str:
+        return str(PurePosixPath(session.cwd) / NOTES)
+
+    def _locations(self, session: Session) -> list[ToolCallLocation]:
+        return [ToolCallLocation(path=self._notes(session), line=1), ToolCallLocation(path=OUTSIDE)]
+
+    async def _tools(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
+        notes = self._notes(session)
+        diff = tool_diff_content(notes, NEW_TEXT, "old\n")
+        link = tool_content(resource_link_block(NOTES, file_uri(notes)))
+        start = start_tool_call(
+            "call-1",
+            f"Edit {notes}",
+            kind="edit",
+            status="pending",
+            content=[diff, link],
+            locations=self._locations(session),
+            raw_input={"path": notes},
+        )
+        conn = self._conn()
+        await conn.session_update(session.session_id, start)
+        done = update_tool_call(
+            "call-1",
+            status="completed",
+            content=[diff],
+            locations=self._locations(session),
+            raw_output={"path": notes},
+        )
+        await conn.session_update(session.session_id, done)
+        return {"locations": [notes, OUTSIDE], "diff": notes, "link": file_uri(notes)}
+
+    async def _permission(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
+        notes = self._notes(session)
+        call = ToolCallUpdate(
+            tool_call_id="call-1",
+            title=f"Edit {notes}",
+            locations=self._locations(session),
+            content=[tool_diff_content(notes, NEW_TEXT, "old\n")],
+        )
+        options = [
+            PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+            PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+        ]
+        try:
+            answer = await self._conn().request_permission(
+                options=options, session_id=session.session_id, tool_call=call
+            )
+        except RequestError as exc:
+            return failure(exc)
+        return {"outcome": answer.outcome.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+    def _may(self, offered: bool | None) -> bool:
+        return bool(offered) or self.ignore_capabilities
+
+    async def _read(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
+        fs = self.offered.fs
+        if not self._may(fs.read_text_file if fs else None):
+            return {"skipped": "fs.readTextFile not offered"}
+        out: dict[str, Any] = {}
+        for path in (self._notes(session), OUTSIDE):
+            try:
+                answer = await self._conn().read_text_file(path=path, session_id=session.session_id)
+                out[path] = {"content": answer.content}
+            except RequestError as exc:
+                out[path] = failure(exc)
+        return out
+
+    async def _write(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
+        fs = self.offered.fs
+        if not self._may(fs.write_text_file if fs else None):
+            return {"skipped": "fs.writeTextFile not offered"}
+        path = self._notes(session)
+        try:
+            await self._conn().write_text_file(
+                content=NEW_TEXT, path=path, session_id=session.session_id
+            )
+        except RequestError as exc:
+            return {path: failure(exc)}
+        return {path: {"written": NEW_TEXT}}
+
+    async def _terminal(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
+        if not self._may(self.offered.terminal):
+            return {"skipped": "terminal not offered"}
+        conn, sid = self._conn(), session.session_id
+        try:
+            created = await conn.create_terminal(command="pwd", session_id=sid, cwd=session.cwd)
+            term = created.terminal_id
+            exited = await conn.wait_for_terminal_exit(session_id=sid, terminal_id=term)
+            output = await conn.terminal_output(session_id=sid, terminal_id=term)
+            await conn.release_terminal(session_id=sid, terminal_id=term)
+        except RequestError as exc:
+            return {"cwd": session.cwd, **failure(exc)}
+        return {"cwd": session.cwd, "exit": exited.exit_code, "output": output.output}
+
+    async def _links(self, session: Session, prompt: list[ContentBlock]) -> list[str]:
+        echoed = []
+        for block in prompt:
+            if isinstance(block, ResourceContentBlock):
+                echoed.append(block.uri)
+            elif isinstance(block, EmbeddedResourceContentBlock):
+                echoed.append(block.resource.uri)
+            else:
+                continue
+            await self._conn().session_update(session.session_id, update_agent_message(block))
+        return echoed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--ignore-capabilities",
+        action="store_true",
+        help="call fs/* and terminal/* even when the client did not offer them",
+    )
+    args = parser.parse_args(argv)
+    agent = BoundaryAgent(ignore_capabilities=args.ignore_capabilities)
+    asyncio.run(run_agent(agent, use_unstable_protocol=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
