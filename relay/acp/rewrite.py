@@ -92,6 +92,11 @@ class RewriteReport:
     left: list[tuple[str, str]] = field(default_factory=list)
     refused: str | None = None
 
+    @property
+    def opens_session(self) -> bool:
+        """Whether the message is a session-opening request (logged as such, with its paths)."""
+        return self.method in SESSION_OPENING_METHODS
+
     def crossings(self) -> list[Translation]:
         """Every translation of this message, the session-opening ones included."""
         out = []

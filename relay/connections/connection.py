@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from websockets.exceptions import ConnectionClosed
 
-from relay.acp.rewrite import SessionRewriter
+from relay.acp.boundary import Boundary
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import (
     AgentProcess,
@@ -107,7 +108,7 @@ class Connection:
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)
         self.observer = ConnectionObserver(conn_id, log, trace, context.stats)
-        self.rewriter = SessionRewriter(config.rewrite, exists=os.path.isdir)
+        self.boundary = Boundary(config.rewrite, exists=os.path.isdir)
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
         self.agent: AgentProcess | None = None
@@ -127,8 +128,9 @@ class Connection:
 
     @property
     def rewrite(self) -> Rewrite | None:
-        """The session-opening rewrite of client lines, when the relay has one."""
-        return self.rewriter.client_line if self.config.rewrite is not None else None
+        """The boundary's look at client lines (paths, capabilities, MCP servers), when the
+        relay has one."""
+        return self.boundary.client_line if self.config.rewrite is not None else None
 
     @property
     def detached(self) -> bool:
@@ -165,6 +167,7 @@ class Connection:
             self.ended = True
             self.started.set()
             self.carrier.ended()
+            self.observer.crossings(self.boundary.summary())
             last = self.controller or self.latest or first
             self.observer.closed(self.exit, last.close_code, last.close_reason)
 
@@ -201,7 +204,7 @@ class Connection:
     async def _agent_to_client(self, agent: AgentProcess) -> None:
         """The agent's stdout, line by line, into the carrier until it ends (``stdout_eof``)
         or the carrier's socket goes; then drained, so that the agent never blocks on it."""
-        inspect = self.rewriter.agent_line if self.rewriter.watches_agent else None
+        translate = self.boundary.agent_lines if self.boundary.watches_agent else None
         try:
             with suppress(ConnectionClosed):
                 await lines_to_frames(
@@ -209,7 +212,8 @@ class Connection:
                     self.carrier,
                     max_bytes=self.config.max_message_bytes,
                     observer=self.observer,
-                    inspect=inspect,
+                    translate=translate,
+                    answer=partial(answer_agent, agent.stdin),
                 )
                 self.stdout_eof.set()
         finally:
@@ -424,6 +428,16 @@ class IdleClock:
     def idle_for(self) -> float:
         """Seconds the current read has waited; 0 when no read is waiting."""
         return 0.0 if self._since is None else time.monotonic() - self._since
+
+
+async def answer_agent(stdin: asyncio.StreamWriter, replies: Sequence[bytes]) -> None:
+    """The relay's own answers to agent requests (the boundary's), written to its stdin as
+    whole lines; a full pipe is waited on, a closed one ignored (the agent is going)."""
+    if stdin.is_closing():
+        return
+    stdin.writelines([line for reply in replies for line in (reply, b"\n")])
+    with suppress(ConnectionError):
+        await stdin.drain()
 
 
 async def first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from relay.core.framing import Dropped, Line
+from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse, Skip
 from relay.observe.logs import Logger, shortened
+from relay.streams.pump import answered, sent_line
 
 if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
+    from relay.acp.rewrite import RewriteReport
     from relay.core.exits import Exit
     from relay.observe.stats import RelayStats
     from relay.observe.tracewriter import ConnectionTrace
+    from relay.streams.pump import AgentLine
 
 SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
 STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning
@@ -62,20 +65,35 @@ class PumpObserver:
         self.log = log
         self.from_socket = from_socket
         self.to_socket = to_socket
+        self._told_withheld = False
 
     def frame(self, outcome: Outcome) -> None:
         """A received frame was carried out: forwarded, refused (and answered) or skipped."""
         if isinstance(outcome, Forward):
             self.from_socket.add(len(outcome.line))
             if outcome.rewrite is not None:
-                self.log.info("session request rewritten", **outcome.rewrite.fields())
+                self._crossed_to_agent(outcome.rewrite)
         elif isinstance(outcome, Refuse):
             event = "session request refused" if outcome.session else "frame refused"
             self.log.warning(event, reason=outcome.reason)
         elif isinstance(outcome, Skip) and outcome.reason == "binary":
             self.log.warning("binary frame ignored", size=outcome.size)
 
-    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+    def _crossed_to_agent(self, report: RewriteReport) -> None:
+        """A client message the boundary changed: a session-opening request is logged (its
+        paths and MCP servers, as since the start); the editor's capabilities withheld, once
+        per connection; the rest goes to the trace and the closing count only."""
+        if report.opens_session:
+            self.log.info("session request rewritten", **report.fields())
+        elif report.withheld and not self._told_withheld:
+            self._told_withheld = True
+            self.log.info(
+                "editor capabilities withheld",
+                withheld=report.withheld,
+                reason=report.withheld_because,
+            )
+
+    def lines(self, verdicts: Sequence[AgentLine], sent: Sequence[bytes] | None = None) -> None:
         """Lines read from the pipe were handled: the whole ones sent, the others dropped.
 
         ``sent``, when the caller has it, is the list of the lines sent among ``verdicts``:
@@ -88,16 +106,22 @@ class PumpObserver:
             return
         self._tally(verdicts, counters)
 
-    def _tally(self, verdicts: Sequence[Line], sent: Counters) -> None:
+    def _tally(self, verdicts: Sequence[AgentLine], sent: Counters) -> None:
         for line in verdicts:
             if isinstance(line, Dropped):
                 sent.dropped += 1
                 self.log.error(
                     "line dropped", size=line.size, reason=line.reason, after_message=sent.messages
                 )
+            elif answered(line):
+                self.log.info(
+                    "agent request answered by the relay",
+                    method=line.report.method,
+                    reason=line.reason,
+                )
             else:
                 sent.messages += 1
-                sent.bytes += len(line)
+                sent.bytes += len(sent_line(line))
 
     def dropped(self, outcome: Forward) -> None:
         """A frame came for a pipe that is closed: it goes nowhere."""
@@ -156,7 +180,7 @@ class ConnectionObserver(PumpObserver):
         elif outcome.rewrite is not None:
             stats.rewritten += 1
 
-    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+    def lines(self, verdicts: Sequence[AgentLine], sent: Sequence[bytes] | None = None) -> None:
         """Agent lines were handled; traced as well as counted and logged."""
         sent_before, dropped_before = self.down.messages, self.down.dropped
         super().lines(verdicts, sent)
@@ -168,7 +192,13 @@ class ConnectionObserver(PumpObserver):
         if self.trace is not None:
             self.trace.agent_lines(verdicts)
 
-    def _count_drops(self, verdicts: Sequence[Line], stats: RelayStats) -> None:
+    def crossings(self, counts: Mapping[str, int]) -> None:
+        """What the boundary did on this connection, in counts (never paths): one line,
+        when it did anything."""
+        if any(counts.values()):
+            self.log.info("paths crossed", **counts)
+
+    def _count_drops(self, verdicts: Sequence[AgentLine], stats: RelayStats) -> None:
         for line in verdicts:
             if isinstance(line, Dropped):
                 stats.drop("not_utf8" if line.reason.startswith("invalid UTF-8") else "too_large")

@@ -17,14 +17,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay import __version__
-from relay.acp.rewrite import RewriteReport
-from relay.core.framing import Dropped, Line
+from relay.acp.rewrite import RewriteReport, Rewritten
+from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse
 from relay.core.redaction import Redactor
 from relay.observe.logs import Logger, redactor
+from relay.streams.pump import answered
+
+if TYPE_CHECKING:
+    from relay.streams.pump import AgentLine
 from relay.observe.tracerecords import (
     FORMAT_VERSION,
     TO_AGENT,
@@ -203,6 +207,8 @@ class ConnectionTrace:
             self.file.write(self.bounded.add_line(now, TO_AGENT, line))
             return
         extra: dict[str, Any] = {"before": outcome.frame.decode("utf-8")}
+        if report is not None and report.crossings():
+            extra["crossed"] = crossed(report)
         if report is not None:
             line, hidden = self._hide_injected(line, report)
             extra["rewrite"] = self.redactor.redact_value(report.fields())
@@ -211,15 +217,27 @@ class ConnectionTrace:
         record = message(now, TO_AGENT, line, **extra)
         self._write(now, record, len(line) + len(outcome.frame))
 
-    def agent_lines(self, verdicts: Sequence[Line]) -> None:
-        """Agent lines after the relay handled them: sent to the client, or dropped."""
+    def agent_lines(self, verdicts: Sequence[AgentLine]) -> None:
+        """Agent lines after the relay handled them: sent to the client (translated where
+        a path crossed, each translation recorded), answered by the relay, or dropped."""
         for line in verdicts:
             if self.bounded.stopped or self.file.failed:
                 return
-            if isinstance(line, Dropped):
-                self._event("dropped", dir=TO_CLIENT, size=line.size, reason=line.reason)
-            else:
+            if isinstance(line, bytes):
                 self.file.write(self.bounded.add_line(self.clock(), TO_CLIENT, line))
+            elif isinstance(line, Dropped):
+                self._event("dropped", dir=TO_CLIENT, size=line.size, reason=line.reason)
+            elif answered(line):
+                now = self.clock()
+                record = message(
+                    now, TO_AGENT, line.reply, by="relay", reason=line.reason,
+                    crossed=crossed(line.report),
+                )  # fmt: skip
+                self._write(now, record, len(line.reply))
+            elif isinstance(line, Rewritten):
+                now = self.clock()
+                record = message(now, TO_CLIENT, line.line, crossed=crossed(line.report))
+                self._write(now, record, len(line.line))
 
     # -- writing --------------------------------------------------------------------------
 
@@ -233,3 +251,8 @@ class ConnectionTrace:
     def _hide_injected(self, line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
         injected = report.mcp.injected if report.mcp is not None else []
         return redact_injected(line, injected, self.redactor.redact_text)
+
+
+def crossed(report: RewriteReport) -> list[dict[str, str]]:
+    """Each path or URI the boundary translated in one message: field, from, to."""
+    return [{"field": t.field, "from": t.before, "to": t.after} for t in report.crossings()]

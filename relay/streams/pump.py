@@ -23,13 +23,13 @@ import select
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from functools import partial
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, cast
 
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
-from relay.core.framing import Line, LineSplitter
+from relay.core.framing import Dropped, Line, LineSplitter
 from relay.core.outcome import Close, Forward, Outcome, Refuse
 from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
 from relay.streams.wsadapter import frames_waiting
@@ -41,8 +41,17 @@ _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[str | bytes], Outcome]
 """Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
-Inspect = Callable[[bytes], bool]
-"""Shown each line before it is sent, until it returns False (then never again)."""
+if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
+    from relay.acp.boundary import ToAgent
+    from relay.acp.rewrite import Rewritten
+
+    AgentLine = Line | Rewritten | ToAgent
+    """A line's verdict once the boundary saw it: sent as it is, dropped, sent translated,
+    or answered by the relay (:mod:`relay.acp.boundary`)."""
+    Translate = Callable[[list[bytes]], list[bytes | Rewritten | ToAgent] | None]
+    """The boundary's look at the lines of one read (None: all pass as they are)."""
+Answer = Callable[[Sequence[bytes]], Awaitable[None]]
+"""Carries the relay's own replies back to where the lines came from (the agent)."""
 
 
 class ByteReader(Protocol):
@@ -73,7 +82,7 @@ class FrameObserver(Protocol):
 class LineObserver(Protocol):
     """Told the verdict on each line read from the pipe, once the sent ones were sent."""
 
-    def lines(self, verdicts: Sequence[Line], sent: Sequence[bytes] | None = None) -> None:
+    def lines(self, verdicts: Sequence[AgentLine], sent: Sequence[bytes] | None = None) -> None:
         """``sent``: the lines among ``verdicts`` that were sent, in order."""
 
 
@@ -90,24 +99,28 @@ async def lines_to_frames(
     *,
     max_bytes: int,
     observer: LineObserver,
-    inspect: Inspect | None = None,
+    translate: Translate | None = None,
+    answer: Answer | None = None,
 ) -> None:
     """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
 
     Each line gets its verdict from :class:`relay.core.framing.LineSplitter`: sent, or
-    dropped (over ``max_bytes``, or not valid UTF-8). ``inspect`` is shown each line to
-    be sent, before it is. ``observer`` gets the verdicts of each read once its lines
-    were sent. Raises ConnectionClosed if the socket goes first.
+    dropped (over ``max_bytes``, or not valid UTF-8). ``translate`` (the boundary's,
+    :meth:`relay.acp.boundary.Boundary.agent_lines`) is shown the lines of each read
+    before they are sent, and may give some a translated line, or the relay's own reply
+    for ``answer`` to carry back (that line then goes nowhere else). ``observer`` gets the
+    verdicts of each read once its lines were sent. Raises ConnectionClosed if the socket
+    goes first.
     """
     splitter = LineSplitter(max_bytes, utf8=True)
     while chunk := await reader.read(READ_CHUNK):
         dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
         clean = splitter.dropped == dropped  # nearly always: every line is sent
-        inspect = await _send(verdicts, clean, sink, observer, inspect)
+        await _send(verdicts, clean, sink, observer, translate, answer)
     last = splitter.finish()
     if last is not None:
-        await _send([last], False, sink, observer, inspect)
+        await _send([last], False, sink, observer, translate, answer)
 
 
 async def _send(
@@ -115,9 +128,10 @@ async def _send(
     clean: bool,
     sink: FrameSink,
     observer: LineObserver,
-    inspect: Inspect | None,
-) -> Inspect | None:
-    """Send the lines of one read together; returns ``inspect`` unless it declined.
+    translate: Translate | None,
+    answer: Answer | None,
+) -> None:
+    """Send the lines of one read together, then tell the observer.
 
     ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
     """
@@ -125,12 +139,34 @@ async def _send(
         frames = cast(list[bytes], verdicts)
     else:
         frames = [line for line in verdicts if isinstance(line, bytes)]
-    if inspect is not None and not all(map(inspect, frames)):
-        inspect = None
+    told: Sequence[AgentLine] = verdicts
+    if translate is not None and frames and (crossed := translate(frames)) is not None:
+        told = crossed if clean else _in_place(verdicts, crossed)
+        frames = [sent_line(c) for c in crossed if not answered(c)]
+        replies = [c.reply for c in crossed if answered(c)]
+        if replies and answer is not None:
+            await answer(replies)
     if frames:
         await sink.send_frames(frames)
-    observer.lines(verdicts, frames)
-    return inspect
+    observer.lines(told, frames)
+
+
+def answered(verdict: AgentLine) -> TypeGuard[ToAgent]:
+    """Whether the relay answered the line itself (the boundary's ToAgent): it goes nowhere."""
+    return hasattr(verdict, "reply")
+
+
+def sent_line(verdict: bytes | Rewritten | ToAgent) -> bytes:
+    """The line that goes on: as it came, or translated (the boundary's Rewritten)."""
+    return verdict if verdict.__class__ is bytes else cast("Rewritten", verdict).line
+
+
+def _in_place(
+    verdicts: Sequence[Line], crossed: Sequence[bytes | Rewritten | ToAgent]
+) -> list[AgentLine]:
+    """``verdicts`` with each line sent replaced by what the boundary made of it."""
+    lines = iter(crossed)
+    return [verdict if isinstance(verdict, Dropped) else next(lines) for verdict in verdicts]
 
 
 Reply = Callable[[bytes], Awaitable[bool]]

@@ -8,12 +8,16 @@ import json
 import socket
 import struct
 import sys
+from collections.abc import Sequence
 
 import pytest
 from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from relay.acp.boundary import ToAgent
+from relay.acp.rewrite import RewriteReport, Rewritten
+from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse, judge_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
@@ -147,30 +151,60 @@ async def test_lines_to_frames_raises_when_socket_is_gone() -> None:
             )
 
 
-async def test_observe_sees_lines_until_it_declines() -> None:
-    """The observer is shown each forwarded line until it returns False, then never again."""
-    seen: list[bytes] = []
+class Told:
+    """An observer that keeps every verdict it is told, in order."""
 
-    def observe(line: bytes) -> bool:
-        seen.append(line)
-        return b"stop" not in line
+    def __init__(self) -> None:
+        self.verdicts: list[object] = []
 
-    counters = Counters()
+    def lines(self, verdicts: Sequence[object], sent: Sequence[bytes] | None = None) -> None:
+        self.verdicts.extend(verdicts)
+
+
+async def test_translated_lines_go_on_translated_and_answered_ones_go_back() -> None:
+    """The translate hook's lines are sent instead, its answers carried back (not sent), and
+    the observer is told each line's final verdict in order."""
+    report = RewriteReport("fs/read_text_file")
+    answers: list[bytes] = []
+
+    def translate(lines: list[bytes]) -> list[bytes | Rewritten | ToAgent] | None:
+        out: list[bytes | Rewritten | ToAgent] = []
+        for line in lines:
+            if line == b"box":
+                out.append(Rewritten(b"editor", report))
+            elif line == b"ask":
+                out.append(ToAgent(b"no", "withheld", report))
+            else:
+                out.append(line)
+        return out if out != lines else None
+
+    async def answer(replies: Sequence[bytes]) -> None:
+        answers.extend(replies)
+
+    told = Told()
     async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
-        writing = asyncio.create_task(feed(pipe.writer, b"a\nstop\nb\nc\n"))
+        writing = asyncio.create_task(feed(pipe.writer, b"a\nbox\nask\n" + b"x" * 9 + b"\nb\n"))
         pumping = asyncio.create_task(
             lines_to_frames(
                 pipe.reader,
                 TextFrames(conn),
-                max_bytes=LIMIT,
-                observer=sent_into(counters),
-                inspect=observe,
+                max_bytes=8,
+                observer=told,
+                translate=translate,
+                answer=answer,
             )
         )
-        received = await frames(client, 4)
+        received = await frames(client, 3)
         await asyncio.gather(writing, pumping)
-    assert received == [b"a", b"stop", b"b", b"c"]
-    assert seen == [b"a", b"stop"]
+    assert received == [b"a", b"editor", b"b"]
+    assert answers == [b"no"]
+    assert told.verdicts == [
+        b"a",
+        Rewritten(b"editor", report),
+        ToAgent(b"no", "withheld", report),
+        Dropped(9, "line of 9 bytes over the limit"),
+        b"b",
+    ]
 
 
 # -- frames_to_lines ------------------------------------------------------------------
