@@ -383,7 +383,7 @@ RECIPES: dict[str, Check] = {
     """else empty end' trace.ndjson""": frames_as_sent,
     "curl -fsS http://127.0.0.1:8765/healthz              # ok": healthz,
     'curl -fsS http://127.0.0.1:8765/busy   # {"busy": false, "connections": 0, "detached": 0, '
-    '"warm": 0, "idle_seconds": 3.2}': busy_report,
+    '"warm": 0, "watchers": 0, "idle_seconds": 3.2}': busy_report,
 }  # fmt: skip
 
 

@@ -284,6 +284,8 @@ def relay_config(
         trace_max_bytes=settings.trace_max_bytes,
         resume_grace=settings.resume_grace,
         resume_buffer=settings.resume_buffer,
+        max_watchers=settings.max_watchers,
+        watch_history=settings.watch_history,
         state_dir=state_directory(settings.state_dir),
         metrics_listen=settings.metrics_listen,
         agent_account=account,

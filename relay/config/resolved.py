@@ -42,6 +42,8 @@ class RelayConfig:
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = defaults.RESUME_GRACE  # seconds a detached connection waits; 0: off
     resume_buffer: int = defaults.RESUME_BUFFER  # agent output kept until acknowledged
+    max_watchers: int = defaults.MAX_WATCHERS  # watchers per connection; 0: sharing off
+    watch_history: int = defaults.WATCH_HISTORY  # the conversation kept for watchers
     state_dir: str | None = None  # spent ticket ids kept there across restarts
     metrics_listen: tuple[str, int] | None = None  # /metrics on a port of its own, too
     agent_account: Account | None = None  # run agents as another user (--agent-user)

@@ -147,6 +147,14 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
                "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
                defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
     )),
+    ("sharing", (
+        Option("max-watchers", "watchers (acp-relay.watch.v1) one connection may have at once, "
+               "besides its controlling socket; 0 turns sharing off",
+               defaults.MAX_WATCHERS, "N", convert.count),
+        Option("watch-history", "the conversation each connection keeps for its watchers, in "
+               "bytes or with KiB/MiB/GiB (oldest whole messages dropped first); in memory "
+               "only", defaults.WATCH_HISTORY, "SIZE", convert.size, default_text="1MiB"),
+    )),
     ("warm agents", (
         Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "
                "open (same command, workspace and environment): a new socket takes one instead "
@@ -243,6 +251,8 @@ class Settings:
     trace_max_bytes: int = defaults.TRACE_MAX_BYTES
     resume_grace: float = defaults.RESUME_GRACE
     resume_buffer: int = defaults.RESUME_BUFFER
+    max_watchers: int = defaults.MAX_WATCHERS
+    watch_history: int = defaults.WATCH_HISTORY
     state_dir: str | None = None
     metrics_listen: tuple[str, int] | None = None
     dev_allow_remote: bool = False

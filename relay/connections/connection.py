@@ -40,6 +40,8 @@ from relay.connections.agent import (
 )
 from relay.connections.attachments import Attachment
 from relay.connections.carriers import Carrier
+from relay.connections.waits import IdleClock, bounded_wait, first_failure
+from relay.connections.watchers import Watching, ended_reason
 from relay.core.ending import (
     CloseSocket,
     Detach,
@@ -57,10 +59,12 @@ from relay.core.exits import Exit
 from relay.core.outcome import Rewrite
 from relay.core.profile import CANNOT_RESUME, Open, Resume
 from relay.core.tickets import Claims
+from relay.core.watching import DETACHED, RESUMED
 from relay.observe.logs import get_logger
 from relay.observe.observer import ConnectionObserver, Peer
 from relay.observe.stats import RelayStats
 from relay.observe.tracewriter import ConnectionTrace
+from relay.streams.pipewriter import write_lines
 from relay.streams.pump import frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import SocketEnd, socket_end, stall_timeout
 
@@ -125,6 +129,16 @@ class Connection:
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
         self._stop_requested = False
         self.carrier = carrier(self)
+        self.watching = Watching(
+            conn_id,
+            self.observer,
+            most=config.max_watchers,
+            history=config.watch_history,
+            tell_controller=self._tell_controller,
+            to_agent=self._to_agent,
+        )
+        if self.watching.enabled:
+            self.observer.conversation = self.watching
 
     @property
     def rewrite(self) -> Rewrite | None:
@@ -170,6 +184,9 @@ class Connection:
             self.observer.crossings(self.boundary.summary())
             last = self.controller or self.latest or first
             self.observer.closed(self.exit, last.close_code, last.close_reason)
+            exit_reason = None if self.exit is None else self.exit.reason
+            code, reason = ended_reason(exit_reason, self.context.shutting_down())
+            await self.watching.close_all(code, reason)
 
     async def _start_agent(self, attachment: Attachment) -> AgentProcess | str:
         """Take a warm agent, else start one (logged, traced, registered); why not, if it
@@ -213,7 +230,7 @@ class Connection:
                     max_bytes=self.config.max_message_bytes,
                     observer=self.observer,
                     translate=translate,
-                    answer=partial(answer_agent, agent.stdin),
+                    answer=partial(write_lines, agent.stdin),
                 )
                 self.stdout_eof.set()
         finally:
@@ -256,7 +273,9 @@ class Connection:
                 if isinstance(step, End):
                     return
                 if isinstance(step, Detach):
-                    self.observer.detached(lost.why if lost else "lost", self.carrier.grace)
+                    why = lost.why if lost else "lost"
+                    self.observer.detached(why, self.carrier.grace)
+                    self.watching.notify(DETACHED, {"reason": why, "grace": self.carrier.grace})
         finally:
             for task in watched:
                 task.cancel()
@@ -378,6 +397,8 @@ class Connection:
         old, self.controller, self.latest = self.controller, attachment, attachment
         if old is not None and old is not attachment:
             asyncio.get_running_loop().create_task(self.carrier.fence(old))
+        if isinstance(first, Resume):
+            self.watching.notify(RESUMED, {})
         self.socket_end = None
         self.changed.set()
         try:
@@ -395,66 +416,25 @@ class Connection:
 
     async def _receive(self, attachment: Attachment, agent: AgentProcess) -> None:
         """The one receive loop: each frame judged (through the carrier), carried out, told."""
+        judge = self.carrier.judge(attachment, self.rewrite)
+        if self.watching.enabled:
+            judge = self.watching.controller_judge(judge, self.claims.sub)
         await frames_to_lines(
             attachment.ws,
             agent.stdin,
-            judge=self.carrier.judge(attachment, self.rewrite),
+            judge=judge,
             observer=self.observer,
             reply=self.carrier.reply_on(attachment),
             after_pipe=True,
         )
 
+    async def _tell_controller(self, line: bytes) -> None:
+        """A line of the relay's own to the controlling socket, if one is attached."""
+        controller = self.controller
+        if controller is not None:
+            await self.carrier.reply_on(controller)(line)
 
-class IdleClock:
-    """Times the waits of a reader on an empty pipe: how long has it waited, right now?"""
-
-    def __init__(self) -> None:
-        self._since: float | None = None
-        self._reader: asyncio.StreamReader | None = None
-
-    def watch(self, reader: asyncio.StreamReader) -> IdleClock:
-        self._reader = reader
-        return self
-
-    async def read(self, n: int) -> bytes:
-        """``reader.read(n)``, timed."""
-        assert self._reader is not None
-        self._since = time.monotonic()
-        try:
-            return await self._reader.read(n)
-        finally:
-            self._since = None
-
-    def idle_for(self) -> float:
-        """Seconds the current read has waited; 0 when no read is waiting."""
-        return 0.0 if self._since is None else time.monotonic() - self._since
-
-
-async def answer_agent(stdin: asyncio.StreamWriter, replies: Sequence[bytes]) -> None:
-    """The relay's own answers to agent requests (the boundary's), written to its stdin as
-    whole lines; a full pipe is waited on, a closed one ignored (the agent is going)."""
-    if stdin.is_closing():
-        return
-    stdin.writelines([line for reply in replies for line in (reply, b"\n")])
-    with suppress(ConnectionError):
-        await stdin.drain()
-
-
-async def first_failure(tasks: Sequence[asyncio.Task[Any]]) -> BaseException:
-    """The exception of the first of ``tasks`` to fail; waits for ever if none does."""
-    pending = set(tasks)
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            error = None if task.cancelled() else task.exception()
-            if error is not None:
-                return error
-    await asyncio.Future()  # every task ended normally: nothing to report, ever
-    raise AssertionError("unreachable")
-
-
-async def bounded_wait(task: asyncio.Task[None], seconds: float) -> None:
-    try:
-        await asyncio.wait_for(task, max(seconds, 0.1))
-    except Exception:  # TimeoutError included
-        task.cancel()
+    async def _to_agent(self, lines: Sequence[bytes]) -> None:
+        """Lines to the agent from elsewhere than the controller (a watcher's answer)."""
+        if self.agent is not None:
+            await write_lines(self.agent.stdin, lines)

@@ -9,7 +9,7 @@ capacity (503); a ticket is only spent once the socket will really be accepted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
@@ -92,8 +92,16 @@ def admit(
     policy: Policy,
     replay_guard: ReplayGuard,
     now: float,
+    watching: bool = False,
+    can_watch: Callable[[str], Refusal | None] | None = None,
 ) -> Admitted | Refusal:
-    """Decide an upgrade request; spends the ticket only when the answer is Admitted."""
+    """Decide an upgrade request; spends the ticket only when the answer is Admitted.
+
+    ``watching``: the request offers the watch profile (``acp-relay.watch.v1``); its
+    ticket must be a watcher's, and ``can_watch`` says whether the connection it names can
+    take a watcher now. A watcher's ticket opens no connection of its own, and watchers do
+    not count against ``--max-connections``.
+    """
     refused = origin_refusal(origin, policy.allow_origins)
     if refused is not None:
         return refused
@@ -112,7 +120,13 @@ def admit(
             "ticket was already used: tickets are single-use, get a new one",
             kind="ticket_replayed",
         )
-    if open_connections >= policy.max_connections:
+    if watching != (claims.watch is not None):
+        return unauthorized(_watch_mismatch(claims.watch), kind="ticket_invalid")
+    if claims.watch is not None:
+        refused = None if can_watch is None else can_watch(claims.watch)
+        if refused is not None:
+            return refused
+    elif open_connections >= policy.max_connections:
         return _full(f"relay is at its limit of {_connections(policy.max_connections)}")
     if not replay_guard.remember(claims.jti, claims.expires_at(policy.ticket_ttl), now):
         return _full("too many recent tickets to remember")
@@ -138,14 +152,40 @@ def _ticket_kind(reason: str, ticket: str | None) -> str:
     return "ticket_invalid"
 
 
+def _watch_mismatch(watch: str | None) -> str:
+    if watch is None:
+        return (
+            "a watcher needs a watcher's ticket: mint one with acp-relay ticket --watch "
+            "CONNECTION_ID"
+        )
+    return (
+        f"this ticket is for watching connection {watch}: offer the acp-relay.watch.v1 "
+        "subprotocol with it"
+    )
+
+
+def no_such_connection(watch: str) -> Refusal:
+    """404 for a watcher of a connection this relay does not have (ended, or never was)."""
+    return Refusal(
+        404, f"no connection {watch} on this relay: it ended, or never was", kind="watch"
+    )
+
+
+def watchers_full(watch: str, most: int) -> Refusal:
+    """503 for a watcher of a connection that has all the watchers it may have."""
+    if most == 0:
+        return Refusal(404, "sharing is off on this relay (--max-watchers 0)", kind="watch")
+    return _full(f"connection {watch} has its {most} watchers (--max-watchers)", kind="watch")
+
+
 def _connections(count: int) -> str:
     return f"{count} connection" if count == 1 else f"{count} connections"
 
 
-def _full(why: str) -> Refusal:
+def _full(why: str, kind: str = "capacity") -> Refusal:
     return Refusal(
         503,
         f"{why}; retry in {RETRY_AFTER_SECONDS} s",
         (("Retry-After", str(RETRY_AFTER_SECONDS)),),
-        kind="capacity",
+        kind=kind,
     )

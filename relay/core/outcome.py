@@ -27,7 +27,7 @@ from relay.core.framing import FrameRefused, error_reply, frame_to_line
 if TYPE_CHECKING:  # only serve rewrites: connect loads none of it
     from relay.acp.rewrite import RewriteReport, Rewritten
 
-SkipReason = Literal["blank", "binary", "duplicate", "acknowledgement", "fenced"]
+SkipReason = Literal["blank", "binary", "duplicate", "acknowledgement", "fenced", "answered"]
 
 
 @dataclass(frozen=True, slots=True)

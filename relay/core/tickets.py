@@ -1,7 +1,9 @@
 """Signed, short-lived tickets that authorize one WebSocket connection.
 
 A ticket is an itsdangerous ``URLSafeTimedSerializer`` token: HMAC-SHA256, salt ``SALT``,
-"django-concat" key derivation, over compact JSON claims ``sub``, ``jti``, ``aud``?, ``exp``?.
+"django-concat" key derivation, over compact JSON claims ``sub``, ``jti``, ``aud``?, ``exp``?,
+and for a watcher's ticket ``watch`` (the connection it may watch) and ``answer`` (whether it
+may answer the agent's permission requests).
 The module is pure: the clock (``now``, unix seconds), the secrets and the nonce are arguments.
 """
 
@@ -24,6 +26,7 @@ CLOCK_SKEW = 5.0
 MAX_TICKET_CHARS = 4096
 """Longer tickets are refused as malformed before any HMAC is computed."""
 MIN_NONCE_BYTES = 16
+MAX_WATCH_CHARS = 64  # a connection id (the relay's are UUIDs)
 
 # Worded so that log redaction (query values, bearer tokens) leaves it whole.
 NO_TICKET = (
@@ -61,6 +64,8 @@ class Claims:
     aud: str | None
     iat: int
     exp: int | None
+    watch: str | None = None  # a watcher's ticket: the one connection it may watch
+    may_answer: bool = False  # ... and whether it may answer the agent's permission requests
 
     def expires_at(self, max_age: float) -> float:
         """When the relay stops accepting this ticket: min(iat + max_age, exp)."""
@@ -102,15 +107,27 @@ def mint(
     subject: str,
     audience: str | None = None,
     ttl: float | None = None,
+    watch: str | None = None,
+    may_answer: bool = False,
 ) -> str:
-    """Sign a ticket for ``subject`` issued at ``now``; with ``ttl`` it also carries ``exp``."""
+    """Sign a ticket for ``subject`` issued at ``now``; with ``ttl`` it also carries ``exp``.
+
+    With ``watch`` it is a watcher's ticket for that connection only (``may_answer``: it
+    may answer the agent's permission requests); it opens no connection of its own.
+    """
     if not secret or not nonce:
         raise ValueError("mint needs a non-empty secret and nonce")
-    claims: dict[str, str | int] = {"sub": subject, "jti": nonce}
+    if may_answer and watch is None:
+        raise ValueError("may_answer goes with watch")
+    claims: dict[str, str | int | bool] = {"sub": subject, "jti": nonce}
     if audience is not None:
         claims["aud"] = audience
     if ttl is not None:
         claims["exp"] = _expiry(now, ttl)
+    if watch is not None:
+        claims["watch"] = watch
+        if may_answer:
+            claims["answer"] = True
     return _serializer([secret], now).dumps(claims)
 
 
@@ -167,11 +184,16 @@ def _claims(payload: object, iat: int) -> Claims:
     if not isinstance(payload, dict):
         raise TicketError(MALFORMED)
     sub, jti, aud, exp = (payload.get(key) for key in ("sub", "jti", "aud", "exp"))
+    watch, answer = payload.get("watch"), payload.get("answer", False)
     if not isinstance(sub, str) or not isinstance(jti, str) or not jti:
         raise TicketError(MALFORMED)
     if not (aud is None or isinstance(aud, str)) or not (exp is None or _is_int(exp)):
         raise TicketError(MALFORMED)
-    return Claims(sub=sub, jti=jti, aud=aud, iat=iat, exp=exp)
+    if not (watch is None or (isinstance(watch, str) and 0 < len(watch) <= MAX_WATCH_CHARS)):
+        raise TicketError(MALFORMED)
+    if not isinstance(answer, bool) or (answer and watch is None):
+        raise TicketError(MALFORMED)
+    return Claims(sub=sub, jti=jti, aud=aud, iat=iat, exp=exp, watch=watch, may_answer=answer)
 
 
 def _is_int(value: object) -> bool:

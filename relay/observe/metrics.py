@@ -13,7 +13,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from relay import __version__
-from relay.observe.stats import DROP_REASONS, REFUSAL_REASONS, WARM_EVENTS, Histogram, RelayStats
+from relay.observe.stats import (
+    DROP_REASONS,
+    REFUSAL_REASONS,
+    WARM_EVENTS,
+    WATCH_EVENTS,
+    Histogram,
+    RelayStats,
+)
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -91,6 +98,25 @@ class _Collector:
         for event in WARM_EVENTS:
             warm.add_metric([event], s.warm.get(event, 0))
         yield warm
+        yield GaugeMetricFamily(
+            f"{PREFIX}_watchers",
+            "Watchers attached now, all connections",
+            gauges.get("watchers", 0),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_watch_history_bytes",
+            "The conversations kept for watchers, all connections",
+            gauges.get("history", 0),
+        )
+        watch = CounterMetricFamily(
+            f"{PREFIX}_watch_events",
+            "Watchers attached, closed for falling behind, refused; answers taken (by the "
+            "controller or a watcher) and dropped as late",
+            labels=["event"],
+        )
+        for event in WATCH_EVENTS:
+            watch.add_metric([event], s.watch.get(event, 0))
+        yield watch
         yield CounterMetricFamily(f"{PREFIX}_connections_opened", "Connections opened", s.opened)
         ended = CounterMetricFamily(
             f"{PREFIX}_connections_ended",

@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse, Skip
@@ -89,7 +89,7 @@ class PumpObserver:
             self._told_withheld = True
             self.log.info(
                 "editor capabilities withheld",
-                withheld=report.withheld,
+                capabilities=report.withheld,
                 reason=report.withheld_because,
             )
 
@@ -136,6 +136,15 @@ class PumpObserver:
         self.log.warning("socket peer stopped reading: closing", seconds=round(seconds, 3))
 
 
+class Conversation(Protocol):
+    """Where the lines a connection carried go besides the pipes: its watchers
+    (:class:`relay.connections.watchers.Watching`)."""
+
+    def client_line(self, line: bytes) -> None: ...
+
+    def agent_lines(self, lines: Sequence[bytes]) -> None: ...
+
+
 class ConnectionObserver(PumpObserver):
     """Logs, counts and traces one connection; both pumps and the connection report here."""
 
@@ -155,6 +164,7 @@ class ConnectionObserver(PumpObserver):
         self.started = time.monotonic()
         self._told_stdin_closed = False
         self.stderr_tail = StderrTail()
+        self.conversation: Conversation | None = None  # the watchers', when sharing is on
 
     # -- the pumps ------------------------------------------------------------------
 
@@ -164,7 +174,11 @@ class ConnectionObserver(PumpObserver):
             up = self.up  # nearly every frame: counted, nothing to log nor to count apart
             up.messages += 1
             up.bytes += len(outcome.line)
+            if self.conversation is not None:
+                self.conversation.client_line(outcome.line)
         else:
+            if self.conversation is not None and isinstance(outcome, Forward):
+                self.conversation.client_line(outcome.line)
             super().frame(outcome)
             if self.stats is not None and isinstance(outcome, Forward | Refuse):
                 self._count(outcome, self.stats)
@@ -184,6 +198,8 @@ class ConnectionObserver(PumpObserver):
         """Agent lines were handled; traced as well as counted and logged."""
         sent_before, dropped_before = self.down.messages, self.down.dropped
         super().lines(verdicts, sent)
+        if self.conversation is not None and sent:
+            self.conversation.agent_lines(sent)
         if self.stats is not None:
             if not sent_before and self.down.messages:
                 self.stats.first_byte.observe(time.monotonic() - self.started)
@@ -277,6 +293,54 @@ class ConnectionObserver(PumpObserver):
             self.stats.resumed += 1
         if self.trace is not None:
             self.trace.noted("resume", **fields)
+
+    # -- watchers ------------------------------------------------------------------------
+
+    def watcher_attached(self, subject: str, may_answer: bool, watchers: int) -> None:
+        """A watcher attached (``watchers`` now attached)."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.info("watcher attached", watcher=shown, may_answer=may_answer, watchers=watchers)
+        if self.stats is not None:
+            self.stats.watch_event("attached")
+        if self.trace is not None:
+            self.trace.noted("watch", watcher=subject, may_answer=may_answer)
+
+    def watcher_left(self, subject: str, close_code: int | None, watchers: int) -> None:
+        """A watcher's socket went (``watchers`` still attached)."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.info("watcher left", watcher=shown, close_code=close_code, watchers=watchers)
+        if self.trace is not None:
+            self.trace.noted("unwatch", watcher=subject, close_code=close_code)
+
+    def watcher_fell_behind(self, subject: str, unread: int) -> None:
+        """A watcher left more than its bound unread: it is closed."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.warning("watcher fell behind: closing it", watcher=shown, size=unread)
+        if self.stats is not None:
+            self.stats.watch_event("fell_behind")
+
+    def watcher_refused(self, subject: str, reason: str) -> None:
+        """A watcher sent something else than an answer it may give: answered with why."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.warning("watcher frame refused", watcher=shown, reason=reason)
+        if self.stats is not None:
+            self.stats.watch_event("refused")
+
+    def answer_taken(self, role: str, subject: str) -> None:
+        """The first answer to a permission request, from the controller or a watcher."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.info("answer taken", by=role, watcher=shown if role == "watcher" else None)
+        if self.stats is not None:
+            self.stats.watch_event(f"answer_{role}")
+        if self.trace is not None:
+            self.trace.noted("answered", by=role, subject=subject)
+
+    def answer_late(self, role: str, subject: str) -> None:
+        """An answer to a request answered already: dropped."""
+        shown = shortened(subject, SUBJECT_CHARS)
+        self.log.info("answer dropped: answered already", by=role, watcher=shown)
+        if self.stats is not None:
+            self.stats.watch_event("answer_late")
 
     def expired(self, grace: float) -> None:
         """No resume came within the grace: the connection ends."""

@@ -23,17 +23,22 @@ DURATION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 1
 REFUSAL_REASONS = (
     "origin", "ticket_missing", "ticket_invalid", "ticket_expired", "ticket_audience",
     "ticket_replayed", "capacity", "path", "not_upgrade", "subprotocol", "bad_request",
-    "method", "handshakes", "resume",
+    "method", "handshakes", "resume", "watch",
 )  # fmt: skip
 CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
 # Agent lines over --max-message-bytes or not UTF-8; client messages after the agent's stdin closed.
 DROP_REASONS = ("too_large", "not_utf8", "stdin_closed")
-# What became of warm agents (relay.connections.warmagents): started ahead of demand (or failed to
-# start at
-# all), taken by a connection, ended while waiting (crashed, or exited by themselves),
-# recycled after --warm-max-age.
+# What became of warm agents (relay.connections.warmagents): started ahead of demand (or
+# failed to start at all), taken by a connection, ended while waiting (crashed, or exited
+# by themselves), recycled after --warm-max-age.
 WARM_EVENTS = ("started", "failed", "taken", "ended", "recycled")
+# What watchers did (relay.connections.watchers): attached; closed for falling behind; sent a
+# frame that was refused; permission requests answered first by the controller or a
+# watcher; answers dropped for coming after the first.
+WATCH_EVENTS = (
+    "attached", "fell_behind", "refused", "answer_controller", "answer_watcher", "answer_late",
+)  # fmt: skip
 
 
 def close_class(code: int | None) -> str:
@@ -114,9 +119,13 @@ class RelayStats:
     carried_before: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
     live: set[Carried] = field(default_factory=set)
     warm: dict[str, int] = field(default_factory=dict)  # WARM_EVENTS
+    watch: dict[str, int] = field(default_factory=dict)  # WATCH_EVENTS
 
     def warm_event(self, event: str) -> None:
         self.warm[event] = self.warm.get(event, 0) + 1
+
+    def watch_event(self, event: str) -> None:
+        self.watch[event] = self.watch.get(event, 0) + 1
 
     def refusal(self, reason: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1

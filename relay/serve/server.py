@@ -10,23 +10,15 @@ answers ``/healthz``, ``/busy`` and, under ``--dev``, the dev console.
 from __future__ import annotations
 
 import asyncio
-import http
 import logging
-import os
 import socket
 import time
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
-from websockets.http11 import Request, Response
-from websockets.protocol import State
-from websockets.typing import Subprotocol
 
 from relay import __version__
 from relay.config.resolved import RelayConfig
@@ -34,7 +26,7 @@ from relay.connections.agent import AgentProcess, Guard
 from relay.connections.attachments import Attachment
 from relay.connections.carriers import Carrier, DirectFrames, ReplayWindow
 from relay.connections.connection import Connection, RelayContext
-from relay.core.admission import Refusal, admit, ticket_from_request
+from relay.core.admission import Refusal, no_such_connection, watchers_full
 from relay.core.profile import (
     CANNOT_RESUME,
     NO_CONNECTION,
@@ -46,16 +38,16 @@ from relay.core.profile import (
     parse_first_frame,
 )
 from relay.core.session import Session
-from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
-from relay.core.upgrade import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
+from relay.core.tickets import ReplayGuard
+from relay.core.upgrade import HandshakeGate
 from relay.observe.logs import get_logger
 from relay.observe.metrics import Exposition
 from relay.observe.stats import RelayStats
-from relay.serve import browsermodule as webassets
 from relay.serve import devconsole
-from relay.serve.httpedge import guarded, json_response, response, serve_metrics, text_response
+from relay.serve.httpedge import guarded, serve_metrics
 from relay.serve.listener import cannot_listen
 from relay.serve.spenttickets import SpentTickets
+from relay.serve.upgrades import PendingSocket, Upgrades, Views
 
 if TYPE_CHECKING:
     from relay.connections.warmagents import WarmAgents
@@ -64,18 +56,6 @@ __all__ = ["Relay", "RelayConfig"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
-METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side, like /busy
-
-
-@dataclass
-class PendingSocket:
-    """A socket that passed admission, counted as a connection until its own is registered
-    (or it is refused): the resume profile's open frame comes after the upgrade."""
-
-    conn_id: str
-    claims: Claims
-    subprotocol: str | None = None  # the one the relay selects
-    opened: float = field(default_factory=time.monotonic)
 
 
 class Relay:
@@ -90,9 +70,7 @@ class Relay:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.replay_guard = ReplayGuard()
         self.log = get_logger("relay.server")
-        self.pending: dict[ServerConnection, PendingSocket] = {}
         self.connections: dict[str, Connection] = {}  # attached or detached
         self.lives: set[asyncio.Task[None]] = set()  # every connection's lifecycle
         self.agents: set[AgentProcess] = set()
@@ -100,7 +78,6 @@ class Relay:
         self.shutting_down = False
         self._server: Server | None = None
         self._metrics_server: asyncio.Server | None = None
-        self.console = _console(config) if config.console else None
         self.gate = HandshakeGate()
         self.stats = RelayStats()
         self.warm: WarmAgents | None = None
@@ -114,9 +91,23 @@ class Relay:
             self.agents, lambda: self.shutting_down, self.stats, guard, self.warm
         )
         self.exposition = Exposition(self.stats, self._gauges)
+        replay_guard = ReplayGuard()
         self.spent: SpentTickets | None = None
         if config.state_dir is not None:
-            self.spent = SpentTickets(config.state_dir, self.replay_guard, clock())
+            self.spent = SpentTickets(config.state_dir, replay_guard, clock())
+        views = Views(
+            lambda: len(self.connections), self._can_watch, self.busy_report, self.exposition.render
+        )
+        self.upgrades = Upgrades(
+            config,
+            views,
+            clock=clock,
+            stats=self.stats,
+            log=self.log,
+            console=_console(config) if config.console else None,
+            spent=self.spent,
+            replay_guard=replay_guard,
+        )
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Listen (on ``sock`` when it is bound already, see :mod:`relay.serve.listener`); the bound
@@ -134,8 +125,8 @@ class Relay:
         self._server = await serve(
             self._handle,
             **address,
-            process_request=self._process_request,
-            process_response=self._process_response,
+            process_request=self.upgrades.process_request,
+            process_response=self.upgrades.process_response,
             compression=None,
             open_timeout=c.open_timeout,
             ping_interval=c.ping_interval,
@@ -146,7 +137,7 @@ class Relay:
             # default of 16 (measured), and memory per socket stays near 2 messages.
             max_queue=RECEIVE_QUEUE_FRAMES,
             server_header=None,
-            select_subprotocol=self._select_subprotocol,
+            select_subprotocol=self.upgrades.select_subprotocol,
             create_connection=guarded(self.gate, self.log, c.path, self.stats),
         )
         if self.warm is not None:
@@ -198,149 +189,70 @@ class Relay:
         for agent in self.agents:
             agent.kill_group()
 
-    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        path = urlsplit(request.path).path
-        headers = list(request.headers.raw_items())
-        duplicate = duplicated(headers)
-        if duplicate is not None:
-            return self._refuse(ws, duplicate)
-        upgrade = _is_upgrade(request)
-        if not upgrade and (plain := self._plain_get(request, path)) is not None:
-            return plain
-        if path != self.config.path:
-            reason = f"not found: the ACP endpoint is {self.config.path}"
-            if upgrade:
-                return self._refuse(ws, Refusal(404, reason, kind="path"))
-            return text_response(404, reason + "\n")
-        shape = check_upgrade(headers, speaks=self._speaks())
-        if isinstance(shape, Refusal):
-            return self._refuse(ws, shape)
-        return self._admit(ws, request, shape)
-
-    def _plain_get(self, request: Request, path: str) -> Response | None:
-        """The answer to a request that is no WebSocket upgrade, on a path the relay serves
-        besides the ACP endpoint (the console, the browser module, /healthz, /busy,
-        /metrics); None for any other path."""
-        if self.console is not None and path in devconsole.PATHS:
-            return self._console(request, path, self.console)
-        if path == webassets.MODULE_PATH:
-            origin = request.headers.get("Origin")
-            return webassets.module_response(origin, self.config.policy.allow_origins)
-        if path == "/healthz":
-            return text_response(200, "ok\n")
-        if path == "/busy":
-            return json_response(200, self.busy_report())
-        if path == METRICS_PATH:
-            body, content_type = self.exposition.render()
-            return response(200, body, content_type, ())
-        return None
-
-    def _speaks(self) -> tuple[str, ...]:
-        """The subprotocols the relay selects, in order of preference."""
-        return (PROFILE, ACP_V1) if self.config.resume_grace > 0 else (ACP_V1,)
-
-    def _refuse(self, ws: ServerConnection, refusal: Refusal) -> Response:
-        self.stats.refusal(refusal.kind)
-        self.log.warning(
-            "connection refused", status=refusal.status, reason=refusal.reason, remote=_remote(ws)
-        )
-        return text_response(refusal.status, refusal.reason + "\n", refusal.headers)
-
-    def _console(self, request: Request, path: str, console: devconsole.Console) -> Response:
-        """The dev console's files and tickets (the tickets and the token are never logged)."""
-        answer = devconsole.answer(console, path, request.path, request.headers, self._ticket)
-        if answer.refused is not None:
-            self.log.warning(
-                "console refused", reason=answer.refused, host=request.headers.get("Host")
-            )
-        return answer.response
-
-    def _ticket(self) -> str:
-        """A fresh ticket for the dev console's page."""
-        policy = self.config.policy
-        nonce = new_nonce(os.urandom(MIN_NONCE_BYTES))
-        return mint(
-            policy.secrets[0],
-            now=self.clock(),
-            nonce=nonce,
-            subject="dev-console",
-            audience=policy.audience,
-        )
-
-    def _admit(self, ws: ServerConnection, request: Request, shape: Shape) -> Response | None:
-        now = self.clock()
-        verdict = admit(
-            ticket=ticket_from_request(
-                request.path, request.headers.get("Authorization"), shape.ticket
-            ),
-            origin=request.headers.get("Origin"),
-            open_connections=self._open_count(),
-            policy=self.config.policy,
-            replay_guard=self.replay_guard,
-            now=now,
-        )
-        if isinstance(verdict, Refusal):
-            return self._refuse(ws, verdict)
-        if self.spent is not None:
-            claims = verdict.claims
-            self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
-        self.pending[ws] = PendingSocket(str(uuid.uuid4()), verdict.claims, shape.select)
-        return None
-
-    def _process_response(
-        self, ws: ServerConnection, request: Request, response: Response
-    ) -> Response | None:
-        admission = self.pending.get(ws)
-        if admission is None:
-            return None
-        if response.status_code == http.HTTPStatus.SWITCHING_PROTOCOLS:
-            response.headers["Acp-Connection-Id"] = admission.conn_id
-        else:
-            del self.pending[ws]
-        return None
-
-    def _open_count(self) -> int:
-        for ws in [ws for ws in self.pending if ws.state is State.CLOSED]:
-            del self.pending[ws]
-        return len(self.connections) + len(self.pending)
-
     def _gauges(self) -> dict[str, float]:
         report = self.busy_report()
         detached = report["detached"]
         attached = len(self.connections) - detached
-        return {"attached": attached, "detached": detached, "warm": report["warm"]}
+        history = sum(c.watching.history.size for c in self.connections.values())
+        return {
+            "attached": attached,
+            "detached": detached,
+            "warm": report["warm"],
+            "watchers": report["watchers"],
+            "history": history,
+        }
+
+    def _open_count(self) -> int:
+        """Connections, and sockets admitted that will be ones: what --max-connections counts."""
+        return len(self.connections) + self.upgrades.counted()
+
+    def _can_watch(self, conn_id: str) -> Refusal | None:
+        """Whether connection ``conn_id`` can take one more watcher now."""
+        connection = self.connections.get(conn_id)
+        if connection is None or connection.ended:
+            return no_such_connection(conn_id)
+        if connection.watching.count >= self.config.max_watchers:
+            return watchers_full(conn_id, self.config.max_watchers)
+        return None
 
     def busy_report(self) -> dict[str, Any]:
         """The supervisor's view: busy while any connection lives, attached or detached;
-        warm agents waiting for a connection are no connection (``warm`` counts them)."""
+        warm agents waiting for a connection are no connection (``warm`` counts them);
+        ``watchers`` counts the people looking on."""
         count = self._open_count()  # sockets in their upgrade count too: they will be open
         idle = None if count or self.idle_since is None else time.monotonic() - self.idle_since
         idle = None if idle is None else round(idle, 3)
         detached = sum(1 for connection in self.connections.values() if connection.detached)
         warm = 0 if self.warm is None else self.warm.ready
+        watchers = sum(connection.watching.count for connection in self.connections.values())
         return {
             "busy": count > 0,
             "connections": count,
             "detached": detached,
             "warm": warm,
+            "watchers": watchers,
             "idle_seconds": idle,
         }
 
     # -- after the upgrade --------------------------------------------------------
 
     async def _handle(self, ws: ServerConnection) -> None:
-        admitted = self.pending.get(ws)
-        if admitted is None:  # cannot happen: every upgrade went through _admit
+        admitted = self.upgrades.pending.get(ws)
+        if admitted is None:  # cannot happen: every upgrade went through admission
             await ws.close(CloseCode.INTERNAL_ERROR, "internal error: connection was not admitted")
             return
         attachment = Attachment(ws)
+        if admitted.watcher:
+            del self.upgrades.pending[ws]
+            await self._watch(attachment, admitted)
+            return
         connection = None
         try:
             first = await self._first_frame(attachment) if ws.subprotocol == PROFILE else None
             if ws.subprotocol != PROFILE or isinstance(first, Open):
                 connection = self._open(attachment, admitted, resumable=first is not None)
         finally:
-            self.pending.pop(ws, None)  # counted from admission until registered or refused
+            self.upgrades.pending.pop(ws, None)  # counted until registered or refused
         if connection is not None:
             await connection.attach(attachment, first)
         elif isinstance(first, Resume):
@@ -378,6 +290,14 @@ class Relay:
             return
         await found.attach(attachment, first)
 
+    async def _watch(self, attachment: Attachment, admitted: PendingSocket) -> None:
+        """A watcher's socket: it sees the connection until either goes."""
+        connection = self.connections.get(admitted.conn_id)
+        if connection is None or connection.ended:  # it ended since the upgrade was admitted
+            await attachment.close(CloseCode.NORMAL_CLOSURE, "the connection ended")
+            return
+        await connection.watching.watch(attachment, admitted.claims)
+
     async def _first_frame(self, attachment: Attachment) -> Open | Resume | None:
         """The resume profile's first frame, within the open timeout; None if it failed."""
         try:
@@ -394,15 +314,6 @@ class Relay:
         except ConnectionClosed:
             pass
         return None
-
-    def _select_subprotocol(
-        self, ws: ServerConnection, offered: Sequence[Subprotocol]
-    ) -> Subprotocol | None:
-        """The subprotocol admission chose (never a ticket); none when none was offered."""
-        admission = self.pending.get(ws)
-        if admission is None or admission.subprotocol is None:
-            return None
-        return Subprotocol(admission.subprotocol)
 
     def _register(self, connection: Connection) -> None:
         self.connections[connection.conn_id] = connection
@@ -423,7 +334,7 @@ class Relay:
             self.log.debug(
                 "relay state",
                 connections=len(self.connections),
-                pending=len(self.pending),
+                pending=len(self.upgrades.pending),
                 agents=len(self.agents),
                 tasks=len(asyncio.all_tasks()),
             )
@@ -442,11 +353,3 @@ def bracketed_address(address: Any) -> str:
     """``HOST:PORT`` of a socket address, an IPv6 host in brackets."""
     host, port = address[0], address[1]
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _is_upgrade(request: Request) -> bool:
-    return request.headers.get("Upgrade", "").lower() == "websocket"
-
-
-def _remote(ws: ServerConnection) -> str:
-    return Attachment(ws).remote

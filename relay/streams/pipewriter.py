@@ -10,7 +10,8 @@ now and then whether the socket's peer is still there. Used by :mod:`relay.strea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any
 
 COALESCE_BYTES = 1 << 16  # lines up to this size are joined into one pipe write
@@ -130,3 +131,14 @@ class LineWriter:
         if self._joined and not self._transport.is_closing():
             joined, self._joined = self._joined, bytearray()
             self._transport.write(joined)
+
+
+async def write_lines(writer: asyncio.StreamWriter, lines: Sequence[bytes]) -> None:
+    """``lines`` into ``writer`` as whole lines, beside a :class:`LineWriter`'s (the relay's
+    own answers to the agent, a watcher's); a full pipe is waited on, a closed one ignored
+    (its reader is going)."""
+    if writer.is_closing():
+        return
+    writer.writelines([part for line in lines for part in (line, b"\n")])
+    with suppress(ConnectionError):
+        await writer.drain()

@@ -13,6 +13,7 @@ in the relay uses websockets' documented API; a new websockets version is checke
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -157,3 +158,46 @@ def socket_end(ws: Connection) -> SocketEnd:
     return SocketEnd(
         False, f"closed with {close.code}" + (f": {close.reason}" if close.reason else "")
     )
+
+
+def text_frames(payloads: Sequence[bytes]) -> bytes:
+    """``payloads`` (valid UTF-8) as unmasked text frames, one after the other: what a
+    server without extensions sends (RFC 6455, section 5.2)."""
+    parts: list[bytes] = []
+    for payload in payloads:
+        size = len(payload)
+        if size < 126:
+            parts.append(bytes((0x81, size)))
+        elif size < 1 << 16:
+            parts.append(struct.pack("!BBH", 0x81, 126, size))
+        else:
+            parts.append(struct.pack("!BBQ", 0x81, 127, size))
+        parts.append(payload)
+    return b"".join(parts)
+
+
+class EncodedFrames:
+    """Writes frames already encoded (:func:`text_frames`) on a server socket, past its
+    protocol: the same frames to several watchers are encoded once, and a watcher's writes
+    never wait (a full buffer is its lag, for the caller to judge by :meth:`buffered`).
+
+    The socket must have no extension (the relay serves with compression off), so that a
+    frame's bytes are its payload's; nothing is written once the protocol is past OPEN
+    (its close frame must be the last thing sent).
+    """
+
+    def __init__(self, ws: Connection) -> None:
+        if ws.protocol.extensions:
+            raise ValueError("frames are encoded for a socket without extensions")
+        self.ws = ws
+
+    def write(self, data: bytes) -> bool:
+        """Write ``data``; False when the socket is closing or closed (nothing written)."""
+        if self.ws.protocol.state is not State.OPEN:
+            return False
+        self.ws.transport.write(data)
+        return True
+
+    def buffered(self) -> int:
+        """Bytes written and not yet taken by the kernel."""
+        return self.ws.transport.get_write_buffer_size()

@@ -961,7 +961,7 @@ async def test_start_up_logs_each_given_setting_and_its_source(tmp_path: Path) -
     secrets = write(tmp_path / "secrets", f"{OTHER_SECRET}\n")
     env = clean_env(ACP_RELAY_SECRET_FILE=secrets, ACP_RELAY_AGENT_ENV="API_KEY=sk-live-1")
     async with serve("--agent", CAT, "--config", config, env=env) as relay:
-        [line] = relay.events("settings")
+        [line] = await relay.wait_event("settings")
     assert line["level"] == "info"
     assert line["given"] == {
         "config": {"value": config, "from": "flag --config"},

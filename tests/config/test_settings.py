@@ -555,7 +555,8 @@ def test_help_groups_the_options_by_concern() -> None:
     text = parser().format_help()
     titles = [title for title, _ in GROUPS]
     assert titles == ["listening", "tickets and admission", "the agent", "paths and MCP",
-                      "resuming", "warm agents", "limits", "observability", "dev"]  # fmt: skip
+                      "resuming", "sharing", "warm agents", "limits", "observability",
+                      "dev"]  # fmt: skip
     sections = re.split(rf"^({'|'.join(map(re.escape, titles))}):$", text, flags=re.M)
     listed = dict(zip(sections[1::2], sections[2::2], strict=True))
     assert list(listed) == titles

@@ -477,3 +477,28 @@ def test_signed_payload_nested_too_deeply_is_malformed() -> None:
     payload = _b64(("[" * 1500 + "]" * 1500).encode())
     assert len(payload) < 4096
     assert _reason(_sign(payload, int(T0), SECRET)) == MALFORMED
+
+
+def test_a_watchers_ticket_carries_its_connection_and_right_to_answer() -> None:
+    """--watch and --may-answer travel signed in the ticket, and come back as claims."""
+    ticket = mint(SECRET, now=T0, nonce=NONCE, subject="lead", watch="c-1", may_answer=True)
+    claims = verify(ticket, [SECRET], now=T0, max_age=60)
+    assert (claims.watch, claims.may_answer) == ("c-1", True)
+    plain = verify(_mint(), [SECRET], now=T0, max_age=60)
+    assert (plain.watch, plain.may_answer) == (None, False)
+
+
+def test_the_right_to_answer_goes_with_a_watch() -> None:
+    """A ticket may not carry the right to answer without the connection it watches."""
+    with pytest.raises(ValueError, match="may_answer goes with watch"):
+        mint(SECRET, now=T0, nonce=NONCE, subject="a", may_answer=True)
+
+
+@pytest.mark.parametrize(
+    "extra", [{"watch": ""}, {"watch": 7}, {"watch": "x" * 65}, {"answer": True}, {"answer": 1}]
+)
+def test_odd_watch_claims_are_malformed(extra: dict[str, object]) -> None:
+    """A watch claim that is empty, not text, too long, or an answer right alone: refused."""
+    ticket = _hand_mint({"sub": "a", "jti": NONCE, **extra}, int(T0), SECRET)
+    with pytest.raises(TicketError, match=MALFORMED):
+        verify(ticket, [SECRET], now=T0, max_age=60)

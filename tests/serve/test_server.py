@@ -261,7 +261,14 @@ async def test_other_paths_404_healthz_and_busy() -> None:
             busy = json.loads((await http_get(live.relay.port, "/busy")).body)
     assert (idle["busy"], idle["connections"]) == (False, 0)
     assert isinstance(idle["idle_seconds"], float)
-    assert busy == {"busy": True, "connections": 1, "detached": 0, "warm": 0, "idle_seconds": None}
+    assert busy == {
+        "busy": True,
+        "connections": 1,
+        "detached": 0,
+        "warm": 0,
+        "watchers": 0,
+        "idle_seconds": None,
+    }
 
 
 # -- the session-opening rewrite ----------------------------------------------------

@@ -1,0 +1,220 @@
+"""A connection's watchers (``acp-relay.watch.v1``): the conversation shown, answers taken.
+
+Beside its controlling socket, a connection may have up to ``--max-watchers`` watchers.
+:class:`Watching` keeps the conversation so far for them (the lines the controller sent
+to the agent and the lines the agent wrote, as the agent received them and as the
+client received them: :class:`relay.core.watching.History`, bounded by
+``--watch-history``), shows it to each watcher that attaches, then every line as the
+relay carries it; and it decides, with :class:`relay.core.watching.Answers`, which answer
+to an agent's permission request is taken: the first, from the controller or from a
+watcher allowed to answer.
+
+Watchers never hold anything up: their frames are encoded once and written to each
+watcher without waiting (:class:`relay.streams.wsadapter.EncodedFrames`); a watcher
+whose unsent frames pass its bound is closed (:data:`relay.core.watching.FELL_BEHIND`).
+They do not keep the connection alive: when it ends, each is closed saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
+
+from relay.connections.attachments import Attachment
+from relay.core.outcome import Forward, Outcome, Skip
+from relay.core.tickets import Claims
+from relay.core.watching import (
+    FELL_BEHIND,
+    FROM_AGENT,
+    FROM_CLIENT,
+    Answers,
+    History,
+    Late,
+    Taken,
+    conversation_frames,
+    notification,
+    relay_frame,
+    watching_frame,
+)
+from relay.streams.wsadapter import EncodedFrames, text_frames
+
+if TYPE_CHECKING:
+    from relay.observe.observer import ConnectionObserver
+    from relay.streams.pump import Judge
+
+FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
+MIN_LAG_BYTES = 1 << 20  # a watcher may leave at least this much unread before it is dropped
+LAG_HISTORIES = 2  # ... or this many histories' worth
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One watcher's socket: who, whether it may answer, and its frames' way out."""
+
+    attachment: Attachment
+    subject: str
+    may_answer: bool
+    frames: EncodedFrames
+
+
+class Watching:
+    """The watchers of one connection, the conversation kept for them, and the answers."""
+
+    def __init__(
+        self,
+        conn_id: str,
+        observer: ConnectionObserver,
+        *,
+        most: int,
+        history: int,
+        tell_controller: Callable[[bytes], Awaitable[None]],
+        to_agent: Callable[[Sequence[bytes]], Awaitable[None]],
+    ) -> None:
+        self.conn_id = conn_id
+        self.observer = observer
+        self.most = most
+        self.enabled = most > 0
+        self.history = History(history)
+        self.answers = Answers()
+        self.lag_bytes = max(LAG_HISTORIES * history, MIN_LAG_BYTES)
+        self.watchers: set[Watcher] = set()
+        self._tell_controller = tell_controller
+        self._to_agent = to_agent
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def count(self) -> int:
+        return len(self.watchers)
+
+    # -- the conversation, as the relay carries it ---------------------------------------
+
+    def client_line(self, line: bytes) -> None:
+        """A line the controller sent reached the agent."""
+        first = self.history.add(FROM_CLIENT, (line,))
+        if self.watchers:
+            self._show(conversation_frames(first, FROM_CLIENT, (line,)))
+
+    def agent_lines(self, lines: Sequence[bytes]) -> None:
+        """Lines the agent wrote went to the client (as the client got them)."""
+        self.answers.agent_lines(lines)
+        first = self.history.add(FROM_AGENT, lines)
+        if self.watchers:
+            self._show(conversation_frames(first, FROM_AGENT, lines))
+
+    def controller_judge(self, judge: Judge, subject: str) -> Judge:
+        """``judge`` for the controller's frames, with its answers to the agent's permission
+        requests checked: the first answer goes on, a late one is dropped."""
+
+        def judged(frame: str | bytes) -> Outcome:
+            outcome = judge(frame)
+            if outcome.__class__ is not Forward:
+                return outcome
+            assert isinstance(outcome, Forward)
+            verdict = self.answers.controller_line(outcome.line, by=subject)
+            if isinstance(verdict, Taken):
+                self.observer.answer_taken("controller", subject)
+                self._announce(verdict.notice)
+            elif isinstance(verdict, Late):
+                self.observer.answer_late("controller", subject)
+                return Skip("answered", len(outcome.line))
+            return outcome
+
+        return judged
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Tell every watcher something of the relay's own (the controller detached, came
+        back)."""
+        if self.watchers:
+            self._show([relay_frame(notification(method, params))])
+
+    # -- one watcher -----------------------------------------------------------------------
+
+    async def watch(self, attachment: Attachment, claims: Claims) -> None:
+        """Show ``attachment`` the conversation so far, then live, and take its answers,
+        until the socket or the connection goes."""
+        watcher = Watcher(attachment, claims.sub, claims.may_answer, EncodedFrames(attachment.ws))
+        history = self.history
+        first = watching_frame(
+            self.conn_id,
+            may_answer=watcher.may_answer,
+            first=history.first,
+            messages=len(history),
+            dropped=history.dropped,
+        )
+        self.watchers.add(watcher)
+        self.observer.watcher_attached(watcher.subject, watcher.may_answer, len(self.watchers))
+        try:
+            watcher.frames.write(text_frames([first, *history.frames()]))
+            await self._receive(watcher)
+        finally:
+            self.watchers.discard(watcher)
+            self.observer.watcher_left(watcher.subject, attachment.close_code, len(self.watchers))
+
+    async def _receive(self, watcher: Watcher) -> None:
+        """A watcher's frames: answers taken or not, anything else refused, until it goes."""
+        ws = watcher.attachment.ws
+        with suppress(ConnectionClosed):
+            async for frame in ws:
+                data = frame if isinstance(frame, bytes) else frame.encode()
+                verdict = self.answers.watcher_frame(
+                    data, may_answer=watcher.may_answer, by=watcher.subject
+                )
+                if isinstance(verdict, Taken):
+                    await self._to_agent([verdict.line])
+                    first = self.history.add(FROM_WATCHER, (verdict.line,))
+                    self._show(conversation_frames(first, FROM_WATCHER, (verdict.line,)))
+                    self.observer.answer_taken("watcher", watcher.subject)
+                    self._announce(verdict.notice)
+                elif isinstance(verdict, Late):
+                    self.observer.answer_late("watcher", watcher.subject)
+                else:
+                    self._send(watcher, text_frames([relay_frame(verdict.reply)]))
+                    self.observer.watcher_refused(watcher.subject, verdict.reason)
+
+    # -- frames out ------------------------------------------------------------------------
+
+    def _show(self, frames: Sequence[bytes]) -> None:
+        """The same frames to every watcher: encoded once, written without waiting."""
+        data = text_frames(frames)
+        for watcher in list(self.watchers):
+            self._send(watcher, data)
+
+    def _send(self, watcher: Watcher, data: bytes) -> None:
+        if watcher.frames.write(data) and watcher.frames.buffered() > self.lag_bytes:
+            self.watchers.discard(watcher)
+            self.observer.watcher_fell_behind(watcher.subject, watcher.frames.buffered())
+            reason = f"fell behind: more than {self.lag_bytes} bytes unread"
+            self._spawn(watcher.attachment.close(FELL_BEHIND, reason))
+
+    def _announce(self, notice: bytes) -> None:
+        """Which answer was taken, to every attached socket (the controller too) while any
+        watcher is attached: a controller alone is told nothing it did not send."""
+        if not self.watchers:
+            return
+        self._show([relay_frame(notice)])
+        self._spawn(self._tell_controller(notice))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close_all(self, code: int, reason: str) -> None:
+        """The connection ended: close every watcher with ``code`` and ``reason``, and wait
+        for what is still being sent."""
+        closing = [watcher.attachment.close(code, reason) for watcher in list(self.watchers)]
+        await asyncio.gather(*closing, *list(self._tasks), return_exceptions=True)
+
+
+def ended_reason(exit_reason: str | None, shutting_down: bool) -> tuple[int, str]:
+    """The close code and reason a watcher gets when its connection ends."""
+    if shutting_down:
+        return CloseCode.GOING_AWAY, "the relay is shutting down"
+    why = f": {exit_reason}" if exit_reason else ""
+    return CloseCode.NORMAL_CLOSURE, f"the connection ended{why}"
