@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from relay.cli.preflight import load_secrets, read_named
 from relay.config import convert
+from relay.config.errors import UsageError
 from relay.config.settings import (
     CONFIG_ENV,
     SECRET_ENV,
@@ -54,6 +55,13 @@ OPTIONS: tuple[Option, ...] = (
     AUDIENCE,
     Option("url", "print the full ws:// URL with ?ticket=", None, "URL", convert.text,
            layered=False),
+    Option("watch", "a watcher's ticket instead, for the connection of this id (the 101's "
+           "Acp-Connection-Id): it opens no connection of its own, and is taken only with the "
+           "acp-relay.watch.v1 subprotocol", None, "CONNECTION_ID", convert.non_empty,
+           layered=False),
+    Option("may-answer", "with --watch: the watcher may answer the agent's permission "
+           "requests (the first answer, from anyone, is the one taken)", False, None,
+           convert.boolean, is_flag=True, layered=False, default_text="off"),
 )  # fmt: skip
 
 
@@ -85,7 +93,16 @@ def run(args: argparse.Namespace) -> int:
     ttl: float = limit if args.ttl is None else args.ttl
     if ttl > limit:
         print(f"acp-relay: warning: {ttl_beyond_the_relays(ttl, limit)}", file=sys.stderr)
-    ticket = fresh_ticket(signing, subject=subject, audience=relay["audience"], ttl=ttl)
+    if args.may_answer and args.watch is None:
+        raise UsageError("--may-answer goes with --watch CONNECTION_ID")
+    ticket = fresh_ticket(
+        signing,
+        subject=subject,
+        audience=relay["audience"],
+        ttl=ttl,
+        watch=args.watch,
+        may_answer=args.may_answer,
+    )
     print(with_ticket(args.url, ticket) if args.url else ticket)
     return 0
 
@@ -97,6 +114,8 @@ def fresh_ticket(
     subject: str,
     audience: str | None = None,
     ttl: float | None = None,
+    watch: str | None = None,
+    may_answer: bool = False,
 ) -> str:
     """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
     return mint(
@@ -106,6 +125,8 @@ def fresh_ticket(
         subject=subject,
         audience=audience,
         ttl=ttl,
+        watch=watch,
+        may_answer=may_answer,
     )
 
 

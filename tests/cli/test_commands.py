@@ -716,6 +716,18 @@ def test_ticket_command_prints_a_ticket_or_url(url: str | None, prefix: str) -> 
     assert now + 25 < claims.exp <= now + 31
 
 
+def test_ticket_command_mints_a_watchers_ticket() -> None:
+    """`acp-relay ticket --watch ID --may-answer` mints a watcher's ticket for that connection,
+    with the right to answer; --may-answer alone exits 2 saying what it goes with."""
+    result = run_cli("ticket", "--watch", "c-17", "--may-answer", env=secret_env())
+    assert (result.returncode, result.stderr) == (0, "")
+    claims = verify(result.stdout.strip(), [SECRET], now=time.time(), max_age=60)
+    assert (claims.watch, claims.may_answer) == ("c-17", True)
+    alone = run_cli("ticket", "--may-answer", env=secret_env())
+    assert alone.returncode == 2
+    assert alone.stderr == "acp-relay: --may-answer goes with --watch CONNECTION_ID\n"
+
+
 def test_ticket_command_without_secret_exits_2() -> None:
     """`acp-relay ticket` without a secret exits 2 and says how to give one."""
     result = run_cli("ticket", env=clean_env())

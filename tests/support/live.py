@@ -33,9 +33,19 @@ def make_ticket(
     audience: str | None = None,
     now: float | None = None,
     ttl: float | None = None,
+    watch: str | None = None,
+    may_answer: bool = False,
 ) -> str:
-    """A fresh ticket signed with ``secret``."""
-    return fresh_ticket(secret, now=now, subject=subject, audience=audience, ttl=ttl)
+    """A fresh ticket signed with ``secret`` (a watcher's, with ``watch``)."""
+    return fresh_ticket(
+        secret,
+        now=now,
+        subject=subject,
+        audience=audience,
+        ttl=ttl,
+        watch=watch,
+        may_answer=may_answer,
+    )
 
 
 def relay_config(agent: Sequence[str] = ECHO_AGENT, **changes: Any) -> RelayConfig:

@@ -1,0 +1,225 @@
+"""relay.connections.watchers: watchers of a live connection, with real agents and sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import InvalidStatus
+
+from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
+from tests.support.agents import ASKS, ECHO_AGENT
+from tests.support.http import busy
+from tests.support.live import live_relay, make_ticket
+from tests.support.resume import ResumeClient
+from tests.support.sockets import closed_with
+from tests.support.waiting import until
+from tests.support.watch import Said, Told, Watcher
+
+ALLOW = (
+    '{"jsonrpc":"2.0","id":"perm-1","result":{"outcome":{"outcome":"selected","optionId":"allow"}}}'
+)
+EXIT_ON_A_LINE = (sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)")
+BIG_LINES = (
+    sys.executable,
+    "-c",
+    "import sys\n"
+    "line = '{\"x\":\"' + 'x' * 10000 + '\"}\\n'\n"
+    "for _ in range(int(sys.argv[1])):\n"
+    "    sys.stdout.write(line)\n",
+)  # + COUNT: that many lines of 10 KB
+
+
+def connection_id(ws: ClientConnection) -> str:
+    """The id the 101 named the connection by."""
+    assert ws.response is not None
+    return ws.response.headers["Acp-Connection-Id"]
+
+
+async def echo(ws: ClientConnection, line: str) -> None:
+    """Send ``line`` and read the echo agent's copy of it."""
+    await ws.send(line)
+    assert await ws.recv() == line
+
+
+async def test_a_watcher_sees_the_conversation_so_far_then_live() -> None:
+    """Attached mid-way, a watcher gets every line so far, in order and byte-identical, then
+    every new one as the relay carries it, both directions numbered in one sequence."""
+    lines = [json.dumps({"n": n, "text": "héllo ✓ \\n"}, ensure_ascii=False) for n in range(5)]
+    async with live_relay(ECHO_AGENT) as live, connect(live.ticket_url()) as controller:
+        for line in lines[:3]:
+            await echo(controller, line)
+        watcher = await Watcher.open(live, connection_id(controller))
+        assert watcher.first["history"] == {"first": 1, "messages": 6, "dropped": 0}
+        assert watcher.first["mayAnswer"] is False
+        history = await watcher.said(6)
+        for line in lines[3:]:
+            await echo(controller, line)
+        live_lines = await watcher.said(4)
+    expected = [
+        Said(seq, origin, line.encode())
+        for seq, (line, origin) in enumerate(
+            [(line, origin) for line in lines for origin in ("client", "agent")], start=1
+        )
+    ]
+    assert history + live_lines == expected
+
+
+async def test_the_history_keeps_the_newest_whole_lines_and_says_how_many_went() -> None:
+    """Past --watch-history the oldest whole lines are dropped; the watcher is told how many."""
+    async with (
+        live_relay(ECHO_AGENT, watch_history=100) as live,
+        connect(live.ticket_url()) as controller,
+    ):
+        for n in range(10):
+            await echo(controller, json.dumps({"n": n}))  # 8 bytes each, twice over
+        watcher = await Watcher.open(live, connection_id(controller))
+        history = watcher.first["history"]
+        kept = await watcher.said(history["messages"])
+    assert history["dropped"] + history["messages"] == 20
+    assert sum(len(said.line) for said in kept) <= 100
+    assert [said.seq for said in kept] == list(range(history["first"], 21))
+
+
+async def test_the_first_answer_is_the_one_taken_and_everyone_is_told() -> None:
+    """The controller and two watchers answer the agent's permission request at once: the
+    agent gets exactly one answer, and every socket learns which was taken."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        asked = json.loads(await controller.recv())
+        assert asked["method"] == "session/request_permission"
+        conn = connection_id(controller)
+        first = await Watcher.open(live, conn, may_answer=True, subject="lead")
+        second = await Watcher.open(live, conn, may_answer=True, subject="ops")
+        await first.said(1)  # the request, in the history
+        await second.said(1)
+        await asyncio.gather(controller.send(ALLOW), first.ws.send(ALLOW), second.ws.send(ALLOW))
+        notices = [await watcher.told(ANSWERED) for watcher in (first, second)]
+        await controller.send('{"ping":1}')  # the agent reads in order: all answers are in
+        seen: list[dict[str, object]] = []
+        while not seen or seen[-1] != {"ping": 1}:
+            seen.append(json.loads(await controller.recv()))
+    answered = [message for message in seen if message.get("method") == "answered"]
+    told = [message for message in seen if message.get("method") == ANSWERED]
+    assert len(answered) == 1
+    assert answered[0]["params"] == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+    assert notices[0] == notices[1]
+    assert told == [notices[0]]  # every socket, the controller too, is told the same once
+    assert notices[0]["params"]["by"] in ("controller", "watcher")
+    assert notices[0]["params"]["id"] == "perm-1"
+
+
+async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer() -> None:
+    """A watcher's request, notification, or answer without the right gets a JSON-RPC error
+    and never reaches the agent."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        conn = connection_id(controller)
+        silent = await Watcher.open(live, conn, may_answer=False)
+        for frame in ('{"jsonrpc":"2.0","id":9,"method":"session/prompt","params":{}}',
+                      '{"jsonrpc":"2.0","method":"session/cancel","params":{}}',
+                      ALLOW):  # fmt: skip
+            await silent.ws.send(frame)
+            refusal = await silent.frame()
+            while isinstance(refusal, Said):
+                refusal = await silent.frame()
+            assert isinstance(refusal, Told)
+            assert refusal.message["error"]["code"] == -32600
+        await controller.send('{"ping":1}')
+        assert json.loads(await controller.recv()) == {"ping": 1}  # nothing else came first
+
+
+@pytest.mark.parametrize("case", ["unknown", "no watch subprotocol", "plain ticket"])
+async def test_watchers_are_admitted_only_with_their_ticket_for_a_live_connection(
+    case: str,
+) -> None:
+    """A watcher's ticket for no live connection gets 404; a watcher's ticket without the
+    watch subprotocol, or a plain ticket with it, 401; none starts an agent."""
+    async with live_relay(ECHO_AGENT) as live, connect(live.ticket_url()) as controller:
+        conn = connection_id(controller)
+        if case == "unknown":
+            ticket, protocols = make_ticket(watch="no-such-connection"), [WATCH_PROFILE]
+        elif case == "no watch subprotocol":
+            ticket, protocols = make_ticket(watch=conn), []
+        else:
+            ticket, protocols = make_ticket(), [WATCH_PROFILE]
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(live.url(ticket), subprotocols=protocols)  # type: ignore[arg-type]
+        assert len(live.relay.connections) == 1
+    status = refused.value.response.status_code
+    body = refused.value.response.body.decode()
+    assert status == (404 if case == "unknown" else 401)
+    assert ("it ended, or never was" if case == "unknown" else "watch") in body
+
+
+async def test_an_ended_connection_cannot_be_watched() -> None:
+    """Once the connection is over, a watcher's ticket for it gets 404."""
+    async with live_relay(ECHO_AGENT) as live:
+        async with connect(live.ticket_url()) as controller:
+            conn = connection_id(controller)
+        await until(lambda: not live.relay.connections)
+        with pytest.raises(InvalidStatus) as refused:
+            await Watcher.open(live, conn)
+    assert refused.value.response.status_code == 404
+
+
+async def test_watchers_past_the_limit_are_refused() -> None:
+    """A connection takes --max-watchers watchers; the next one gets 503."""
+    async with (
+        live_relay(ECHO_AGENT, max_watchers=1) as live,
+        connect(live.ticket_url()) as controller,
+    ):
+        conn = connection_id(controller)
+        watcher = await Watcher.open(live, conn)
+        with pytest.raises(InvalidStatus) as refused:
+            await Watcher.open(live, conn)
+        report = await busy(live.relay.port)
+        await watcher.close()
+    assert refused.value.response.status_code == 503
+    assert report["watchers"] == 1
+    assert report["connections"] == 1
+
+
+async def test_a_watcher_that_does_not_read_is_dropped_and_nothing_waits_for_it() -> None:
+    """A watcher whose unread frames pass its bound is closed 4429; the controller still
+    gets every line."""
+    total = 3000  # 10 KB lines: 30 MB, past what the kernel's socket buffers hold
+    async with (
+        live_relay((*BIG_LINES, str(total)), watch_history=64 * 1024) as live,
+        connect(live.ticket_url(), max_size=None) as controller,
+    ):
+        watcher = await Watcher.open(live, connection_id(controller), max_queue=1)
+        got = 0
+        async with asyncio.timeout(60):
+            while got < total:
+                await controller.recv()
+                got += 1
+            code, reason = await closed_with(watcher.ws)
+    assert code == FELL_BEHIND
+    assert reason is not None
+    assert reason.startswith("fell behind")
+
+
+async def test_watchers_stay_through_a_resume_and_are_told_of_it() -> None:
+    """The controller's socket is lost and resumed: its watcher stays, told of both."""
+    async with live_relay(ECHO_AGENT, resume_grace=30) as live:
+        client = await ResumeClient.open(live.url(make_ticket()))
+        watcher = await Watcher.open(live, client.state.connection)
+        client.ws.transport.abort()
+        detached = await watcher.told(DETACHED)
+        again = await ResumeClient.open(live.url(make_ticket()), client.state)
+        resumed = await watcher.told(RESUMED)
+        await again.ws.close()
+    assert detached["params"]["grace"] == 30
+    assert resumed["params"] == {}
+
+
+async def test_watchers_are_closed_with_the_reason_when_the_agent_exits() -> None:
+    """The connection ends with its agent: each watcher is closed, saying why."""
+    async with live_relay(EXIT_ON_A_LINE) as live, connect(live.ticket_url()) as ws:
+        watchers = [await Watcher.open(live, connection_id(ws)) for _ in range(2)]
+        await ws.send('{"bye":1}')
+        closes = [await closed_with(w.ws) for w in watchers]
+    assert closes == [(1000, "the connection ended: agent exited with status 3")] * 2
