@@ -1,8 +1,8 @@
-"""Every place a path crosses between the editor's machine and the box, as one table.
+"""The filesystem boundary of one connection: every place a path crosses, carried out.
 
-Pure. :data:`CROSSINGS` lists each place of ACP v1 where a path or a ``file:`` URI
-crosses, as (methods, message kind, direction, field, action); a new place is one row.
-:class:`Boundary` carries it out for one connection, on each line both ways:
+Pure. :class:`Boundary` carries out the table of :mod:`relay.acp.crossings` (each place
+of ACP v1 where a path or a ``file:`` URI crosses) for one connection, on each line both
+ways:
 
 - editor -> agent (:meth:`Boundary.client_line`): the session-opening rewrite
   (:mod:`relay.acp.rewrite`), the editor's ``fs`` and ``terminal`` capabilities withheld
@@ -26,287 +26,64 @@ other field and its order kept. A message is translated whole or not at all.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
-from functools import cache, lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from relay.acp import strictjson
+from relay.acp.crossings import (
+    ANSWER_MARKERS,
+    ANSWERED,
+    BOX_URI,
+    CANCEL,
+    CAPABILITIES,
+    CROSSINGS,
+    EDITOR_URI,
+    JOIN_MAX_BYTES,
+    KEY_ESCAPE,
+    LIST_FILTER,
+    MAX_PENDING_LISTS,
+    MCP,
+    OPENING,
+    READ_MAX_BYTES,
+    REQUEST_PATH,
+    TO_AGENT,
+    TO_EDITOR,
+    WITHHELD_BECAUSE,
+    WITHHOLD,
+    Action,
+    Crossing,
+    Direction,
+    Message,
+    markers,
+    parse_field,
+    rows_for,
+    walk,
+)
 from relay.acp.fileuris import uri_to_box, uri_to_editor
 from relay.acp.paths import PathRefused, Translated, to_editor, translate
+from relay.acp.refusals import (
+    ToAgent,
+    id_key,
+    refused_filter,
+    too_many_pending,
+    unmapped_request,
+    unreadable_request,
+    withheld_method,
+)
 from relay.acp.rewrite import (
     METHOD_ESCAPE,
     SESSION_OPENING_METHODS,
     Files,
-    PathProblem,
     RewritePolicy,
     RewriteReport,
     Rewritten,
     SessionRewriter,
     Translation,
-    refusal,
     unreadable,
 )
-from relay.core.framing import FrameRefused, error_reply
-
-Direction = Literal["editor → agent", "agent → editor"]
-Message = Literal["request", "notification", "response"]
-TO_AGENT: Direction = "editor → agent"
-TO_EDITOR: Direction = "agent → editor"
-
-READ_MAX_BYTES = 8 << 20  # larger lines are not read for translation (they pass as they came)
-JOIN_MAX_BYTES = 1 << 20  # the lines of one read are looked at together up to this size
-MAX_PENDING_LISTS = 64  # session/list requests of one connection awaiting their answer
-SHOWN_CHARS = 512  # of a path echoed in an error's data
-
-WITHHELD_BECAUSE = "--files box: the agent uses the box's own filesystem and terminal"
-
-ALL: frozenset[Files] = frozenset({"box", "shared", "pass"})
-BOX_AND_SHARED: frozenset[Files] = frozenset({"box", "shared"})
-
-
-@dataclass(frozen=True)
-class Action:
-    """What the relay does with a row's field, and under which ``--files`` policies.
-
-    ``must_read``: a line that may hold it is refused (editor) or answered (agent) when
-    the relay cannot read it, rather than passed on unchecked.
-    """
-
-    name: str
-    does: str  # for the table in docs/paths-and-mcp.md
-    policies: frozenset[Files]
-    must_read: bool = False
-    elsewhere: tuple[tuple[Files, str], ...] = ()  # the table's cell where it does not apply
-
-    def cell(self, files: Files) -> str:
-        if files in self.policies:
-            return self.does
-        return dict(self.elsewhere).get(files, "passes")
-
-
-OPENING = Action("opening", "editor → box (`--cwd-map`, `--cwd-fallback`, "
-                 "`--cwd-must-exist`)", ALL, True)  # fmt: skip
-MCP = Action("mcp", "`--mcp-servers` merged in", ALL, True)
-WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
-LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
-                     "for existence)", BOX_AND_SHARED, True)  # fmt: skip
-ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
-                  "withheld); never reaches the editor", frozenset({"box"}), True)  # fmt: skip
-REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
-                      "-32602 and the request never reaches the editor",
-                      frozenset({"shared"}), True,
-                      (("box", "(the request is answered by the relay: row above)"),))  # fmt: skip
-EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
-                     BOX_AND_SHARED)  # fmt: skip
-EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
-                    BOX_AND_SHARED)  # fmt: skip
-BOX_URI = Action("box-uri", "`file:` URI editor → box; left as it is under no rule",
-                 BOX_AND_SHARED)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-
-
-@dataclass(frozen=True)
-class Each:
-    pass
-
-
-@dataclass(frozen=True)
-class When:
-    key: str
-    values: frozenset[str]
-
-
-Step = Key | Each | When
-_SEGMENT = re.compile(r"^([A-Za-z_]+)(\[\])?(?:\{([A-Za-z_]+)=([a-z_|]+)\})?$")
-
-
-@cache
-def parse_field(text: str) -> tuple[Step, ...]:
-    """``params.update{sessionUpdate=tool_call|tool_call_update}.locations[].path`` as steps:
-    a key, ``[]`` each element of an array, ``{key=a|b}`` only where that key is a or b."""
-    steps: list[Step] = []
-    for segment in text.split(".") if text else ():
-        found = _SEGMENT.match(segment)
-        if found is None:
-            raise ValueError(f"bad field {text!r} at {segment!r}")
-        name, each, key, values = found.groups()
-        steps.append(Key(name))
-        if each:
-            steps.append(Each())
-        if key:
-            steps.append(When(key, frozenset(values.split("|"))))
-    return tuple(steps)
-
-
-@dataclass(frozen=True)
-class Crossing:
-    """One place a path crosses: a field of a message kind of some methods, one way.
-
-    ``markers``: bytes a line holding it holds when spelled without escapes (a line with
-    an escape that could spell a key or method is looked at anyway).
-    """
-
-    methods: tuple[str, ...]
-    message: Message
-    direction: Direction
-    field: str  # "" for the whole message
-    action: Action
-    markers: tuple[bytes, ...]
-
-    def matches(self, method: str) -> bool:
-        return any(
-            m == method or (m.endswith("/*") and method.startswith(m[:-1])) for m in self.methods
-        )
-
-
-def _quoted(*methods: str) -> tuple[bytes, ...]:
-    return tuple(f'"{m}"'.encode() for m in methods)
-
-
-_TOOL_CALLS = "{sessionUpdate=tool_call|tool_call_update}"
-_CHUNKS = "{sessionUpdate=agent_message_chunk|user_message_chunk|agent_thought_chunk}"
-_LINK = "content{type=resource_link}.uri"
-_RESOURCE = "content{type=resource}.resource.uri"
-_IN_CONTENT = "content[]{type=content}."
-_UPDATE = "params.update"
-_PERMISSION = ("session/request_permission",)
-_URI = (b'"uri"',)
-_PATH = (b'"path"',)
-
-CROSSINGS: tuple[Crossing, ...] = (
-    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.fs", WITHHOLD,
-             _quoted("initialize")),
-    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.terminal",
-             WITHHOLD, _quoted("initialize")),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.cwd", OPENING,
-             _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.additionalDirectories[]",
-             OPENING, _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.mcpServers", MCP,
-             _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(("session/list",), "request", TO_AGENT, "params.cwd", LIST_FILTER,
-             _quoted("session/list")),
-    Crossing(("session/list",), "response", TO_EDITOR, "result.sessions[].cwd", EDITOR_PATH,
-             (b'"sessions"',)),
-    Crossing(("session/list",), "response", TO_EDITOR,
-             "result.sessions[].additionalDirectories[]", EDITOR_PATH, (b'"sessions"',)),
-    Crossing(("session/prompt",), "request", TO_AGENT, "params.prompt[]{type=resource_link}.uri",
-             BOX_URI, _URI),
-    Crossing(("session/prompt",), "request", TO_AGENT,
-             "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
-    Crossing(("fs/*", "terminal/*"), "request", TO_EDITOR, "", ANSWERED,
-             (b'"fs/', b'"terminal/')),
-    Crossing(("fs/read_text_file", "fs/write_text_file"), "request", TO_EDITOR, "params.path",
-             REQUEST_PATH, (b'"fs/',)),
-    Crossing(("terminal/create",), "request", TO_EDITOR, "params.cwd", REQUEST_PATH,
-             (b'"terminal/',)),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path", EDITOR_PATH, _PATH),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}", EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}", EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_LINK}",
-             EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_RESOURCE}",
-             EDITOR_URI, _URI),
-    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.locations[].path", EDITOR_PATH,
-             _PATH),
-    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.content[]{type=diff}.path",
-             EDITOR_PATH, _PATH),
-    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_LINK}",
-             EDITOR_URI, _URI),
-    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_RESOURCE}",
-             EDITOR_URI, _URI),
-)  # fmt: skip
-"""The boundary: each place of ACP v1 where a path crosses, and what the relay does there."""
-
-# JSON may spell a method with escapes ("fs\/read_text_file", "\u0066s/..."): an escape of
-# '/' or of a lowercase letter may hide a method (METHOD_ESCAPE). A key or value ("loc\u0061tions",
-# "tool\u005fcall", "tool\u0043all") may also escape '$', '_' or an uppercase letter. An
-# ordinary serializer escapes none of these, so plain text (newlines, quotes, non-ASCII
-# letters, Go's \u003c) does not match.
-_KEY_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[4fF]|[4-7][0-9a-fA-F]))")
-_CANCEL = b'"$/cancel_request"'
-_CAPABILITIES = b'"agentCapabilities"'
-_ANSWER_MARKERS = (b'"error"',)  # an error answer also ends a pending session/list
-
-
-def markers(direction: Direction, files: Files, *, must: bool) -> tuple[bytes, ...]:
-    """The byte markers of the rows of ``direction`` in force under ``files`` that must be
-    read (``must``) or that are only translated (not ``must``), responses aside."""
-    found = {
-        marker
-        for row in CROSSINGS
-        if row.direction == direction
-        and row.message != "response"
-        and files in row.action.policies
-        and row.action.must_read == must
-        for marker in row.markers
-    }
-    return tuple(sorted(found))
-
-
-@lru_cache(maxsize=256)  # methods come from the wire: bounded
-def rows_for(
-    direction: Direction, message: Message, method: str, files: Files
-) -> tuple[Crossing, ...]:
-    """The rows that apply to one message."""
-    return tuple(
-        row
-        for row in CROSSINGS
-        if row.direction == direction
-        and row.message == message
-        and files in row.action.policies
-        and row.matches(method)
-    )
-
-
-def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
-    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name)."""
-    if not steps:
-        return
-    step, rest = steps[0], steps[1:]
-    if isinstance(step, Key):
-        if isinstance(value, dict) and step.name in value:
-            name = f"{where}.{step.name}" if where else step.name
-            if rest:
-                yield from walk(value[step.name], rest, name)
-            else:
-                yield value, step.name, name
-    elif isinstance(step, Each):
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                if rest:
-                    yield from walk(item, rest, f"{where}[{index}]")
-                else:
-                    yield value, index, f"{where}[{index}]"
-    elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
-        yield from walk(value, rest, where)
-
-
-def _is_one_of(value: Any, values: frozenset[str]) -> bool:
-    return isinstance(value, str) and value in values
-
-
-@dataclass(frozen=True)
-class ToAgent:
-    """Send ``reply`` (a JSON-RPC error line, no ``\\n``) back to the agent instead of
-    forwarding its line to the editor; ``reason`` is for the log."""
-
-    reply: bytes
-    reason: str
-    report: RewriteReport
+from relay.core.framing import FrameRefused
 
 
 @dataclass
@@ -372,12 +149,12 @@ class Boundary:
             row for row in CROSSINGS if row.message == "response" and files in row.action.policies
         ]
         self._answered = frozenset(m for row in answers for m in row.methods)
-        self._answers = tuple({m for row in answers for m in row.markers}) + _ANSWER_MARKERS
+        self._answers = tuple({m for row in answers for m in row.markers}) + ANSWER_MARKERS
         # One pass of byte tests says whether anything may be there at all (_agent_may_hold).
         self._client_markers = self._client_must + self._client_may
         self._agent_markers = self._agent_must + self._agent_may
-        self._client_escape = METHOD_ESCAPE if files == "pass" else _KEY_ESCAPE
-        self._agent_escape = None if files == "pass" else _KEY_ESCAPE
+        self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
+        self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
     # -- what the pumps call -------------------------------------------------------------
 
@@ -434,7 +211,8 @@ class Boundary:
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:
-                return self._unreadable_request(message)
+                self.counts["answered_to_agent"] += 1
+                return unreadable_request(message)
             self.counts["not_read"] += 1
             return line
         if not isinstance(message, dict):
@@ -458,7 +236,7 @@ class Boundary:
         for marker in self._client_markers:
             if marker in data:
                 return True
-        if self.pending and _CANCEL in data:
+        if self.pending and CANCEL in data:
             return True
         return b"\\" in data and self._client_escape.search(data) is not None
 
@@ -471,7 +249,7 @@ class Boundary:
             for marker in self._answers:
                 if marker in data:
                     return True
-        if self.sessions.watches_agent and _CAPABILITIES in data:
+        if self.sessions.watches_agent and CAPABILITIES in data:
             return True
         escape = self._agent_escape
         return escape is not None and b"\\" in data and escape.search(data) is not None
@@ -480,8 +258,8 @@ class Boundary:
         escaped = b"\\" in line
         must = any(m in line for m in self._client_must)
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
-        may = any(m in line for m in self._client_may) or (bool(self.pending) and _CANCEL in line)
-        may = may or (escaped and self.files != "pass" and _KEY_ESCAPE.search(line) is not None)
+        may = any(m in line for m in self._client_may) or (bool(self.pending) and CANCEL in line)
+        may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
         return _Interest(must, may) if must or may else _NONE
 
     def _agent_interest(self, line: bytes) -> _Interest:
@@ -491,8 +269,8 @@ class Boundary:
             must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._agent_may)
         may = may or (bool(self.pending) and any(m in line for m in self._answers))
-        may = may or (self.sessions.watches_agent and _CAPABILITIES in line)
-        may = may or (escaped and self.files != "pass" and _KEY_ESCAPE.search(line) is not None)
+        may = may or (self.sessions.watches_agent and CAPABILITIES in line)
+        may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
         return _Interest(must, may) if must or may else _NONE
 
     def _read(self, line: bytes, max_bytes: int) -> Any:
@@ -536,7 +314,7 @@ class Boundary:
             return None
         if len(self.pending) >= self.max_pending_lists and key not in self.pending:
             self.counts["refused_to_editor"] += 1
-            return _too_many_pending(request_id, method, self.max_pending_lists)
+            return too_many_pending(request_id, method, self.max_pending_lists)
         self.pending[key] = method
         return None
 
@@ -567,24 +345,12 @@ class Boundary:
         assert not isinstance(result, ToAgent)  # answers are never refused
         return result
 
-    def _unreadable_request(self, problem: strictjson.JsonRefused) -> ToAgent:
-        reason = f"an agent line that may be an fs/ or terminal/ request is unreadable: {problem}"
-        reply = error_reply(
-            -32600,
-            "Invalid request: the relay cannot read this request, so it did not pass it on",
-            reason,
-            "write each request as one JSON object per line, each key once, with valid "
-            "Unicode text",
-        )
-        self.counts["answered_to_agent"] += 1
-        return ToAgent(reply, reason, RewriteReport("(unreadable)", refused="(the line)"))
-
     # -- one row ---------------------------------------------------------------------------
 
     def _apply(self, row: Crossing, message: dict[str, Any], work: _Work) -> None:
         action = row.action
         if action is ANSWERED:
-            work.refused = self._withheld_method(message, work.report)
+            work.refused = withheld_method(message, work.report)
             return
         if action in (OPENING, MCP):
             return  # the session-opening rewrite did these
@@ -628,9 +394,10 @@ class Boundary:
         else:
             result = to_editor(value, rules, prefer)
         if isinstance(result, PathRefused):
-            work.refused = self._refused_filter(message, where, value, result)
+            assert self.policy is not None
+            work.refused = refused_filter(message, where, value, result, self.policy.cwd)
         elif result is None and action is REQUEST_PATH:
-            work.refused = self._unmapped_request(message, where, value, work.report)
+            work.refused = unmapped_request(message, where, value, work.report, rules)
         elif result is None:
             work.report.left.append((where, value))
             self.counts["left_unmapped"] += 1
@@ -664,73 +431,6 @@ class Boundary:
         self.counts[count] += len(work.report.translations)
         return Rewritten(strictjson.dumps(message), work.report)
 
-    # -- the relay's own answers -----------------------------------------------------------
-
-    def _refused_filter(
-        self, message: dict[str, Any], where: str, value: str, refused: PathRefused
-    ) -> FrameRefused:
-        assert self.policy is not None
-        name = where.removeprefix("params.")
-        return refusal(message.get("id"), PathProblem(name, value, refused), self.policy.cwd)
-
-    def _withheld_method(self, message: dict[str, Any], report: RewriteReport) -> ToAgent:
-        method = str(message.get("method"))
-        capability = method.split("/")[0]
-        report.refused = method
-        text = (
-            f"Method not found: {method} is not available: the relay withheld the editor's "
-            f"{capability} capability (--files box)"
-        )
-        data = {
-            "method": method,
-            "withheld": capability,
-            "files": "box",
-            "hint": "use the box's own filesystem and terminal (the session's cwd is a folder "
-            "of the box); to use the editor's instead, the relay's operator sets --files "
-            "shared and maps the folders with --cwd-map",
-        }
-        reply = _error(message.get("id"), -32601, text, data)
-        return ToAgent(reply, f"{method} answered by the relay: {capability} withheld", report)
-
-    def _unmapped_request(
-        self, message: dict[str, Any], where: str, value: str, report: RewriteReport
-    ) -> ToAgent:
-        method = str(message.get("method"))
-        rules = self.policy.cwd.rules if self.policy is not None else ()
-        shown = _shown(value)
-        report.refused = where
-        report.left.append((where, value))
-        text = (
-            f"Invalid params: {where} {shown} is not under a folder the relay maps to the "
-            "editor's machine (--cwd-map), so the editor cannot use it"
-        )
-        data = {
-            "method": method,
-            "field": where,
-            "boxPath": shown,
-            "mappings": [rule.text for rule in rules] or ["none"],
-            "hint": "use a path under one of the mapped folders (after '=' in each mapping), "
-            "or read, write and run it with the box's own tools; the relay's operator can add "
-            "a --cwd-map rule for it",
-        }
-        reply = _error(message.get("id"), -32602, text, data)
-        return ToAgent(
-            reply, f"{method} answered by the relay: {where} is under no mapping", report
-        )
-
-
-def id_key(request_id: Any) -> tuple[str, object] | None:
-    """A request id as the key it is matched by: a string as it is, a number by its value
-    (``1E2`` and ``100`` are one id); None for an id the relay does not track."""
-    if isinstance(request_id, str):
-        return ("s", request_id)
-    if isinstance(request_id, strictjson.Number):
-        try:
-            return ("n", Decimal(request_id.text))
-        except InvalidOperation:
-            return None
-    return None
-
 
 def _param(message: dict[str, Any], name: str) -> Any:
     params = message.get("params")
@@ -744,43 +444,3 @@ def _offers(capability: Any) -> bool:
     if isinstance(capability, dict):
         return any(v is not None and v is not False for k, v in capability.items() if k != "_meta")
     return True
-
-
-def _shown(text: str) -> str:
-    """``text`` as echoed in an error: bounded."""
-    if len(text) <= SHOWN_CHARS:
-        return text
-    return f"{text[:SHOWN_CHARS]}…({len(text)} chars)"
-
-
-def _error(request_id: Any, code: int, message: str, data: dict[str, Any]) -> bytes:
-    error = {"code": code, "message": message, "data": data}
-    return strictjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
-
-
-def _too_many_pending(request_id: Any, method: str, limit: int) -> FrameRefused:
-    reason = f"{limit} {method} requests of this connection are still waiting for the agent"
-    data = {"detail": reason, "hint": f"wait for the answers to earlier {method} requests"}
-    message = f"Invalid request: too many {method} requests waiting for an answer"
-    return FrameRefused(_error(request_id, -32600, message, data), reason)
-
-
-def crossings_table(rows: Sequence[Crossing] = CROSSINGS) -> str:
-    """The markdown table of ``rows`` in docs/paths-and-mcp.md."""
-    out = [
-        "| methods | message | direction | field | box | shared | pass |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        cells = [
-            ", ".join(f"`{m}`" for m in row.methods),
-            row.message,
-            row.direction,
-            f"`{row.field}`" if row.field else "(the request)",
-            *(row.action.cell(files) for files in _POLICY_ORDER),
-        ]
-        out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(out) + "\n"
-
-
-_POLICY_ORDER: tuple[Files, ...] = ("box", "shared", "pass")

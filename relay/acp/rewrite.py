@@ -29,6 +29,7 @@ from relay.core.framing import FrameRefused, error_reply
 Files = Literal["box", "shared", "pass"]
 FILES_POLICIES: tuple[Files, ...] = ("box", "shared", "pass")
 
+SHOWN_CHARS = 512  # of a path a reply echoes
 SESSION_OPENING_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
 MCP_REQUIRED = ("session/new", "session/load")  # mcpServers optional on resume and fork
 _MARKER = b'"session/'
@@ -282,18 +283,28 @@ class PathProblem:
     refused: PathRefused
 
 
+def bounded(text: str) -> str:
+    """``text`` as a reply echoes it: at most :data:`SHOWN_CHARS` characters, saying how long
+    it was (a request cannot make the relay's answer as large as itself)."""
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}…({len(text)} chars)"
+
+
 def refusal(request_id: Any, problem: PathProblem, cwd: CwdPolicy) -> FrameRefused:
     """The relay's own -32602 answer to a session request whose path cannot be mapped."""
     mappings = describe_rules(cwd)
     agent = problem.refused.agent_path
+    client_path = bounded(problem.client_path)
+    why = bounded(problem.refused.why)
     message = (
-        f"{problem.field} {problem.client_path} cannot be used on the agent's machine: "
-        f"{problem.refused.why}. Mappings in force: {'; '.join(mappings)}"
+        f"{problem.field} {client_path} cannot be used on the agent's machine: "
+        f"{why}. Mappings in force: {'; '.join(mappings)}"
     )
     data = {
         "field": problem.field,
-        "clientPath": problem.client_path,
-        "agentPath": agent,
+        "clientPath": client_path,
+        "agentPath": None if agent is None else bounded(agent),
         "mappings": mappings,
         "hint": "open a folder the relay maps, or ask its operator for a --cwd-map rule",
     }

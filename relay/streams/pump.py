@@ -42,7 +42,7 @@ _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 Judge = Callable[[str | bytes], Outcome]
 """Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
-    from relay.acp.boundary import ToAgent
+    from relay.acp.refusals import ToAgent
     from relay.acp.rewrite import Rewritten
 
     AgentLine = Line | Rewritten | ToAgent

@@ -4,33 +4,24 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
 
-from relay.acp.boundary import (
+from relay.acp.boundary import Boundary
+from relay.acp.crossings import (
     CROSSINGS,
     MAX_PENDING_LISTS,
-    SHOWN_CHARS,
-    Boundary,
-    Crossing,
-    ToAgent,
-    crossings_table,
-    id_key,
-    parse_field,
-    walk,
 )
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
-from relay.acp.rewrite import Files, RewritePolicy, Rewritten
+from relay.acp.refusals import ToAgent, id_key
+from relay.acp.rewrite import SHOWN_CHARS, Files, RewritePolicy, Rewritten
 from relay.core.framing import FrameRefused
+from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, LINK, line
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "paths-and-mcp.md"
 FILES: tuple[Files, ...] = ("box", "shared", "pass")
 RULES = (parse_rule("/Users/alice=/workspace"), parse_rule("C:\\Users\\bob=/win"))
 FILES_SERVER = {"name": "files", "command": "/usr/bin/mcp-files", "args": [], "env": []}
@@ -41,132 +32,8 @@ def policy(files: Files, fallback: str = "reject") -> RewritePolicy:
     return RewritePolicy(cwd, McpPolicy(), files)
 
 
-def line(message: dict[str, Any]) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", **message}, separators=(",", ":")).encode()
-
-
 def read(data: bytes) -> Any:
     return json.loads(data)
-
-
-# -- the messages of each row, as the ACP schema shapes them ------------------------------
-
-LOCATION = {"path": "/workspace/p/a.py", "line": 3}
-DIFF = {"type": "diff", "path": "/workspace/p/a.py", "oldText": "a", "newText": "b"}
-LINK = {"type": "resource_link", "name": "a.py", "uri": "file:///workspace/p/a.py"}
-RESOURCE = {"type": "resource", "resource": {"uri": "file:///workspace/p/b.md", "text": "# b"}}
-TOOL_CONTENT = [
-    DIFF,
-    {"type": "content", "content": LINK},
-    {"type": "content", "content": RESOURCE},
-    {"type": "terminal", "terminalId": "term-1"},
-]
-RAW = {"path": "/workspace/p/a.py", "command": "cat /workspace/p/a.py"}
-
-
-def tool_call(kind: str) -> dict[str, Any]:
-    update: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": "t1", "title": "Edit a.py"}
-    update.update(locations=[LOCATION], content=TOOL_CONTENT, rawInput=RAW, rawOutput=RAW)
-    return {"method": "session/update", "params": {"sessionId": "s1", "update": update}}
-
-
-def chunk(kind: str, content: dict[str, Any]) -> dict[str, Any]:
-    update = {"sessionUpdate": kind, "content": content}
-    return {"method": "session/update", "params": {"sessionId": "s1", "update": update}}
-
-
-EDITOR_MESSAGES: dict[str, tuple[dict[str, Any], type[BaseModel]]] = {
-    "initialize": ({"id": 0, "method": "initialize", "params": {
-        "protocolVersion": 1,
-        "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
-                               "terminal": True, "_meta": {"x": 1}}}},
-        schema.InitializeRequest),
-    "session/new": ({"id": 1, "method": "session/new", "params": {
-        "cwd": "/Users/alice/p", "additionalDirectories": ["/Users/alice/lib"],
-        "mcpServers": []}}, schema.NewSessionRequest),
-    "session/list": ({"id": 2, "method": "session/list", "params": {"cwd": "/Users/alice/p"}},
-                     schema.ListSessionsRequest),
-    "session/prompt": ({"id": 3, "method": "session/prompt", "params": {
-        "sessionId": "s1", "prompt": [
-            {"type": "text", "text": "see file:///Users/alice/p/a.py"},
-            {"type": "resource_link", "name": "a.py", "uri": "file:///Users/alice/p/a.py"},
-            {"type": "resource", "resource": {"uri": "file:///Users/alice/p/b.md",
-                                              "text": "# b"}}]}}, schema.PromptRequest),
-}  # fmt: skip
-AGENT_MESSAGES: dict[str, tuple[dict[str, Any], type[BaseModel]]] = {
-    "list answer": ({"id": 2, "result": {"sessions": [
-        {"sessionId": "s1", "cwd": "/workspace/p", "additionalDirectories": ["/workspace/lib"]},
-        {"sessionId": "s2", "cwd": "/elsewhere"}]}}, schema.ListSessionsResponse),
-    "fs/read_text_file": ({"id": 10, "method": "fs/read_text_file", "params": {
-        "sessionId": "s1", "path": "/workspace/p/a.py", "line": 1}}, schema.ReadTextFileRequest),
-    "fs/write_text_file": ({"id": 11, "method": "fs/write_text_file", "params": {
-        "sessionId": "s1", "path": "/workspace/p/a.py", "content": "/workspace/p"}},
-        schema.WriteTextFileRequest),
-    "terminal/create": ({"id": 12, "method": "terminal/create", "params": {
-        "sessionId": "s1", "command": "/workspace/p/run.sh", "cwd": "/workspace/p"}},
-        schema.CreateTerminalRequest),
-    "tool_call": (tool_call("tool_call"), schema.SessionNotification),
-    "tool_call_update": (tool_call("tool_call_update"), schema.SessionNotification),
-    "agent_message_chunk": (chunk("agent_message_chunk", LINK), schema.SessionNotification),
-    "user_message_chunk": (chunk("user_message_chunk", RESOURCE), schema.SessionNotification),
-    "agent_thought_chunk": (chunk("agent_thought_chunk", LINK), schema.SessionNotification),
-    "session/request_permission": ({"id": 13, "method": "session/request_permission", "params": {
-        "sessionId": "s1",
-        "toolCall": {"toolCallId": "t1", "locations": [LOCATION], "content": TOOL_CONTENT,
-                     "rawInput": RAW},
-        "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}]}},
-        schema.RequestPermissionRequest),
-}  # fmt: skip
-
-
-def body(message: dict[str, Any]) -> Any:
-    return message.get("params", message.get("result"))
-
-
-def samples_of(row: Crossing) -> list[tuple[dict[str, Any], type[BaseModel]]]:
-    """The sample messages holding ``row``'s field."""
-    pool = EDITOR_MESSAGES if row.direction == "editor → agent" else AGENT_MESSAGES
-    found = []
-    for message, model in pool.values():
-        kind = (
-            "response" if "result" in message else "request" if "id" in message else "notification"
-        )
-        method = message.get("method", "session/list")
-        holds = not row.field or list(walk(message, parse_field(row.field)))
-        if kind == row.message and row.matches(method) and holds:
-            found.append((message, model))
-    return found
-
-
-@pytest.mark.parametrize("row", CROSSINGS, ids=lambda row: f"{row.methods[0]} {row.field}")
-def test_each_row_is_a_field_of_the_acp_schema(row: Crossing) -> None:
-    """Each row's field exists where the ACP schema puts it, and its markers are in the line."""
-    samples = samples_of(row)
-    assert samples, f"no sample message for {row}"
-    for message, model in samples:
-        parsed = model.model_validate(body(message))
-        dumped = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        top = "params" if "params" in message else "result"
-        if row.field:
-            ours = [c[k] for c, k, _ in walk(message, parse_field(row.field))]
-            theirs = [c[k] for c, k, _ in walk({top: dumped}, parse_field(row.field))]
-            assert ours == theirs
-        assert any(marker in line(message) for marker in row.markers)
-
-
-def test_the_docs_table_is_the_codes() -> None:
-    """docs/paths-and-mcp.md holds exactly the table generated from CROSSINGS."""
-    text = DOCS.read_text()
-    found = re.search(r"<!-- crossings table:[^\n]*-->\n(.*?)<!-- end of crossings table -->",
-                      text, re.S)  # fmt: skip
-    assert found, "no crossings table in docs/paths-and-mcp.md"
-    assert found.group(1) == crossings_table(), "run: .venv/bin/python -m tests.support.config_docs"
-
-
-def test_bad_field_spellings_are_refused() -> None:
-    """A row's field is checked when the table is read: a typo cannot pass unnoticed."""
-    with pytest.raises(ValueError, match="bad field"):
-        parse_field("params.locations[ ].path")
 
 
 # -- editor -> agent -------------------------------------------------------------------------

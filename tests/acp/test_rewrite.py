@@ -289,6 +289,18 @@ def test_refusal_answers_the_same_id(request_id: int | str | None) -> None:
     )
 
 
+def test_a_refusal_echoes_a_bounded_path() -> None:
+    """A 512 KiB cwd under reject is answered with a reply of a few KiB: the relay's answer
+    does not grow with what it refuses (the path is cut, saying its length)."""
+    policy = RewritePolicy(CwdPolicy((), "reject", "/w", False), McpPolicy())
+    huge = "/" + "x" * (512 * 1024)
+    line = line_of({"id": 1, "method": "session/new", "params": {"cwd": huge}})
+    result = rewrite(line, policy)
+    assert isinstance(result, FrameRefused)
+    assert len(result.reply) < 4096
+    assert f"({len(huge)} chars)" in json.loads(result.reply)["error"]["data"]["clientPath"]
+
+
 def test_refused_additional_directory_names_its_field() -> None:
     """A refused additionalDirectories entry is named by its index."""
     params = {"cwd": "/x", "additionalDirectories": ["/y"]}

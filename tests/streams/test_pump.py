@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from relay.acp.boundary import ToAgent
+from relay.acp.refusals import ToAgent
 from relay.acp.rewrite import RewriteReport, Rewritten
 from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse, judge_frame

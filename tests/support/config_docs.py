@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from relay.acp.boundary import crossings_table
+from relay.acp.crossings import crossings_table
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.config.settings import grouped_options_table, options_table

@@ -1,0 +1,286 @@
+"""Every place a path crosses between the editor's machine and the box, as one table.
+
+Pure. :data:`CROSSINGS` lists each place of ACP v1 where a path or a ``file:`` URI
+crosses, as (methods, message kind, direction, field, action); a new place is one row,
+and docs/paths-and-mcp.md's table is made from it (:func:`crossings_table`). Each row
+also names the byte markers by which a raw line may hold it, so that only such lines
+are parsed. :class:`relay.acp.boundary.Boundary` carries the table out for one
+connection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from typing import Any, Literal
+
+from relay.acp.rewrite import SESSION_OPENING_METHODS, Files
+
+Direction = Literal["editor → agent", "agent → editor"]
+Message = Literal["request", "notification", "response"]
+TO_AGENT: Direction = "editor → agent"
+TO_EDITOR: Direction = "agent → editor"
+
+READ_MAX_BYTES = 8 << 20  # larger lines are not read for translation (they pass as they came)
+JOIN_MAX_BYTES = 1 << 20  # the lines of one read are looked at together up to this size
+MAX_PENDING_LISTS = 64  # session/list requests of one connection awaiting their answer
+SHOWN_CHARS = 512  # of a path echoed in an error's data
+
+WITHHELD_BECAUSE = "--files box: the agent uses the box's own filesystem and terminal"
+
+ALL: frozenset[Files] = frozenset({"box", "shared", "pass"})
+BOX_AND_SHARED: frozenset[Files] = frozenset({"box", "shared"})
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the relay does with a row's field, and under which ``--files`` policies.
+
+    ``must_read``: a line that may hold it is refused (editor) or answered (agent) when
+    the relay cannot read it, rather than passed on unchecked.
+    """
+
+    name: str
+    does: str  # for the table in docs/paths-and-mcp.md
+    policies: frozenset[Files]
+    must_read: bool = False
+    elsewhere: tuple[tuple[Files, str], ...] = ()  # the table's cell where it does not apply
+
+    def cell(self, files: Files) -> str:
+        if files in self.policies:
+            return self.does
+        return dict(self.elsewhere).get(files, "passes")
+
+
+OPENING = Action("opening", "editor → box (`--cwd-map`, `--cwd-fallback`, "
+                 "`--cwd-must-exist`)", ALL, True)  # fmt: skip
+MCP = Action("mcp", "`--mcp-servers` merged in", ALL, True)
+WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
+LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
+                     "for existence)", BOX_AND_SHARED, True)  # fmt: skip
+ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
+                  "withheld); never reaches the editor", frozenset({"box"}), True)  # fmt: skip
+REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
+                      "-32602 and the request never reaches the editor",
+                      frozenset({"shared"}), True,
+                      (("box", "(the request is answered by the relay: row above)"),))  # fmt: skip
+EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
+                     BOX_AND_SHARED)  # fmt: skip
+EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
+                    BOX_AND_SHARED)  # fmt: skip
+BOX_URI = Action("box-uri", "`file:` URI editor → box; left as it is under no rule",
+                 BOX_AND_SHARED)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+
+
+@dataclass(frozen=True)
+class Each:
+    pass
+
+
+@dataclass(frozen=True)
+class When:
+    key: str
+    values: frozenset[str]
+
+
+Step = Key | Each | When
+_SEGMENT = re.compile(r"^([A-Za-z_]+)(\[\])?(?:\{([A-Za-z_]+)=([a-z_|]+)\})?$")
+
+
+@cache
+def parse_field(text: str) -> tuple[Step, ...]:
+    """``params.update{sessionUpdate=tool_call|tool_call_update}.locations[].path`` as steps:
+    a key, ``[]`` each element of an array, ``{key=a|b}`` only where that key is a or b."""
+    steps: list[Step] = []
+    for segment in text.split(".") if text else ():
+        found = _SEGMENT.match(segment)
+        if found is None:
+            raise ValueError(f"bad field {text!r} at {segment!r}")
+        name, each, key, values = found.groups()
+        steps.append(Key(name))
+        if each:
+            steps.append(Each())
+        if key:
+            steps.append(When(key, frozenset(values.split("|"))))
+    return tuple(steps)
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """One place a path crosses: a field of a message kind of some methods, one way.
+
+    ``markers``: bytes a line holding it holds when spelled without escapes (a line with
+    an escape that could spell a key or method is looked at anyway).
+    """
+
+    methods: tuple[str, ...]
+    message: Message
+    direction: Direction
+    field: str  # "" for the whole message
+    action: Action
+    markers: tuple[bytes, ...]
+
+    def matches(self, method: str) -> bool:
+        return any(
+            m == method or (m.endswith("/*") and method.startswith(m[:-1])) for m in self.methods
+        )
+
+
+def _quoted(*methods: str) -> tuple[bytes, ...]:
+    return tuple(f'"{m}"'.encode() for m in methods)
+
+
+_TOOL_CALLS = "{sessionUpdate=tool_call|tool_call_update}"
+_CHUNKS = "{sessionUpdate=agent_message_chunk|user_message_chunk|agent_thought_chunk}"
+_LINK = "content{type=resource_link}.uri"
+_RESOURCE = "content{type=resource}.resource.uri"
+_IN_CONTENT = "content[]{type=content}."
+_UPDATE = "params.update"
+_PERMISSION = ("session/request_permission",)
+_URI = (b'"uri"',)
+_PATH = (b'"path"',)
+
+CROSSINGS: tuple[Crossing, ...] = (
+    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.fs", WITHHOLD,
+             _quoted("initialize")),
+    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.terminal",
+             WITHHOLD, _quoted("initialize")),
+    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.cwd", OPENING,
+             _quoted(*SESSION_OPENING_METHODS)),
+    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.additionalDirectories[]",
+             OPENING, _quoted(*SESSION_OPENING_METHODS)),
+    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.mcpServers", MCP,
+             _quoted(*SESSION_OPENING_METHODS)),
+    Crossing(("session/list",), "request", TO_AGENT, "params.cwd", LIST_FILTER,
+             _quoted("session/list")),
+    Crossing(("session/list",), "response", TO_EDITOR, "result.sessions[].cwd", EDITOR_PATH,
+             (b'"sessions"',)),
+    Crossing(("session/list",), "response", TO_EDITOR,
+             "result.sessions[].additionalDirectories[]", EDITOR_PATH, (b'"sessions"',)),
+    Crossing(("session/prompt",), "request", TO_AGENT, "params.prompt[]{type=resource_link}.uri",
+             BOX_URI, _URI),
+    Crossing(("session/prompt",), "request", TO_AGENT,
+             "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
+    Crossing(("fs/*", "terminal/*"), "request", TO_EDITOR, "", ANSWERED,
+             (b'"fs/', b'"terminal/')),
+    Crossing(("fs/read_text_file", "fs/write_text_file"), "request", TO_EDITOR, "params.path",
+             REQUEST_PATH, (b'"fs/',)),
+    Crossing(("terminal/create",), "request", TO_EDITOR, "params.cwd", REQUEST_PATH,
+             (b'"terminal/',)),
+    Crossing(("session/update",), "notification", TO_EDITOR,
+             f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
+    Crossing(("session/update",), "notification", TO_EDITOR,
+             f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path", EDITOR_PATH, _PATH),
+    Crossing(("session/update",), "notification", TO_EDITOR,
+             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}", EDITOR_URI, _URI),
+    Crossing(("session/update",), "notification", TO_EDITOR,
+             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}", EDITOR_URI, _URI),
+    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_LINK}",
+             EDITOR_URI, _URI),
+    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_RESOURCE}",
+             EDITOR_URI, _URI),
+    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.locations[].path", EDITOR_PATH,
+             _PATH),
+    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.content[]{type=diff}.path",
+             EDITOR_PATH, _PATH),
+    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_LINK}",
+             EDITOR_URI, _URI),
+    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_RESOURCE}",
+             EDITOR_URI, _URI),
+)  # fmt: skip
+"""The boundary: each place of ACP v1 where a path crosses, and what the relay does there."""
+
+# JSON may spell a method with escapes ("fs\/read_text_file", "\u0066s/..."): an escape of
+# '/' or of a lowercase letter may hide a method (METHOD_ESCAPE). A key or value ("loc\u0061tions",
+# "tool\u005fcall", "tool\u0043all") may also escape '$', '_' or an uppercase letter. An
+# ordinary serializer escapes none of these, so plain text (newlines, quotes, non-ASCII
+# letters, Go's \u003c) does not match.
+KEY_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[4fF]|[4-7][0-9a-fA-F]))")
+CANCEL = b'"$/cancel_request"'
+CAPABILITIES = b'"agentCapabilities"'
+ANSWER_MARKERS = (b'"error"',)  # an error answer also ends a pending session/list
+
+
+def markers(direction: Direction, files: Files, *, must: bool) -> tuple[bytes, ...]:
+    """The byte markers of the rows of ``direction`` in force under ``files`` that must be
+    read (``must``) or that are only translated (not ``must``), responses aside."""
+    found = {
+        marker
+        for row in CROSSINGS
+        if row.direction == direction
+        and row.message != "response"
+        and files in row.action.policies
+        and row.action.must_read == must
+        for marker in row.markers
+    }
+    return tuple(sorted(found))
+
+
+@lru_cache(maxsize=256)  # methods come from the wire: bounded
+def rows_for(
+    direction: Direction, message: Message, method: str, files: Files
+) -> tuple[Crossing, ...]:
+    """The rows that apply to one message."""
+    return tuple(
+        row
+        for row in CROSSINGS
+        if row.direction == direction
+        and row.message == message
+        and files in row.action.policies
+        and row.matches(method)
+    )
+
+
+def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
+    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name)."""
+    if not steps:
+        return
+    step, rest = steps[0], steps[1:]
+    if isinstance(step, Key):
+        if isinstance(value, dict) and step.name in value:
+            name = f"{where}.{step.name}" if where else step.name
+            if rest:
+                yield from walk(value[step.name], rest, name)
+            else:
+                yield value, step.name, name
+    elif isinstance(step, Each):
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                if rest:
+                    yield from walk(item, rest, f"{where}[{index}]")
+                else:
+                    yield value, index, f"{where}[{index}]"
+    elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
+        yield from walk(value, rest, where)
+
+
+def _is_one_of(value: Any, values: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in values
+
+
+def crossings_table(rows: Sequence[Crossing] = CROSSINGS) -> str:
+    """The markdown table of ``rows`` in docs/paths-and-mcp.md."""
+    out = [
+        "| methods | message | direction | field | box | shared | pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = [
+            ", ".join(f"`{m}`" for m in row.methods),
+            row.message,
+            row.direction,
+            f"`{row.field}`" if row.field else "(the request)",
+            *(row.action.cell(files) for files in _POLICY_ORDER),
+        ]
+        out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+_POLICY_ORDER: tuple[Files, ...] = ("box", "shared", "pass")

@@ -1,0 +1,129 @@
+"""The relay's own answers where a path cannot cross the boundary, and what it sends back.
+
+Pure. When :class:`relay.acp.boundary.Boundary` must not pass a message on (an agent's
+``fs/*`` or ``terminal/*`` request under ``--files box``, a box path no ``--cwd-map`` rule
+maps in a request under ``shared``, a line it must read but cannot), the relay answers
+it itself: to the agent as a :class:`ToAgent`, to the editor as a
+:class:`relay.core.framing.FrameRefused`. Each answer is a JSON-RPC error whose ``data``
+says what was wrong and what to do; an echoed path is bounded
+(:data:`relay.acp.rewrite.SHOWN_CHARS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from relay.acp import strictjson
+from relay.acp.paths import CwdPolicy, CwdRule, PathRefused
+from relay.acp.rewrite import PathProblem, RewriteReport, bounded, refusal
+from relay.core.framing import FrameRefused, error_reply
+
+
+@dataclass(frozen=True)
+class ToAgent:
+    """Send ``reply`` (a JSON-RPC error line, no ``\\n``) back to the agent instead of
+    forwarding its line to the editor; ``reason`` is for the log."""
+
+    reply: bytes
+    reason: str
+    report: RewriteReport
+
+
+def unreadable_request(problem: strictjson.JsonRefused) -> ToAgent:
+    """The answer to an agent line that may be an fs/ or terminal/ request, unreadable."""
+    reason = f"an agent line that may be an fs/ or terminal/ request is unreadable: {problem}"
+    reply = error_reply(
+        -32600,
+        "Invalid request: the relay cannot read this request, so it did not pass it on",
+        reason,
+        "write each request as one JSON object per line, each key once, with valid Unicode text",
+    )
+    return ToAgent(reply, reason, RewriteReport("(unreadable)", refused="(the line)"))
+
+
+def refused_filter(
+    message: dict[str, Any], where: str, value: str, refused: PathRefused, cwd: CwdPolicy
+) -> FrameRefused:
+    """The answer to an editor's request whose path cannot be given to the agent."""
+    name = where.removeprefix("params.")
+    return refusal(message.get("id"), PathProblem(name, value, refused), cwd)
+
+
+def withheld_method(message: dict[str, Any], report: RewriteReport) -> ToAgent:
+    """The answer to an agent's request for a capability the relay withheld (--files box)."""
+    method = str(message.get("method"))
+    capability = method.split("/")[0]
+    report.refused = method
+    text = (
+        f"Method not found: {method} is not available: the relay withheld the editor's "
+        f"{capability} capability (--files box)"
+    )
+    data = {
+        "method": method,
+        "withheld": capability,
+        "files": "box",
+        "hint": "use the box's own filesystem and terminal (the session's cwd is a folder "
+        "of the box); to use the editor's instead, the relay's operator sets --files "
+        "shared and maps the folders with --cwd-map",
+    }
+    reply = error(message.get("id"), -32601, text, data)
+    return ToAgent(reply, f"{method} answered by the relay: {capability} withheld", report)
+
+
+def unmapped_request(
+    message: dict[str, Any],
+    where: str,
+    value: str,
+    report: RewriteReport,
+    rules: Sequence[CwdRule],
+) -> ToAgent:
+    """The answer to an agent's request whose box path no rule maps to the editor's."""
+    method = str(message.get("method"))
+    shown = bounded(value)
+    report.refused = where
+    report.left.append((where, value))
+    text = (
+        f"Invalid params: {where} {shown} is not under a folder the relay maps to the "
+        "editor's machine (--cwd-map), so the editor cannot use it"
+    )
+    data = {
+        "method": method,
+        "field": where,
+        "boxPath": shown,
+        "mappings": [rule.text for rule in rules] or ["none"],
+        "hint": "use a path under one of the mapped folders (after '=' in each mapping), "
+        "or read, write and run it with the box's own tools; the relay's operator can add "
+        "a --cwd-map rule for it",
+    }
+    reply = error(message.get("id"), -32602, text, data)
+    return ToAgent(reply, f"{method} answered by the relay: {where} is under no mapping", report)
+
+
+def too_many_pending(request_id: Any, method: str, limit: int) -> FrameRefused:
+    """The answer to an editor's request past the bound of those awaiting the agent."""
+    reason = f"{limit} {method} requests of this connection are still waiting for the agent"
+    data = {"detail": reason, "hint": f"wait for the answers to earlier {method} requests"}
+    message = f"Invalid request: too many {method} requests waiting for an answer"
+    return FrameRefused(error(request_id, -32600, message, data), reason)
+
+
+def error(request_id: Any, code: int, message: str, data: dict[str, Any]) -> bytes:
+    """A JSON-RPC error answering ``request_id`` (spelled as it came)."""
+    body = {"code": code, "message": message, "data": data}
+    return strictjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": body})
+
+
+def id_key(request_id: Any) -> tuple[str, object] | None:
+    """A request id as the key it is matched by: a string as it is, a number by its value
+    (``1E2`` and ``100`` are one id); None for an id the relay does not track."""
+    if isinstance(request_id, str):
+        return ("s", request_id)
+    if isinstance(request_id, strictjson.Number):
+        try:
+            return ("n", Decimal(request_id.text))
+        except InvalidOperation:
+            return None
+    return None

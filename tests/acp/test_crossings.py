@@ -1,0 +1,65 @@
+"""relay.acp.crossings: the table of every place a path crosses, against the ACP schema."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from relay.acp.crossings import CROSSINGS, Crossing, crossings_table, parse_field, walk
+from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "paths-and-mcp.md"
+
+
+def body(message: dict[str, Any]) -> Any:
+    return message.get("params", message.get("result"))
+
+
+def samples_of(row: Crossing) -> list[tuple[dict[str, Any], type[BaseModel]]]:
+    """The sample messages holding ``row``'s field."""
+    pool = EDITOR_MESSAGES if row.direction == "editor → agent" else AGENT_MESSAGES
+    found = []
+    for message, model in pool.values():
+        kind = (
+            "response" if "result" in message else "request" if "id" in message else "notification"
+        )
+        method = message.get("method", "session/list")
+        holds = not row.field or list(walk(message, parse_field(row.field)))
+        if kind == row.message and row.matches(method) and holds:
+            found.append((message, model))
+    return found
+
+
+@pytest.mark.parametrize("row", CROSSINGS, ids=lambda row: f"{row.methods[0]} {row.field}")
+def test_each_row_is_a_field_of_the_acp_schema(row: Crossing) -> None:
+    """Each row's field exists where the ACP schema puts it, and its markers are in the line."""
+    samples = samples_of(row)
+    assert samples, f"no sample message for {row}"
+    for message, model in samples:
+        parsed = model.model_validate(body(message))
+        dumped = parsed.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        top = "params" if "params" in message else "result"
+        if row.field:
+            ours = [c[k] for c, k, _ in walk(message, parse_field(row.field))]
+            theirs = [c[k] for c, k, _ in walk({top: dumped}, parse_field(row.field))]
+            assert ours == theirs
+        assert any(marker in line(message) for marker in row.markers)
+
+
+def test_the_docs_table_is_the_codes() -> None:
+    """docs/paths-and-mcp.md holds exactly the table generated from CROSSINGS."""
+    text = DOCS.read_text()
+    found = re.search(r"<!-- crossings table:[^\n]*-->\n(.*?)<!-- end of crossings table -->",
+                      text, re.S)  # fmt: skip
+    assert found, "no crossings table in docs/paths-and-mcp.md"
+    assert found.group(1) == crossings_table(), "run: .venv/bin/python -m tests.support.config_docs"
+
+
+def test_bad_field_spellings_are_refused() -> None:
+    """A row's field is checked when the table is read: a typo cannot pass unnoticed."""
+    with pytest.raises(ValueError, match="bad field"):
+        parse_field("params.locations[ ].path")
