@@ -100,6 +100,30 @@ def seconds(value: object) -> float:
     return number
 
 
+def seconds_at_most(most: float, shown: str) -> Callable[[object], float]:
+    """A :func:`seconds` converter that also refuses more than ``most`` (``shown``, e.g. a week)."""
+
+    def convert(value: object) -> float:
+        result = seconds(value)
+        if result > most:
+            raise ValueError(f"must be at most {most:g} s ({shown}), got {value!r}")
+        return result
+
+    return convert
+
+
+def size_at_most(most: int, shown: str) -> Callable[[object], int]:
+    """A size converter that also refuses more than ``most`` bytes (``shown``, e.g. 1TiB)."""
+
+    def convert(value: object) -> int:
+        result = size(value)
+        if result > most:
+            raise ValueError(f"must be at most {most} bytes ({shown}), got {value!r}")
+        return result
+
+    return convert
+
+
 def positive_int(value: object) -> int:
     number = count(value)
     if number < 1:
