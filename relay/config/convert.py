@@ -20,6 +20,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 T = TypeVar("T")
+Number = TypeVar("Number", int, float)
 
 
 def text(value: object) -> str:
@@ -100,25 +101,16 @@ def seconds(value: object) -> float:
     return number
 
 
-def seconds_at_most(most: float, shown: str) -> Callable[[object], float]:
-    """A :func:`seconds` converter that also refuses more than ``most`` (``shown``, e.g. a week)."""
+def at_most(
+    base: Callable[[object], Number], most: Number, shown: str
+) -> Callable[[object], Number]:
+    """The ``base`` converter (seconds, a size) also refusing more than ``most``, which the
+    error names as ``shown`` (e.g. "604800 s (a week)")."""
 
-    def convert(value: object) -> float:
-        result = seconds(value)
+    def convert(value: object) -> Number:
+        result = base(value)
         if result > most:
-            raise ValueError(f"must be at most {most:g} s ({shown}), got {value!r}")
-        return result
-
-    return convert
-
-
-def size_at_most(most: int, shown: str) -> Callable[[object], int]:
-    """A size converter that also refuses more than ``most`` bytes (``shown``, e.g. 1TiB)."""
-
-    def convert(value: object) -> int:
-        result = size(value)
-        if result > most:
-            raise ValueError(f"must be at most {most} bytes ({shown}), got {value!r}")
+            raise ValueError(f"must be at most {shown}, got {value!r}")
         return result
 
     return convert

@@ -144,11 +144,13 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
         Option("resume-grace", "seconds a connection whose client opted in to resuming "
                "(acp-relay.resume.v1) waits for a resume after losing its socket, at most a week; "
                "0 turns resuming off", defaults.RESUME_GRACE, "SECONDS",
-               convert.seconds_at_most(MAX_GRACE_SECONDS, "a week")),
+               convert.at_most(convert.seconds, float(MAX_GRACE_SECONDS),
+                               f"{MAX_GRACE_SECONDS} s (a week)")),
         Option("resume-buffer", "agent output a resumable connection keeps until the client "
                "acknowledges it, in bytes or with KiB/MiB/GiB, at most 1TiB; when full the "
                "agent waits", defaults.RESUME_BUFFER, "SIZE",
-               convert.size_at_most(MAX_WINDOW, "1TiB"), default_text="16MiB"),
+               convert.at_most(convert.size, MAX_WINDOW, f"{MAX_WINDOW} bytes (1TiB)"),
+               default_text="16MiB"),
     )),
     ("warm agents", (
         Option("warm-agents", "agents kept started ahead of demand, each waiting with stdin "

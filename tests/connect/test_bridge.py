@@ -35,8 +35,11 @@ from tests.support.connect import (
     TIMEOUT,
     Editor,
     MiB,
+    ask_then_leave,
     check_refused,
+    closed_by_connect,
     editor,
+    failures_logged,
     log_records,
     notification,
     piped_connect,
@@ -454,23 +457,17 @@ async def test_a_text_frame_that_is_not_utf8_fails_the_connection_for_the_editor
         hostile_relay(plain_answers((bad, True))) as relay,
         editor(relay.url(), env=connect_env(make_ticket())) as ed,
     ):
-        await ed.send(request(1, "initialize"))
-        first = await ed.receive()
-        await ed.send(request(2, "session/new"))
-        later = await ed.receive()
-        await ed.close_stdin()
-        status = await ed.exit_status()
+        answers, status = await ask_then_leave(
+            ed, request(1, "initialize"), request(2, "session/new")
+        )
     url = relay.url()
     reason = "invalid continuation byte at position 34"
     message = f"relay at {url} sent a text frame that is not UTF-8 (1007 invalid data: {reason})"
-    data = {"url": url, "cause": "protocol", "closedBy": "connect", "closeCode": 1007,
-            "closeReason": reason}  # fmt: skip
-    error = {"code": -32603, "message": message, "data": data}
-    assert [first, later] == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
+    error = closed_by_connect(url, message, 1007, reason)
+    assert answers == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
     assert status == 1
     assert relay.closes == [(1007, reason)]
-    failed = [r for r in log_records(bytes(ed.stderr)) if r["event"] == "relay connection failed"]
-    assert [r["reason"] for r in failed] == [message]
+    assert failures_logged(ed) == [message]
 
 
 async def test_binary_frames_from_a_plain_relay_are_ignored_with_a_warning() -> None:

@@ -17,7 +17,16 @@ import pytest
 
 from relay.connect.bridge import ANSWER_WAIT_SECONDS
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
-from tests.support.connect import Editor, editor, log_records, notification, request
+from tests.support.connect import (
+    Editor,
+    ask_then_leave,
+    closed_by_connect,
+    editor,
+    failures_logged,
+    log_records,
+    notification,
+    request,
+)
 from tests.support.env import connect_env
 from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
@@ -236,11 +245,6 @@ HOSTILE = ("--ticket-command", "echo hostile-ticket", "--open-timeout", "2")
 RESULT = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 
 
-def failures(ed: Editor) -> list[dict[str, Any]]:
-    """connect's stderr (JSON log lines only: a traceback fails here), its failure lines."""
-    return [r for r in log_records(bytes(ed.stderr)) if r["event"] == "relay connection failed"]
-
-
 def answers_with(frame: bytes, *, text: bool) -> Behaviour:
     """Welcome, read the editor's first message, answer it with ``frame``."""
 
@@ -275,20 +279,15 @@ async def test_a_record_the_profile_cannot_carry_fails_the_connection_for_the_ed
         hostile_relay(answers_with(frame, text=text)) as relay,
         editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
     ):
-        await ed.send(request(1, "initialize"))
-        first = await ed.receive()
-        await ed.send(request(2, "session/new"))
-        later = await ed.receive()
-        await ed.close_stdin()
-        status = await ed.exit_status()
-    url = relay.url()
-    data = {"url": url, "cause": "protocol", "closedBy": "connect", "closeCode": close[0],
-            "closeReason": close[1]}  # fmt: skip
-    error = {"code": -32603, "message": message.format(url=url), "data": data}
-    assert [first, later] == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
+        answers, status = await ask_then_leave(
+            ed, request(1, "initialize"), request(2, "session/new")
+        )
+    message = message.format(url=relay.url())
+    error = closed_by_connect(relay.url(), message, *close)
+    assert answers == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
     assert status == 1
     assert relay.closes == [close]
-    assert [r["reason"] for r in failures(ed)] == [message.format(url=url)]
+    assert failures_logged(ed) == [message]
 
 
 def welcomes(**fields: Any) -> Behaviour:
@@ -320,10 +319,7 @@ async def test_a_welcome_with_absurd_limits_breaks_the_profile(
         hostile_relay(welcomes(**fields)) as relay,
         editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
     ):
-        await ed.send(request(1, "initialize"))
-        answer = await ed.receive()
-        await ed.close_stdin()
-        status = await ed.exit_status()
+        [answer], status = await ask_then_leave(ed, request(1, "initialize"))
     url = relay.url()
     message = f"relay at {url} did not accept a WebSocket: {why}"
     assert answer["error"] == {
@@ -333,7 +329,7 @@ async def test_a_welcome_with_absurd_limits_breaks_the_profile(
     }
     assert status == 1
     assert relay.closes == [(1002, f"breaks acp-relay.resume.v1: {why}")]
-    assert [r["reason"] for r in failures(ed)] == [message]
+    assert failures_logged(ed) == [message]
 
 
 async def resume_welcomed_with_an_infinite_grace(sock: HostileSocket) -> None:
@@ -355,10 +351,7 @@ async def test_a_resume_welcome_that_breaks_the_profile_ends_resuming_at_once() 
         hostile_relay(resume_welcomed_with_an_infinite_grace) as relay,
         editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
     ):
-        await ed.send(request(1, "session/prompt"))
-        answer = await ed.receive()
-        await ed.close_stdin()
-        status = await ed.exit_status()
+        [answer], status = await ask_then_leave(ed, request(1, "session/prompt"))
     why = "'grace' must be a number of seconds from 0 to 604800"
     assert answer["id"] == 1
     assert answer["error"]["data"]["cause"] == "resume"
@@ -401,15 +394,12 @@ async def test_the_grace_counts_from_the_first_loss_when_resumed_sockets_drop_at
         hostile_relay(welcomes_then_drops(grace=1.5)) as relay,
         editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
     ):
-        await ed.send(request(7, "session/prompt"))
-        answer = await ed.receive()
-        await ed.close_stdin()
-        status = await ed.exit_status()
+        [answer], status = await ask_then_leave(ed, request(7, "session/prompt"))
     assert answer["id"] == 7
     assert "could not resume within 1.5 s" in answer["error"]["message"]
     assert answer["error"]["data"]["cause"] == "resume"
     assert status == 1
-    assert [r["reason"] for r in failures(ed)] == [answer["error"]["message"]]
+    assert failures_logged(ed) == [answer["error"]["message"]]
 
 
 def welcomes_once_then_hangs(sock: HostileSocket) -> Awaitable[None]:
