@@ -20,6 +20,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 T = TypeVar("T")
+Number = TypeVar("Number", int, float)
 
 
 def text(value: object) -> str:
@@ -98,6 +99,21 @@ def seconds(value: object) -> float:
     if number < 0:
         raise ValueError(f"must be 0 or more, got {value!r}")
     return number
+
+
+def at_most(
+    base: Callable[[object], Number], most: Number, shown: str
+) -> Callable[[object], Number]:
+    """The ``base`` converter (seconds, a size) also refusing more than ``most``, which the
+    error names as ``shown`` (e.g. "604800 s (a week)")."""
+
+    def convert(value: object) -> Number:
+        result = base(value)
+        if result > most:
+            raise ValueError(f"must be at most {shown}, got {value!r}")
+        return result
+
+    return convert
 
 
 def positive_int(value: object) -> int:

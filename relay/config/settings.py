@@ -32,6 +32,7 @@ from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
 from relay.config.origins import ORIGIN_EXAMPLES, bracketed, check_origin_pattern, parse_listen
+from relay.core.profile import MAX_GRACE_SECONDS, MAX_WINDOW
 
 CONFIG_ENV = "ACP_RELAY_CONFIG"
 SECRET_ENV = "ACP_RELAY_SECRET"
@@ -141,11 +142,15 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
     )),
     ("resuming", (
         Option("resume-grace", "seconds a connection whose client opted in to resuming "
-               "(acp-relay.resume.v1) waits for a resume after losing its socket; 0 turns "
-               "resuming off", defaults.RESUME_GRACE, "SECONDS", convert.seconds),
+               "(acp-relay.resume.v1) waits for a resume after losing its socket, at most a week; "
+               "0 turns resuming off", defaults.RESUME_GRACE, "SECONDS",
+               convert.at_most(convert.seconds, float(MAX_GRACE_SECONDS),
+                               f"{MAX_GRACE_SECONDS} s (a week)")),
         Option("resume-buffer", "agent output a resumable connection keeps until the client "
-               "acknowledges it, in bytes or with KiB/MiB/GiB; when full the agent waits",
-               defaults.RESUME_BUFFER, "SIZE", convert.size, default_text="16MiB"),
+               "acknowledges it, in bytes or with KiB/MiB/GiB, at most 1TiB; when full the "
+               "agent waits", defaults.RESUME_BUFFER, "SIZE",
+               convert.at_most(convert.size, MAX_WINDOW, f"{MAX_WINDOW} bytes (1TiB)"),
+               default_text="16MiB"),
     )),
     ("sharing", (
         Option("max-watchers", "watchers (acp-relay.watch.v1) one connection may have at once, "

@@ -48,7 +48,7 @@ from relay.streams.wsadapter import TextFrames, stall_timeout
 __all__ = ["Bridge", "BridgeConfig", "run_bridge"]
 
 T = TypeVar("T")
-ANSWER_WAIT_SECONDS = 10.0  # after stdin ends, how long connect waits for answers owed
+ANSWER_WAIT_SECONDS = 10.0  # from stdin's end, how long connect waits for answers owed
 ONE_OFF_TICKET = (
     "the connection was lost and cannot be resumed: the ticket is a one-off value "
     "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
@@ -81,6 +81,7 @@ class Bridge:
         self._sender: TextFrames | None = None
         self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
         self._untracked = False
+        self.stdin_ended_at: float | None = None  # time.monotonic() at stdin's end
 
     async def run(self, stop: asyncio.Event) -> int:
         """Connect, then carry lines until the editor closes stdin or ``stop``; exit status."""
@@ -161,6 +162,8 @@ class Bridge:
             )
         except OSError as exc:
             self.log.warning("reading stdin failed", reason=str(exc))
+        finally:
+            self.stdin_ended_at = time.monotonic()
 
     async def _carry_plain(
         self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
@@ -208,7 +211,8 @@ class Bridge:
             await asyncio.gather(stopping, receiving, return_exceptions=True)
 
     async def _await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
-        """Stdin ended: wait for the answers still owed (bounded, never past ``stop``).
+        """Stdin ended: wait for the answers still owed (until ANSWER_WAIT_SECONDS from the
+        end, never past ``stop``).
 
         A request sent before the end is answered by the agent, or here with an error
         saying why, never dropped.
@@ -222,7 +226,7 @@ class Bridge:
         try:
             await asyncio.wait(
                 {settled, stopping, downstream},
-                timeout=ANSWER_WAIT_SECONDS,
+                timeout=self._answer_wait_left(),
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
@@ -230,10 +234,38 @@ class Bridge:
             stopping.cancel()
         if self.in_flight and not downstream.done():
             why = "stopped" if stop.is_set() else f"no answer within {ANSWER_WAIT_SECONDS:g} s"
-            failure = closing_unanswered(self.config.url, why)
-            for request in self.in_flight.settle_all():
-                self._write(failure.error_response(request))
-            await self._drain()
+            await self.answer_owed(why)
+
+    def _answer_wait_left(self) -> float:
+        """Seconds left of the wait for answers owed, which counts from stdin's end."""
+        ended = self.stdin_ended_at if self.stdin_ended_at is not None else time.monotonic()
+        return max(ended + ANSWER_WAIT_SECONDS - time.monotonic(), 0.0)
+
+    async def editor_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
+        """While the relay is away: return once the editor no longer waits for it, saying why.
+
+        That is at ``stop``; at stdin's end when no request is owed an answer; else once
+        the wait for answers (ANSWER_WAIT_SECONDS from stdin's end) is over.
+        """
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({upstream, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not stop.is_set() and self.in_flight:
+                await asyncio.wait({stopping}, timeout=self._answer_wait_left())
+        finally:
+            stopping.cancel()
+        if stop.is_set():
+            return "stopped"
+        if not self.in_flight:
+            return "stdin ended"
+        return f"the relay was lost and not back within {ANSWER_WAIT_SECONDS:g} s of stdin's end"
+
+    async def answer_owed(self, why: str) -> None:
+        """connect is closing: every request still owed an answer gets the closing error."""
+        failure = closing_unanswered(self.config.url, why)
+        for request in self.in_flight.settle_all():
+            self._write(failure.error_response(request))
+        await self._drain()
 
     async def _close_socket(self, ws: ClientConnection, downstream: asyncio.Task[Any]) -> None:
         """The editor is done: close with 1000 and give the relay a moment to answer."""

@@ -9,6 +9,12 @@ notices a pause only: what it writes meanwhile is kept (bounded, then its pipe w
 and delivered once after the resume, and the records it missed are replayed without
 gaps or duplicates. Only when resuming fails does it get the bridge's JSON-RPC errors.
 
+A relay that breaks the profile (a binary frame, a frame that is not UTF-8, a bad header
+or welcome) gets the profile's close and is not resumed: the same frames would come
+again. A relay that welcomes a resume and drops it at once does not restart the grace,
+and is resumed ever more slowly (:class:`relay.core.windows.Outage`). While resuming,
+the editor's stop or end of stdin is watched too: nothing owed, connect ends at once.
+
 The frames and the bookkeeping are :mod:`relay.core.profile`'s; this module does the I/O.
 The editor's side (stdin, stdout, the answers owed) is the bridge's, seen through
 :class:`EditorSide`: what the link needs of it, and no more.
@@ -22,6 +28,7 @@ import random
 import time
 from collections.abc import Coroutine, Sequence
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any, Protocol
 
 from websockets.asyncio.client import ClientConnection
@@ -29,9 +36,16 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
-from relay.core.editorerrors import Close, Failure, cannot_connect, could_not_resume, resumable
+from relay.core.editorerrors import (
+    RELAY_BROKE,
+    Close,
+    Failure,
+    cannot_connect,
+    could_not_resume,
+    resumable,
+)
 from relay.core.framing import close_reason
-from relay.core.outcome import Forward, judge_frame
+from relay.core.outcome import Forward, judge_text
 from relay.core.profile import (
     CANNOT_RESUME,
     PROFILE,
@@ -44,7 +58,7 @@ from relay.core.profile import (
     parse_relay_frame,
     parse_welcome,
 )
-from relay.core.windows import Received, Sent, backoff
+from relay.core.windows import Outage, Received, Sent
 from relay.observe.logs import Logger
 from relay.observe.observer import PumpObserver
 from relay.streams.pipewriter import LineWriter
@@ -55,17 +69,31 @@ MAX_KEPT_BYTES = 16 * 1024 * 1024
 ACK_DELAY = 0.1  # seconds a record's acknowledgement may wait for a message to ride on
 SUBPROTOCOLS = (PROFILE, "acp.v1")
 RESEND_BATCH = 64  # messages re-sent in one socket write after a resume
+FINAL_CLOSES = frozenset({CANNOT_RESUME, *RELAY_BROKE})  # a resume closed so is not retried
 
 
 async def start_profile(ws: ClientConnection, first: dict[str, object]) -> Welcome:
     """Send the profile's first frame on ``ws`` and read the relay's welcome.
 
-    Callers bound the wait (the relay answers within its open timeout).
+    Callers bound the wait (the relay answers within its open timeout). A welcome that
+    breaks the profile closes ``ws`` with the profile's error before ProfileError is raised.
     """
     if ws.subprotocol != PROFILE:
         raise ProfileError("the relay does not offer resuming (acp.v1 selected)")
     await ws.send(json.dumps(first, separators=(",", ":")))
-    return parse_welcome(await ws.recv(decode=False))
+    frame = await ws.recv()  # text is UTF-8, or websockets closes with 1007
+    try:
+        if isinstance(frame, bytes):
+            raise ProfileError("a binary frame")
+        return parse_welcome(frame.encode())
+    except ProfileError as exc:
+        await close_broken(ws, exc)
+        raise
+
+
+async def close_broken(ws: ClientConnection, exc: ProfileError) -> None:
+    """Close ``ws`` as the profile says for a peer that broke it (1002, and why)."""
+    await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
 
 
 class EditorSide(Protocol):
@@ -101,6 +129,12 @@ class EditorSide(Protocol):
     async def fail(self, failure: Failure) -> None:
         """Every editor request gets ``failure`` from now on."""
 
+    async def editor_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
+        """While the relay is away: return once the editor no longer waits for it (why)."""
+
+    async def answer_owed(self, why: str) -> None:
+        """connect is closing: every request still owed an answer gets the closing error."""
+
 
 class ResumingLink:
     """The editor's lines over the resume profile, across as many sockets as it takes."""
@@ -120,6 +154,9 @@ class ResumingLink:
         self._ack_timer: asyncio.TimerHandle | None = None
         self._sending = asyncio.Lock()  # messages go out in number order, resends first
         self._rng = random.Random()
+        self.outage = Outage()
+        self.lost_at = ""  # the outage's first loss, as the editor is told it
+        self.grace = welcome.grace  # the grace in force at that loss
 
     # -- the editor's lines ---------------------------------------------------------------
 
@@ -162,18 +199,23 @@ class ResumingLink:
             if not _may_resume(ws):
                 await self.editor.fail(lost)
                 return False
-            if not await self._resume(lost, stop):
-                return False
+            ended = await self._resume(lost, upstream, stop)
+            if ended is not None:
+                return ended
 
     async def _receive(self, ws: ClientConnection) -> bool:
         """Records to the editor's stdout, in order, each once; acknowledged as they come.
 
-        Returns when the socket goes (True), or when stdout is gone (False).
+        Returns when the socket goes (True), or when stdout is gone (False). A frame that
+        breaks the profile closes the socket (1002); text that is not UTF-8 is websockets'
+        to refuse (1007).
         """
         try:
             while True:
-                frame = await ws.recv(decode=False)
-                item = parse_relay_frame(frame)
+                frame = await ws.recv()
+                if isinstance(frame, bytes):
+                    raise ProfileError("a binary frame")
+                item = parse_relay_frame(frame.encode())
                 if item.ack is not None:
                     self.sent.acknowledge(item.ack)
                     self._room.set()
@@ -182,7 +224,7 @@ class ResumingLink:
                 line = self.received.take(item)
                 if line is None:
                     continue
-                outcome = judge_frame(line.decode())
+                outcome = judge_text(line)
                 if isinstance(outcome, Forward) and not await self.stdout.write(outcome.line):
                     return False  # the editor's stdout is gone
                 self.editor.observer.frame(outcome)
@@ -190,8 +232,7 @@ class ResumingLink:
         except ConnectionClosed:
             self.stdout.flush()
         except ProfileError as exc:
-            self.editor.log.error("relay broke the resume profile", reason=str(exc))
-            await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
+            await close_broken(ws, exc)  # the editor is told by the close's failure
         return True
 
     def _acknowledge_soon(self, ws: ClientConnection) -> None:
@@ -212,32 +253,55 @@ class ResumingLink:
 
     # -- resuming ----------------------------------------------------------------------------
 
-    async def _resume(self, lost: Failure, stop: asyncio.Event) -> bool:
-        """Reconnect within the grace; True once resumed, False (editor told) if it failed."""
+    async def _resume(
+        self, lost: Failure, upstream: asyncio.Task[None], stop: asyncio.Event
+    ) -> bool | None:
+        """Reconnect within the grace: None once resumed; else what :meth:`run` returns,
+        True when the editor was done first, False when resuming failed (editor told)."""
         self.attached.clear()
-        lost_at = time.strftime("%H:%M:%S")
-        started = time.monotonic()
-        deadline = started + self.welcome.grace
-        self.editor.log.warning(
-            "lost the relay, resuming", reason=lost.message, grace=self.welcome.grace
-        )
-        why = lost
-        attempt = 0
-        while time.monotonic() < deadline and not stop.is_set():
-            pause = backoff(attempt, self._rng.random())
-            await asyncio.sleep(max(min(pause, deadline - time.monotonic()), 0))
-            attempt += 1
-            result = await self._try_resume()
+        if self.outage.lost(time.monotonic(), self.welcome.grace):
+            self.lost_at, self.grace = time.strftime("%H:%M:%S"), self.welcome.grace
+            self.editor.log.warning(
+                "lost the relay, resuming", reason=lost.message, grace=self.grace
+            )
+        else:
+            self.editor.log.warning(
+                "lost the relay again right after resuming: resuming more slowly",
+                reason=lost.message,
+                quick_losses=self.outage.flaps,
+            )
+        attempts = asyncio.create_task(self._attempts(lost))
+        gone = asyncio.create_task(self.editor.editor_gone(upstream, stop))
+        try:
+            await asyncio.wait({attempts, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (attempts, gone):
+                task.cancel()
+            await asyncio.gather(attempts, gone, return_exceptions=True)
+        if not attempts.cancelled():
+            result = attempts.result()
             if isinstance(result, Failure):
-                why = result
-                if result.data.get("closeCode") == CANNOT_RESUME:
-                    break  # the relay says it no longer has the connection: nothing to retry
-                continue
-            await self._resumed(result, time.monotonic() - started)
-            return True
-        url, grace = self.editor.config.url, self.welcome.grace
-        await self.editor.fail(could_not_resume(url, lost_at, grace, why))
-        return False
+                await self.editor.fail(result)
+                return False
+            await self._resumed(result)
+            return None
+        why = gone.result()
+        self.editor.log.warning("gave up resuming: the editor is done", reason=why)
+        await self.editor.answer_owed(why)
+        return True
+
+    async def _attempts(self, lost: Failure) -> Failure | tuple[ClientConnection, Welcome]:
+        """Attempts with backoff until one resumes or the outage's grace is over (why)."""
+        outage, why = self.outage, lost
+        while (left := outage.left(time.monotonic())) > 0:
+            await asyncio.sleep(min(outage.pause(self._rng.random()), left))
+            result = await self._try_resume()
+            if not isinstance(result, Failure):
+                return result
+            why = result
+            if result.data.get("closeCode") in FINAL_CLOSES:
+                break  # the relay no longer has the connection, or it or connect broke it
+        return could_not_resume(self.editor.config.url, self.lost_at, self.grace, why)
 
     async def _try_resume(self) -> Failure | tuple[ClientConnection, Welcome]:
         config = self.editor.config
@@ -271,14 +335,22 @@ class ResumingLink:
                 {"url": config.url, "cause": "resume", "closeCode": int(close.code),
                  "closeReason": close.reason},
             )  # fmt: skip
-        except (ProfileError, TimeoutError) as exc:
+        except ProfileError as exc:  # the socket is closed with 1002
+            failure = cannot_connect(config.url, "handshake", str(exc))
+            return replace(failure, data={**failure.data, "closeCode": PROFILE_ERROR})
+        except TimeoutError:
             ws.transport.abort()
-            why = "no welcome" if isinstance(exc, TimeoutError) else str(exc)
-            return cannot_connect(config.url, "handshake", why)
+            return cannot_connect(config.url, "handshake", "no welcome")
+        except asyncio.CancelledError:  # the editor is gone: this socket goes too
+            ws.transport.abort()
+            raise
 
-    async def _resumed(self, opened: tuple[ClientConnection, Welcome], gap: float) -> None:
+    async def _resumed(self, opened: tuple[ClientConnection, Welcome]) -> None:
         """The new socket carries on: what the relay lacks first, then whatever comes."""
         ws, welcome = opened
+        now = time.monotonic()
+        gap = now - (self.outage.began or now)
+        self.outage.resumed(now)
         async with self._sending:
             self.ws, self.frames, self.welcome = ws, self._frames(ws), welcome
             again = self.sent.after(welcome.received)
@@ -292,7 +364,10 @@ class ResumingLink:
 
 
 def _may_resume(ws: ClientConnection) -> bool:
-    """Whether the lost socket may be resumed: the relay did not close it (see
-    :func:`relay.core.editorerrors.resumable`)."""
-    close = ws.protocol.close_rcvd
-    return resumable(None if close is None else Close(int(close.code), close.reason))
+    """Whether the lost socket may be resumed: the relay did not close it, nor connect for
+    what the relay sent (see :func:`relay.core.editorerrors.resumable`)."""
+    received, sent = ws.protocol.close_rcvd, ws.protocol.close_sent
+    return resumable(
+        None if received is None else Close(int(received.code), received.reason),
+        None if sent is None else Close(int(sent.code), sent.reason),
+    )

@@ -38,6 +38,11 @@ PLAIN_TO_A_TLS_PORT = "the port probably speaks TLS (for a relay behind TLS use 
 
 Cause = Literal["ticket", "dns", "refused", "reset", "timeout", "network", "tls", "handshake"]
 
+# connect's own close codes for a relay that broke the protocol: a frame websockets refused or
+# the resume profile's rules (1002), text that is not UTF-8 (1007), a message over
+# --max-message-bytes (1009). Resuming would bring the same frame again.
+RELAY_BROKE = frozenset({1002, 1007, 1009})
+
 _CLOSE_NAMES = {
     1000: "normal closure",
     1001: "going away",
@@ -190,14 +195,16 @@ def could_not_resume(url: str, lost_at: str, grace: float, why: Failure) -> Fail
     return Failure(message + why.message, data)
 
 
-def resumable(received: Close | None) -> bool:
-    """Whether a lost socket may be resumed: the relay sent no close frame (it did not end it).
+def resumable(received: Close | None, sent: Close | None = None) -> bool:
+    """Whether a lost socket may be resumed: the relay sent no close frame (it did not end
+    it), and connect did not close it for what the relay sent.
 
     A close from the relay always says why the connection is over (the agent's exit, a
     refusal, a fencing socket, shutdown); a reset, an EOF or a heartbeat that went
-    unanswered come without one.
+    unanswered come without one. A close of connect's for a frame the relay should not have
+    sent (:data:`RELAY_BROKE`) is final too: the frame would come again.
     """
-    return received is None
+    return received is None and (sent is None or sent.code not in RELAY_BROKE)
 
 
 def _closed_by_relay(url: str, close: Close) -> Failure:
@@ -230,6 +237,12 @@ def _closed_by_connect(url: str, close: Close, ping_timeout: float) -> Failure:
         )
     elif close.code == 1009:
         message = f"relay sent a message over --max-message-bytes ({close.reason})"
+    elif close.code == 1007:
+        data["cause"] = "protocol"
+        message = f"relay at {url} sent a text frame that is not UTF-8 ({_describe(close)})"
+    elif close.code == 1002:
+        data["cause"] = "protocol"
+        message = f"relay at {url} broke the protocol ({_describe(close)})"
     else:
         message = f"connection to the relay at {url} failed ({_describe(close)})"
     return Failure(message, data)

@@ -33,6 +33,10 @@ MAX_HEADER_BYTES = 1024  # a client header longer than this is refused
 MAX_SECRET_CHARS = 128
 MAX_CONNECTION_ID_CHARS = 64
 MAX_SEQ = 2**53 - 1  # the largest integer every JSON parser reads exactly
+# A welcome advertising more than these is absurd: connect refuses it as breaking the profile
+# (a week of grace keeps an agent through any weekend; a TiB window is past any box's memory).
+MAX_GRACE_SECONDS = 7 * 24 * 3600
+MAX_WINDOW = 2**40
 _NUMBER = rb"(0|[1-9][0-9]*)"  # a whole number as JSON spells it (fewer than 16 digits:
 # under MAX_SEQ, checked by the caller)
 _COMPACT = re.compile(
@@ -274,19 +278,31 @@ def parse_welcome(data: bytes) -> Welcome:
     fields = _header(data)
     if fields.get("type") != "welcome":
         raise ProfileError("expected the relay's welcome")
-    grace = fields.get("grace")
-    if isinstance(grace, bool) or not isinstance(grace, int | float) or grace < 0:
-        raise ProfileError("'grace' must be a number of seconds")
     return Welcome(
         connection=_bounded_text(fields, "connection", MAX_CONNECTION_ID_CHARS),
         secret=_bounded_text(fields, "secret", MAX_SECRET_CHARS),
         resumed=fields.get("resumed") is True,
         received=_seq(fields, "received"),
         next=_seq(fields, "next"),
-        grace=float(grace),
-        window=_seq(fields, "window"),
+        grace=_grace(fields.get("grace")),
+        window=_window(fields.get("window")),
         last=_seq(fields, "last") if "last" in fields else _seq(fields, "next") - 1,
     )
+
+
+def _grace(value: Any) -> float:
+    """The welcome's grace: finite, from 0 to MAX_GRACE_SECONDS (1e999 reads as infinity)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        value = -1
+    if not 0 <= value <= MAX_GRACE_SECONDS:  # false for NaN too
+        raise ProfileError(f"'grace' must be a number of seconds from 0 to {MAX_GRACE_SECONDS}")
+    return float(value)
+
+
+def _window(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WINDOW:
+        raise ProfileError("'window' must be a number of bytes from 0 to 2^40")
+    return value
 
 
 def parse_relay_frame(data: bytes) -> Record | Ack:

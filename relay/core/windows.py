@@ -3,7 +3,7 @@
 Pure. The relay keeps the agent's lines in an :class:`Outbox` (the replay window,
 bounded by ``--resume-buffer``); ``acp-relay connect`` keeps the editor's messages in
 :class:`Sent` and counts what it received in :class:`Received`, and waits between
-reconnects as :func:`backoff` says. The frames they travel in are
+reconnects as :func:`backoff` and :class:`Outage` say. The frames they travel in are
 :mod:`relay.core.profile`'s.
 """
 
@@ -140,6 +140,63 @@ def backoff(attempt: int, rand: float, *, first: float = 0.1, most: float = 2.0)
     ``rand`` is a random number in [0, 1), passed in so this stays pure.
     """
     return rand * min(most, first * 2.0**attempt)
+
+
+SETTLE_SECONDS = 5.0  # a resumed socket that lived this long ended its outage
+FLAP_PAUSE_FIRST = 0.5  # seconds added before the resume after a resumed socket's quick loss
+FLAP_PAUSE_MOST = 30.0
+
+
+def flap_pause(flaps: int) -> float:
+    """Seconds added before each resume once ``flaps`` resumed sockets of one outage were
+    lost before settling: none, then FLAP_PAUSE_FIRST, doubling up to FLAP_PAUSE_MOST."""
+    if flaps <= 0:
+        return 0.0
+    return min(FLAP_PAUSE_MOST, FLAP_PAUSE_FIRST * 2.0 ** min(flaps - 1, 32))
+
+
+class Outage:
+    """The client's resuming, across losses: when the relay went, until when to try, and
+    how long to wait before each attempt. Times are ``time.monotonic()`` values, passed in.
+
+    An outage begins when a socket is lost, and ends once a resumed socket *settles*:
+    lives SETTLE_SECONDS. A resumed socket lost before that (a relay that welcomes, then
+    drops) does not end it: the grace still counts from the outage's first loss, the
+    attempt count (and so :func:`backoff`) goes on, and each such loss adds a
+    :func:`flap_pause`. A relay that keeps doing it is resumed ever more slowly, and given
+    up on when the grace is over.
+    """
+
+    def __init__(self) -> None:
+        self.began: float | None = None  # the first loss of the current outage
+        self.deadline = 0.0  # the last moment to try a resume
+        self.attempt = 0  # attempts made in this outage
+        self.flaps = 0  # resumed sockets of this outage lost before settling
+        self._resumed_at = 0.0  # when the last resumed socket was welcomed
+
+    def lost(self, now: float, grace: float) -> bool:
+        """The socket was lost at ``now``: True when an outage begins (with ``grace``
+        seconds to resume), False when it goes on (the last resume did not settle)."""
+        if self.began is None or now - self._resumed_at >= SETTLE_SECONDS:
+            self.began, self.deadline = now, now + grace
+            self.attempt = self.flaps = 0
+            return True
+        self.flaps += 1
+        return False
+
+    def pause(self, rand: float) -> float:
+        """Seconds to wait before the next attempt (``rand`` in [0, 1)); counts it."""
+        seconds = backoff(self.attempt, rand) + flap_pause(self.flaps)
+        self.attempt += 1
+        return seconds
+
+    def left(self, now: float) -> float:
+        """Seconds left to resume in (0 or less: give up)."""
+        return self.deadline - now
+
+    def resumed(self, now: float) -> None:
+        """A resumed socket was welcomed at ``now``: it settles if it lives long enough."""
+        self._resumed_at = now
 
 
 class Received:

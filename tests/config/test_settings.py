@@ -254,6 +254,8 @@ def test_secret_env_is_kept_raw() -> None:
         ("ticket-ttl", "inf", "finite"),
         ("open-timeout", "nan", "finite"),
         ("kill-grace", "-0.1", "0 or more"),
+        ("resume-grace", "604801", "at most 604800 s (a week)"),
+        ("resume-buffer", "1025GiB", "at most 1099511627776 bytes (1TiB)"),
         ("audience", " ", "must not be empty"),
         ("log-format", "xml", "json, console, auto"),
         ("log-level", "verbose", "debug, info, warning, error"),

@@ -35,8 +35,11 @@ from tests.support.connect import (
     TIMEOUT,
     Editor,
     MiB,
+    ask_then_leave,
     check_refused,
+    closed_by_connect,
     editor,
+    failures_logged,
     log_records,
     notification,
     piped_connect,
@@ -48,7 +51,10 @@ from tests.support.env import connect_env
 from tests.support.live import live_relay, make_ticket
 from tests.support.processes import bytes_written
 from tests.support.servers import (
+    Behaviour,
+    HostileSocket,
     answer_plain_http,
+    hostile_relay,
     loopback_server,
     self_signed_certificate,
     tls_echo_server,
@@ -426,6 +432,59 @@ async def test_after_a_failure_requests_are_answered_until_stdin_closes() -> Non
     assert [first, second, third] == [
         {"jsonrpc": "2.0", "id": request_id, "error": error} for request_id in (1, "two", 3)
     ]
+
+
+# -- a hostile relay, plain acp.v1 -----------------------------------------------------------
+
+
+def plain_answers(*frames: tuple[bytes, bool]) -> Behaviour:
+    """Read the editor's first line, answer with ``frames`` (data, whether text), then wait."""
+
+    async def behave(sock: HostileSocket) -> None:
+        await sock.ws.recv()
+        for data, text in frames:
+            await sock.ws.send(data, text=text)
+        await sock.ws.wait_closed()
+
+    return behave
+
+
+async def test_a_text_frame_that_is_not_utf8_fails_the_connection_for_the_editor() -> None:
+    """Plain acp.v1: a text frame that is not UTF-8 is refused by websockets (1007); the
+    request in flight and later ones get an error naming it, stderr says it once, exit 1."""
+    bad = b'{"jsonrpc":"2.0","id":1,"result":"\xc3"}'
+    async with (
+        hostile_relay(plain_answers((bad, True))) as relay,
+        editor(relay.url(), env=connect_env(make_ticket())) as ed,
+    ):
+        answers, status = await ask_then_leave(
+            ed, request(1, "initialize"), request(2, "session/new")
+        )
+    url = relay.url()
+    reason = "invalid continuation byte at position 34"
+    message = f"relay at {url} sent a text frame that is not UTF-8 (1007 invalid data: {reason})"
+    error = closed_by_connect(url, message, 1007, reason)
+    assert answers == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
+    assert status == 1
+    assert relay.closes == [(1007, reason)]
+    assert failures_logged(ed) == [message]
+
+
+async def test_binary_frames_from_a_plain_relay_are_ignored_with_a_warning() -> None:
+    """Plain acp.v1: a binary frame is skipped with one warning each, as the relay does with a
+    client's; the text frame after it reaches the editor."""
+    answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
+    async with (
+        hostile_relay(plain_answers((b"\x00\x01", False), (answer, True))) as relay,
+        editor(relay.url(), env=connect_env(make_ticket())) as ed,
+    ):
+        await ed.send(request(1, "initialize"))
+        assert await ed.receive_line() == answer
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    warnings = [r for r in log_records(bytes(ed.stderr)) if r["level"] == "warning"]
+    assert [(r["event"], r["size"]) for r in warnings] == [("binary frame ignored", 2)]
+    assert relay.closes == [(1000, "")]
 
 
 # -- usage ----------------------------------------------------------------------------------

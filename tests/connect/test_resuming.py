@@ -1,20 +1,37 @@
-"""relay.connect.resuming: ``acp-relay connect`` resuming through a network a proxy cuts."""
+"""relay.connect.resuming: ``acp-relay connect`` resuming through a network a proxy cuts, and
+against a hostile relay of the test's own (:func:`tests.support.servers.hostile_relay`)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shlex
+import signal
 import sys
+import time
+from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 
+from relay.connect.bridge import ANSWER_WAIT_SECONDS
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
-from tests.support.connect import Editor, editor, log_records, notification, request
+from tests.support.connect import (
+    Editor,
+    ask_then_leave,
+    closed_by_connect,
+    editor,
+    failures_logged,
+    log_records,
+    notification,
+    request,
+)
 from tests.support.env import connect_env
 from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
-from tests.support.waiting import until_gone
+from tests.support.servers import Behaviour, HostileSocket, hostile_relay
+from tests.support.waiting import until, until_gone
 
 FAST = ("--ping-interval", "0.2", "--ping-timeout", "0.3", "--open-timeout", "2")
 TICKETS = shlex.join(
@@ -220,3 +237,227 @@ async def test_past_the_grace_a_stubborn_agent_and_its_child_are_gone() -> None:
             await ed.exit_status()
         await until_gone([int(pid), int(child)], seconds=5)
     assert "could not resume within 0.5 s" in error["error"]["message"]
+
+
+# -- a hostile or broken relay ----------------------------------------------------------------
+
+HOSTILE = ("--ticket-command", "echo hostile-ticket", "--open-timeout", "2")
+RESULT = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+
+
+def answers_with(frame: bytes, *, text: bool) -> Behaviour:
+    """Welcome, read the editor's first message, answer it with ``frame``."""
+
+    async def behave(sock: HostileSocket) -> None:
+        await sock.welcome()
+        await sock.message()
+        await sock.ws.send(frame, text=text)
+        await sock.ws.wait_closed()
+
+    return behave
+
+
+@pytest.mark.parametrize(
+    ("frame", "text", "close", "message"),
+    [
+        (b'{"seq":1}\n{"jsonrpc":"2.0","id":1,"result":{"t":"\xff"}}', True,
+         (1007, "invalid start byte at position 49"),
+         "relay at {url} sent a text frame that is not UTF-8 (1007 invalid data: invalid start "
+         "byte at position 49)"),
+        (b'{"seq":1}\n' + RESULT, False, (1002, "breaks acp-relay.resume.v1: a binary frame"),
+         "relay at {url} broke the protocol (1002 protocol error: breaks acp-relay.resume.v1: "
+         "a binary frame)"),
+    ],
+    ids=["invalid-utf8", "binary"],
+)  # fmt: skip
+async def test_a_record_the_profile_cannot_carry_fails_the_connection_for_the_editor(
+    frame: bytes, text: bool, close: tuple[int, str], message: str
+) -> None:
+    """Invalid UTF-8 in a record, or a record in a binary frame: connect closes (1007, 1002),
+    answers the request in flight and later ones, says so once on stderr, never resumes."""
+    async with (
+        hostile_relay(answers_with(frame, text=text)) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        answers, status = await ask_then_leave(
+            ed, request(1, "initialize"), request(2, "session/new")
+        )
+    message = message.format(url=relay.url())
+    error = closed_by_connect(relay.url(), message, *close)
+    assert answers == [{"jsonrpc": "2.0", "id": i, "error": error} for i in (1, 2)]
+    assert status == 1
+    assert relay.closes == [close]
+    assert failures_logged(ed) == [message]
+
+
+def welcomes(**fields: Any) -> Behaviour:
+    """Welcome with ``fields`` (a hostile grace or window), then wait."""
+
+    async def behave(sock: HostileSocket) -> None:
+        await sock.welcome(**fields)
+        await sock.ws.wait_closed()
+
+    return behave
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"grace": 1e999}, "'grace' must be a number of seconds from 0 to 604800"),
+        ({"grace": -1}, "'grace' must be a number of seconds from 0 to 604800"),
+        ({"grace": 604801}, "'grace' must be a number of seconds from 0 to 604800"),
+        ({"window": 2**53 - 1}, "'window' must be a number of bytes from 0 to 2^40"),
+    ],
+    ids=["infinite-grace", "negative-grace", "grace-past-a-week", "window-past-1-tib"],
+)
+async def test_a_welcome_with_absurd_limits_breaks_the_profile(
+    fields: dict[str, Any], why: str
+) -> None:
+    """An infinite, negative or oversized grace, or an oversized window: connect closes with
+    1002 and answers the editor; it does not carry on over such a connection."""
+    async with (
+        hostile_relay(welcomes(**fields)) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        [answer], status = await ask_then_leave(ed, request(1, "initialize"))
+    url = relay.url()
+    message = f"relay at {url} did not accept a WebSocket: {why}"
+    assert answer["error"] == {
+        "code": -32603,
+        "message": message,
+        "data": {"url": url, "cause": "handshake", "detail": why},
+    }
+    assert status == 1
+    assert relay.closes == [(1002, f"breaks acp-relay.resume.v1: {why}")]
+    assert failures_logged(ed) == [message]
+
+
+async def resume_welcomed_with_an_infinite_grace(sock: HostileSocket) -> None:
+    """The first socket is welcomed and dropped after the editor's first message; resumes
+    are welcomed with an infinite grace."""
+    if sock.index == 0:
+        await sock.welcome()
+        await sock.message()
+        sock.drop()
+        return
+    await sock.welcome(grace=float("inf"))
+    await sock.ws.wait_closed()
+
+
+async def test_a_resume_welcome_that_breaks_the_profile_ends_resuming_at_once() -> None:
+    """A resume answered with an absurd welcome is closed with 1002 and not tried again: the
+    request in flight gets the could-not-resume error naming it."""
+    async with (
+        hostile_relay(resume_welcomed_with_an_infinite_grace) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        [answer], status = await ask_then_leave(ed, request(1, "session/prompt"))
+    why = "'grace' must be a number of seconds from 0 to 604800"
+    assert answer["id"] == 1
+    assert answer["error"]["data"]["cause"] == "resume"
+    assert answer["error"]["message"].endswith(f"did not accept a WebSocket: {why}")
+    assert status == 1
+    assert relay.closes[1:] == [(1002, f"breaks acp-relay.resume.v1: {why}")]
+    assert len(relay.sockets) == 2
+
+
+def welcomes_then_drops(grace: float) -> Behaviour:
+    """Welcome every socket (open or resume) with ``grace``, then hang up at once."""
+
+    async def behave(sock: HostileSocket) -> None:
+        await sock.welcome(grace=grace)
+        sock.drop()
+
+    return behave
+
+
+@pytest.mark.slow
+async def test_a_relay_that_welcomes_then_drops_is_resumed_ever_more_slowly() -> None:
+    """Resumed sockets dropped at once are no success: the pauses between resumes grow."""
+    async with (
+        hostile_relay(welcomes_then_drops(grace=600)) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        await until(lambda: len(relay.sockets) >= 6, seconds=20)
+        at = [sock.accepted_at for sock in relay.sockets]
+        await ed.close_stdin()
+        assert await ed.exit_status() == 0
+    gaps = [later - earlier for earlier, later in itertools.pairwise(at[1:6])]
+    assert all(gap >= floor for gap, floor in zip(gaps, (0.5, 1, 2, 4), strict=True)), gaps
+    assert gaps == sorted(gaps)
+
+
+async def test_the_grace_counts_from_the_first_loss_when_resumed_sockets_drop_at_once() -> None:
+    """A welcome followed by a drop does not restart the grace: connect gives up when the
+    grace of the first loss is over and answers the editor's request."""
+    async with (
+        hostile_relay(welcomes_then_drops(grace=1.5)) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        [answer], status = await ask_then_leave(ed, request(7, "session/prompt"))
+    assert answer["id"] == 7
+    assert "could not resume within 1.5 s" in answer["error"]["message"]
+    assert answer["error"]["data"]["cause"] == "resume"
+    assert status == 1
+    assert failures_logged(ed) == [answer["error"]["message"]]
+
+
+def welcomes_once_then_hangs(sock: HostileSocket) -> Awaitable[None]:
+    """The first socket is welcomed and dropped after the editor's first message; later
+    ones are accepted and never welcomed (each resume hangs until its open timeout)."""
+
+    async def behave() -> None:
+        if sock.index == 0:
+            await sock.welcome(grace=600)
+            await sock.message()
+            sock.drop()
+        await sock.ws.wait_closed()
+
+    return behave()
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "owed"),
+    [
+        (welcomes_once_then_hangs, False),
+        (welcomes_then_drops(grace=600), False),
+        pytest.param(welcomes_once_then_hangs, True, marks=pytest.mark.slow),
+    ],
+    ids=["hanging-resume", "flapping", "answer-owed"],
+)
+async def test_stdin_eof_while_resuming_ends_connect_within_the_answer_wait(
+    behaviour: Behaviour, owed: bool
+) -> None:
+    """The editor closes stdin while connect resumes (an attempt hanging, or the relay
+    flapping): with nothing owed connect exits 0 at once; a request owed is answered with
+    the closing error once the answer wait from the EOF is over."""
+    async with (
+        hostile_relay(behaviour) as relay,
+        editor(relay.url(), *HOSTILE[:2], "--open-timeout", "60", env=connect_env()) as ed,
+    ):
+        await ed.send(request(1, "session/prompt") if owed else notification(1))
+        await until(lambda: len(relay.sockets) >= 2)  # resuming
+        await ed.close_stdin()
+        eof = time.monotonic()
+        rest = await ed.rest_of_stdout()
+        status = await ed.exit_status()
+        took = time.monotonic() - eof
+    assert status == 0
+    if not owed:
+        assert (rest, took < 2) == (b"", True), took
+        return
+    answer = json.loads(rest)
+    assert (answer["id"], answer["error"]["data"]["cause"]) == (1, "closing")
+    assert ANSWER_WAIT_SECONDS <= took < ANSWER_WAIT_SECONDS + 2, took
+
+
+async def test_sigterm_while_a_resume_hangs_ends_connect_at_once() -> None:
+    """SIGTERM during a resume attempt that would wait its whole open timeout: exit 0 now."""
+    async with (
+        hostile_relay(welcomes_once_then_hangs) as relay,
+        editor(relay.url(), *HOSTILE[:2], "--open-timeout", "60", env=connect_env()) as ed,
+    ):
+        await ed.send(notification(1))
+        await until(lambda: len(relay.sockets) >= 2)
+        ed.proc.send_signal(signal.SIGTERM)
+        assert await ed.exit_status(seconds=2) == 0

@@ -15,6 +15,7 @@ from relay.core.editorerrors import (
     connection_closed,
     http_refusal,
     reason_from_body,
+    resumable,
 )
 
 URL = "ws://127.0.0.1:9/acp"
@@ -108,8 +109,16 @@ def test_long_bodies_are_cut() -> None:
          "bytes)", "closed", 1),
         (None, None, False, f"lost the connection to the relay at {URL} (no close frame)", "lost",
          1),
+        (None, Close(1007, "invalid start byte at position 3"), False,
+         f"relay at {URL} sent a text frame that is not UTF-8 (1007 invalid data: invalid start "
+         "byte at position 3)", "protocol", 1),
+        (Close(1002, "breaks acp-relay.resume.v1: a binary frame"),
+         Close(1002, "breaks acp-relay.resume.v1: a binary frame"), False,
+         f"relay at {URL} broke the protocol (1002 protocol error: breaks acp-relay.resume.v1: a "
+         "binary frame)", "protocol", 1),
     ],
-    ids=["agent-3", "agent-0", "going-away", "heartbeat-echoed", "heartbeat", "too-big", "lost"],
+    ids=["agent-3", "agent-0", "going-away", "heartbeat-echoed", "heartbeat", "too-big", "lost",
+         "not-utf8", "broken-profile"],
 )  # fmt: skip
 def test_closes_say_who_closed_and_why(
     received: Close | None,
@@ -129,6 +138,32 @@ def test_closes_say_who_closed_and_why(
         status,
     )
     assert failure.data["url"] == URL
+
+
+@pytest.mark.parametrize(
+    ("received", "sent", "may_resume"),
+    [
+        (None, None, True),
+        (None, Close(1011, "keepalive ping timeout"), True),
+        (Close(1000, "agent exited"), None, False),
+        (Close(1001), None, False),
+        (Close(4404, "this relay no longer has the connection"), None, False),
+        (None, Close(1002, "breaks acp-relay.resume.v1: a binary frame"), False),
+        (None, Close(1007, "invalid start byte at position 0"), False),
+        (None, Close(1009, "frame with 9 bytes exceeds limit of 8 bytes"), False),
+        (Close(1002, "echoed"), Close(1002, "breaks acp-relay.resume.v1: x"), False),
+    ],
+    ids=["no-close", "heartbeat", "agent-exit", "going-away", "cannot-resume", "broken-profile",
+         "not-utf8", "too-big", "echoed"],
+)  # fmt: skip
+def test_a_lost_socket_is_resumed_unless_a_close_said_it_is_over(
+    received: Close | None, sent: Close | None, may_resume: bool
+) -> None:
+    """A relay's close ends the connection; so does connect's own for a frame the relay should
+    not have sent (it would come again); no close, or a heartbeat's, may be resumed."""
+    assert resumable(received, sent) is may_resume
+    if sent is None:
+        assert resumable(received) is may_resume
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ window."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from relay.core.profile import (
     CANNOT_RESUME,
     FENCED,
     FENCED_REASON,
+    MAX_GRACE_SECONDS,
     MAX_HEADER_BYTES,
+    MAX_WINDOW,
     NO_CONNECTION,
     PROFILE,
     PROFILE_ERROR,
@@ -300,6 +303,48 @@ def test_welcome_without_last_means_no_backlog() -> None:
     frame = b'{"type":"welcome","connection":"c","secret":"s","received":0,"next":5,'
     frame += b'"grace":1,"window":9}'
     assert parse_welcome(frame).last == 4
+
+
+WELCOME = b'{"type":"welcome","connection":"c","secret":"s","received":0,"next":1,'
+GRACE_WHY = f"'grace' must be a number of seconds from 0 to {MAX_GRACE_SECONDS}"
+WINDOW_WHY = "'window' must be a number of bytes from 0 to 2^40"
+
+
+@pytest.mark.parametrize(
+    ("limits", "why"),
+    [
+        (b'"grace":1e999,"window":9', GRACE_WHY),
+        (b'"grace":-1e999,"window":9', GRACE_WHY),
+        (b'"grace":-0.5,"window":9', GRACE_WHY),
+        (b'"grace":604800.5,"window":9', GRACE_WHY),
+        (b'"grace":"60","window":9', GRACE_WHY),
+        (b'"grace":true,"window":9', GRACE_WHY),
+        (b'"grace":NaN,"window":9', "holds NaN"),
+        (b'"grace":Infinity,"window":9', "holds Infinity"),
+        (b'"window":9', GRACE_WHY),
+        (b'"grace":60,"window":1099511627777', WINDOW_WHY),
+        (b'"grace":60,"window":9007199254740991', WINDOW_WHY),
+        (b'"grace":60,"window":-1', WINDOW_WHY),
+        (b'"grace":60,"window":1.5', WINDOW_WHY),
+        (b'"grace":60', WINDOW_WHY),
+    ],
+)
+def test_a_welcome_with_absurd_limits_is_refused(limits: bytes, why: str) -> None:
+    """An infinite, negative, NaN or oversized grace, an oversized window: the welcome breaks
+    the profile (connect would otherwise resume forever or trust a window no box has)."""
+    with pytest.raises(ProfileError, match=re.escape(why)):
+        parse_welcome(WELCOME + limits + b"}")
+
+
+@given(
+    grace=st.one_of(st.integers(0, MAX_GRACE_SECONDS), st.floats(0, MAX_GRACE_SECONDS)),
+    window=st.integers(0, MAX_WINDOW),
+)
+def test_a_welcome_within_the_limits_is_read_as_sent(grace: float, window: int) -> None:
+    """Every finite grace from 0 to a week and window from 0 to 1 TiB is taken as sent."""
+    frame = WELCOME + b'"grace":%b,"window":%d}' % (json.dumps(grace).encode(), window)
+    welcome = parse_welcome(frame)
+    assert (welcome.grace, welcome.window) == (grace, window)
 
 
 def test_sent_keeps_what_the_relay_lacks() -> None:

@@ -10,7 +10,7 @@
 - ``processes``: ``/proc``: alive, children, fds, memory, bytes written
 - ``http``: raw HTTP/1.1 on loopback (``http_get``, upgrade requests, ``exchange``)
 - ``sockets``: WebSocket outcomes (``refused``, ``closed_with``, ``round_trip``)
-- ``servers``: loopback servers that are not relays (silent, plain HTTP, TLS echo)
+- ``servers``: loopback servers that are not relays (silent, plain HTTP, TLS echo, hostile)
 - ``netcut``: a TCP proxy a test can cut; ``resume``: a client of the resume profile
 - ``audit``: the log audit and its fixtures; ``figures``: measured figures
 - ``reliability``: the fault suite's workloads that its soak runs longer

@@ -83,6 +83,31 @@ class Editor:
             return await self.proc.stdout.read()
 
 
+async def ask_then_leave(ed: Editor, *requests: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """Send each request and read one answer for it, then close stdin: the answers, and
+    connect's exit status."""
+    answers = []
+    for message in requests:
+        await ed.send(message)
+        answers.append(await ed.receive())
+    await ed.close_stdin()
+    return answers, await ed.exit_status()
+
+
+def closed_by_connect(url: str, message: str, code: int, reason: str) -> dict[str, Any]:
+    """The JSON-RPC error of a socket connect closed for what a broken relay sent."""
+    data = {"url": url, "cause": "protocol", "closedBy": "connect", "closeCode": code,
+            "closeReason": reason}  # fmt: skip
+    return {"code": -32603, "message": message, "data": data}
+
+
+def failures_logged(ed: Editor) -> list[str]:
+    """The reasons of connect's ``relay connection failed`` lines (its stderr must be JSON
+    log lines only: a traceback fails here)."""
+    return [r["reason"] for r in log_records(bytes(ed.stderr))
+            if r["event"] == "relay connection failed"]  # fmt: skip
+
+
 async def piped_connect(url: str, stdin: bytes, env: dict[str, str]) -> tuple[int, bytes, bytes]:
     """``printf STDIN | acp-relay connect URL``: its exit status, stdout and stderr."""
     proc = await asyncio.create_subprocess_exec(

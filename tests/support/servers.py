@@ -1,8 +1,10 @@
 """Loopback servers that are not relays: for what ``acp-relay connect`` meets in the wild.
 
 Each listens on 127.0.0.1 port 0 and yields its port: a TCP server answering with a
-given coroutine (silence, a handshake then silence, plain HTTP to a TLS hello), and a
-``wss://`` echo server with a throwaway self-signed certificate.
+given coroutine (silence, a handshake then silence, plain HTTP to a TLS hello), a
+``wss://`` echo server with a throwaway self-signed certificate, and a hostile relay
+(:func:`hostile_relay`): a WebSocket server speaking just enough of the relay's side,
+plain or resume profile, to break it in the ways a test chooses.
 """
 
 from __future__ import annotations
@@ -10,16 +12,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import json
 import shutil
 import ssl
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from websockets.asyncio.server import ServerConnection
 from websockets.asyncio.server import serve as ws_serve
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
+
+from relay.core.profile import PROFILE
 
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -100,3 +110,111 @@ async def tls_echo_server(cert: Path, key: Path) -> AsyncIterator[int]:
 
     async with ws_serve(echo, "127.0.0.1", 0, ssl=context) as server:
         yield next(iter(server.sockets)).getsockname()[1]
+
+
+# -- a hostile relay -------------------------------------------------------------------------
+
+Behaviour = Callable[["HostileSocket"], Awaitable[None]]
+
+
+@dataclass
+class HostileSocket:
+    """One socket a hostile relay accepted, as its behaviour drives it."""
+
+    ws: ServerConnection
+    index: int  # 0 for the first socket the relay accepted
+    accepted_at: float  # time.monotonic()
+
+    @property
+    def resumable(self) -> bool:
+        """Whether connect offered the resume profile (and this relay selected it)."""
+        return self.ws.subprotocol == PROFILE
+
+    async def welcome(self, **fields: Any) -> dict[str, Any]:
+        """Read connect's open or resume frame and answer with a welcome; the frame read.
+
+        ``fields`` replace the welcome's (a hostile ``grace``, say); its ``next`` follows
+        the resume's ``ack``, its ``received`` the resume's ``sent``. An infinite value is
+        written as ``1e999``, the JSON number a parser reads as infinity (JSON has no
+        ``Infinity``).
+        """
+        first = json.loads(await self.ws.recv())
+        welcome = {
+            "type": "welcome",
+            "connection": "hostile-1",
+            "secret": f"secret-{self.index}",
+            "resumed": first["type"] == "resume",
+            "received": first.get("sent", 0),
+            "next": first.get("ack", 0) + 1,
+            "grace": 60,
+            "window": 1024,
+        }
+        welcome.update(fields)
+        text = json.dumps(welcome).replace("Infinity", "1e999")
+        await self.ws.send(text)
+        return dict(first)
+
+    async def message(self) -> bytes:
+        """connect's next message (the line the editor wrote), past acknowledgements alone."""
+        while True:
+            frame = await self.ws.recv(decode=False)
+            _, newline, body = frame.partition(b"\n")
+            if newline:
+                return body
+
+    def drop(self) -> None:
+        """Hang up without a close frame, as a lost network would."""
+        self.ws.transport.abort()
+
+    async def close_received(self) -> tuple[int, str] | None:
+        """The close frame connect sent (code, reason), once the socket is closed."""
+        await self.ws.wait_closed()
+        close = self.ws.protocol.close_rcvd
+        return None if close is None else (int(close.code), close.reason)
+
+
+@dataclass
+class HostileRelay:
+    """A relay of a test's own; ``sockets`` every socket it accepted, in order."""
+
+    port: int
+    sockets: list[HostileSocket] = field(default_factory=list)
+    closes: list[tuple[int, str] | None] = field(default_factory=list)  # connect's, in order
+
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/acp"
+
+    def accepted_since(self, since: float) -> int:
+        """How many sockets it accepted from ``since`` (time.monotonic()) on."""
+        return sum(s.accepted_at >= since for s in self.sockets)
+
+
+def _profile_or_plain(
+    connection: ServerConnection, offered: Sequence[Subprotocol]
+) -> Subprotocol | None:
+    """The resume profile when offered, else acp.v1 when offered, else none (as the relay)."""
+    for name in (PROFILE, "acp.v1"):
+        if name in offered:
+            return Subprotocol(name)
+    return None
+
+
+@asynccontextmanager
+async def hostile_relay(behaviour: Behaviour) -> AsyncIterator[HostileRelay]:
+    """A WebSocket server on 127.0.0.1 standing in for a relay: it takes any ticket, selects
+    the resume profile when offered (acp.v1 otherwise) and runs ``behaviour`` on each socket,
+    then records the close frame connect sent."""
+    relay = HostileRelay(0)
+
+    async def handle(ws: ServerConnection) -> None:
+        sock = HostileSocket(ws, len(relay.sockets), time.monotonic())
+        relay.sockets.append(sock)
+        with suppress(ConnectionClosed):
+            await behaviour(sock)
+        relay.closes.append(await sock.close_received())
+
+    async with ws_serve(
+        handle, "127.0.0.1", 0, select_subprotocol=_profile_or_plain, compression=None
+    ) as server:
+        relay.port = next(iter(server.sockets)).getsockname()[1]
+        yield relay
