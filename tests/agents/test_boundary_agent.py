@@ -174,10 +174,14 @@ async def test_every_row_is_exercised_with_box_paths(tmp_path: Path) -> None:
             "type": "diff", "path": notes, "oldText": "old\n", "newText": NEW_TEXT,
         }  # fmt: skip
     assert calls[0]["content"][1]["content"]["uri"] == f"file://{notes}"
+    assert calls[0]["content"][2]["content"]["resource"]["uri"] == f"file://{notes}"
     assert calls[0]["rawInput"] == {"path": notes}
     [permission] = client.raw("session/request_permission")
     assert permission["toolCall"]["locations"][0] == {"path": notes, "line": 1}
-    assert permission["toolCall"]["content"][0]["path"] == notes
+    assert [
+        c.get("path") or c["content"].get("uri") or c["content"]["resource"]["uri"]
+        for c in permission["toolCall"]["content"]
+    ] == [notes, *[f"file://{notes}"] * 2]
     chunks = [u["content"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
     echoed = [content for content in chunks if content["type"] != "text"]
     sent = [
@@ -187,8 +191,13 @@ async def test_every_row_is_exercised_with_box_paths(tmp_path: Path) -> None:
     assert echoed == sent
     report = client.report()
     assert report["cwd"] == cwd
+    assert report["offered"]["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert report["offered"]["terminal"] is True
     assert report["read"][notes] == {"content": f"content of {notes}"}
-    assert report["terminal"] == {"cwd": cwd, "exit": 0, "output": "/the/editor/cwd\n"}
+    assert report["read"]["by"] == report["write"]["by"] == "client"
+    assert report["terminal"] == {
+        "by": "client", "cwd": cwd, "exit": 0, "output": "/the/editor/cwd\n",
+    }  # fmt: skip
     assert report["permission"] == {"outcome": {"outcome": "selected", "optionId": "allow"}}
     assert report["links"] == [f"file://{cwd}/a.py", f"file://{cwd}/b.md"]
 
@@ -198,7 +207,9 @@ async def test_fs_and_terminal_follow_the_offer(
     tmp_path: Path, flags: tuple[str, ...], asked: bool
 ) -> None:
     """Without fs and terminal offered the agent does not ask, unless told to ignore the offer
-    (as a relay under --files box must be ready for)."""
+    (as a relay under --files box must be ready for): it reads, writes and runs on its own."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the agent's own copy\n")
     async with boundary_agent(tmp_path, *flags) as (conn, client):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
@@ -207,10 +218,15 @@ async def test_fs_and_terminal_follow_the_offer(
     report = client.report()
     if asked:
         assert methods == {"fs/read_text_file", "fs/write_text_file", "terminal/create"}
+        assert notes.read_text() == "the agent's own copy\n"
     else:
         assert methods == set()
-        assert report["read"] == {"skipped": "fs.readTextFile not offered"}
-        assert report["terminal"] == {"skipped": "terminal not offered"}
+        assert report["read"]["by"] == report["write"]["by"] == "agent"
+        assert report["read"][str(notes)] == {"content": "the agent's own copy\n"}
+        assert report["terminal"] == {
+            "by": "agent", "cwd": str(tmp_path), "exit": 0, "output": f"{tmp_path}\n",
+        }  # fmt: skip
+        assert notes.read_text() == NEW_TEXT
     assert report["steps"] == ["read", "write", "terminal"]
 
 
