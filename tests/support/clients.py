@@ -211,8 +211,9 @@ class Terminal:
 class FolderEditor(RecordingClient):
     """An editor whose machine is the folder ``root``: it offers fs and terminal
     (:data:`EDITOR_CAPABILITIES`), reads and writes real files and runs real commands there
-    (a path outside ``root`` is not on its machine: -32002), allows every tool call, and
-    records each request it was sent as (method, params as the SDK read them)."""
+    (a path outside ``root`` is not on its machine: -32002), allows each tool call once
+    (never "always", which an agent may refuse in a folder it does not trust), and records
+    each request it was sent as (method, params as the SDK read them)."""
 
     def __init__(self, root: Path) -> None:
         super().__init__()
@@ -307,8 +308,9 @@ class FolderEditor(RecordingClient):
         **kwargs: Any,
     ) -> RequestPermissionResponse:  # fmt: skip
         self.calls.append(("session/request_permission", {"toolCall": tool_call}))
+        once = [option for option in options if option.kind == "allow_once"] or options
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id)
+            outcome=AllowedOutcome(outcome="selected", option_id=once[0].option_id)
         )
 
     def raw(self, method: str) -> list[dict[str, Any]]:
