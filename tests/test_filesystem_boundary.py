@@ -30,7 +30,7 @@ from websockets.asyncio.client import connect
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import Files, RewritePolicy
-from tests.agents.boundary import NEW_TEXT, OUTSIDE, REPORT_PREFIX
+from tests.agents.boundary import NEW_TEXT, OUTSIDE, last_report
 from tests.support.agents import BOUNDARY_AGENT
 from tests.support.audit import LogAudit
 from tests.support.cli import parse_json_lines, serve
@@ -106,22 +106,32 @@ async def boundary_relay(
 
 
 @asynccontextmanager
-async def editor_over_ws(
-    live: LiveRelay, editor: FolderEditor
-) -> AsyncIterator[tuple[ClientSideConnection, RawFrames]]:
-    """The editor's SDK client on a socket to ``live``, initialized with fs and terminal; the
-    relay idle again once it leaves."""
-    transport = RawFrames(await connect(live.ticket_url(), max_size=None))
+async def initialized(
+    editor: FolderEditor, transport: RawFrames | RawLines
+) -> AsyncIterator[ClientSideConnection]:
+    """The editor's SDK client on ``transport``, initialized with fs and terminal, for the
+    block (bounded); closed after it, the editor's terminals stopped."""
     conn = acp.connect_to_agent(editor, transport, observers=[editor.observe])
     try:
         async with asyncio.timeout(TIMEOUT):
             await conn.initialize(
                 protocol_version=acp.PROTOCOL_VERSION, client_capabilities=EDITOR_CAPABILITIES
             )
-            yield conn, transport
+            yield conn
     finally:
         await conn.close()
         await editor.close()
+
+
+@asynccontextmanager
+async def editor_over_ws(
+    live: LiveRelay, editor: FolderEditor
+) -> AsyncIterator[tuple[ClientSideConnection, RawFrames]]:
+    """The editor's SDK client on a socket to ``live`` (:func:`initialized`); the relay idle
+    again once it leaves."""
+    transport = RawFrames(await connect(live.ticket_url(), max_size=None))
+    async with initialized(editor, transport) as conn:
+        yield conn, transport
     await until_idle(live.relay)
 
 
@@ -135,19 +145,6 @@ async def open_session(conn: ClientSideConnection, machines: Machines) -> str:
     return session.session_id
 
 
-def report_of(editor: FolderEditor) -> dict[str, Any]:
-    """The boundary agent's last report, as the editor received it."""
-    texts = [
-        u["content"].get("text", "")
-        for u in editor.updates_of("agent_message_chunk")
-        if u["content"].get("type") == "text"
-    ]
-    reports = [text for text in texts if text.startswith(REPORT_PREFIX)]
-    assert reports, "the agent sent no report"
-    loaded: dict[str, Any] = json.loads(reports[-1].removeprefix(REPORT_PREFIX))
-    return loaded
-
-
 async def one_prompt(
     live: LiveRelay, machines: Machines, words: str, *blocks: Any
 ) -> tuple[FolderEditor, dict[str, Any]]:
@@ -158,7 +155,7 @@ async def one_prompt(
         sid = await open_session(conn, machines)
         done = await conn.prompt(session_id=sid, prompt=[text_block(words), *blocks])
     assert done.stop_reason == "end_turn"
-    return editor, report_of(editor)
+    return editor, last_report(editor.texts(sid))
 
 
 # -- initialize and the session-opening requests --------------------------------------------
@@ -310,7 +307,7 @@ async def test_prompt_links_cross_both_ways_and_come_back_in_a_load(
     ):
         sid = await open_session(conn, machines)
         await conn.prompt(session_id=sid, prompt=[text_block("links"), link, embedded])
-        report = report_of(editor)
+        report = last_report(editor.texts(sid))
         echoed = len(editor.updates_of("agent_message_chunk"))
         await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
     box_project = machines.project(machines.box)
@@ -499,8 +496,8 @@ def box_paths_in(frames: list[str], box: Path) -> Iterator[str]:
 async def editor_through_connect(
     url: str, editor: FolderEditor
 ) -> AsyncIterator[tuple[ClientSideConnection, RawLines]]:
-    """The editor's SDK client launching ``acp-relay connect URL`` as its agent, initialized
-    with fs and terminal; connect gone once it leaves."""
+    """The editor's SDK client launching ``acp-relay connect URL`` as its agent
+    (:func:`initialized`); connect gone once it leaves."""
     process = await asyncio.create_subprocess_exec(
         *CONNECT, url,
         env=connect_env(make_ticket()),
@@ -508,16 +505,10 @@ async def editor_through_connect(
         stderr=asyncio.subprocess.DEVNULL, limit=1 << 24,
     )  # fmt: skip
     transport = RawLines(process)
-    conn = acp.connect_to_agent(editor, transport, observers=[editor.observe])
     try:
-        async with asyncio.timeout(TIMEOUT):
-            await conn.initialize(
-                protocol_version=acp.PROTOCOL_VERSION, client_capabilities=EDITOR_CAPABILITIES
-            )
+        async with initialized(editor, transport) as conn:
             yield conn, transport
     finally:
-        await conn.close()
-        await editor.close()
         try:
             async with asyncio.timeout(TIMEOUT):
                 await process.wait()

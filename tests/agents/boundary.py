@@ -49,6 +49,7 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -438,6 +439,14 @@ async def own_pwd(cwd: str) -> dict[str, Any]:
         return {"error": {"message": str(exc)}}
     output, _ = await process.communicate()
     return {"exit": process.returncode, "output": output.decode()}
+
+
+def last_report(texts: Sequence[str]) -> dict[str, Any]:
+    """The agent's last report among the texts of its ``agent_message_chunk`` updates."""
+    reports = [text for text in texts if text.startswith(REPORT_PREFIX)]
+    assert reports, "the agent sent no report"
+    report: dict[str, Any] = json.loads(reports[-1].removeprefix(REPORT_PREFIX))
+    return report
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,12 +15,13 @@ with the fixed text, ending the turn.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from tests.support.http import Request, http_response, http_server
 
 REPLY = "hello from the loopback model"
 
@@ -69,17 +70,14 @@ def function_responses(body: bytes) -> list[dict[str, Any]]:
 def response_for(target: str, parts: list[dict[str, Any]] | None = None) -> bytes:
     """The HTTP response to a request for ``target``, answering ``parts`` (REPLY by default)."""
     if ":streamGenerateContent" in target:
-        body, kind, status = (
-            b"data: " + json.dumps(answer(parts)).encode() + b"\r\n\r\n",
-            "text/event-stream",
+        return http_response(
             "200 OK",
+            "text/event-stream",
+            b"data: " + json.dumps(answer(parts)).encode() + b"\r\n\r\n",
         )
-    elif ":generateContent" in target:
-        body, kind, status = json.dumps(answer(parts)).encode(), "application/json", "200 OK"
-    else:
-        body, kind, status = b'{"error": {"code": 404}}', "application/json", "404 Not Found"
-    head = f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n\r\n"
-    return head.encode() + body
+    if ":generateContent" in target:
+        return http_response("200 OK", "application/json", json.dumps(answer(parts)).encode())
+    return http_response("404 Not Found", "application/json", b'{"error": {"code": 404}}')
 
 
 def parts_for(call: ModelCall, tool_call: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
@@ -94,23 +92,12 @@ async def gemini_api(tool_call: Mapping[str, Any] | None = None) -> AsyncIterato
     """Serve the stand-in on 127.0.0.1 for the block (see the module's doc for ``tool_call``)."""
     stand_in = GeminiStandIn("")
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with suppress(asyncio.IncompleteReadError, ConnectionError, ValueError):
-            while True:  # keep-alive: one request after another
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                target = head[0].split(" ")[1]
-                pairs = (line.split(": ", 1) for line in head[1:] if ": " in line)
-                headers = {name.lower(): value for name, value in pairs}
-                body = await reader.readexactly(int(headers.get("content-length", "0")))
-                call = ModelCall(target, headers.get("x-goog-api-key"), function_responses(body))
-                stand_in.calls.append(call)
-                writer.write(response_for(target, parts_for(call, tool_call)))
-                await writer.drain()
-        writer.close()
+    def reply(request: Request) -> bytes:
+        api_key = request.headers.get("x-goog-api-key")
+        call = ModelCall(request.target, api_key, function_responses(request.body))
+        stand_in.calls.append(call)
+        return response_for(call.target, parts_for(call, tool_call))
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    stand_in.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
+    async with http_server(reply) as port:
+        stand_in.url = f"http://127.0.0.1:{port}"
         yield stand_in
-    finally:
-        server.close()

@@ -9,11 +9,12 @@ and retry, and it would need OpenAI's own authentication.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+
+from tests.support.http import Request, http_response, http_server
 
 REPLY = "hello from the loopback model"
 PROVIDER = "loopback"
@@ -50,22 +51,8 @@ def response_for(request_line: str) -> bytes:
         body = b"".join(
             f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in events()
         )
-        kind, status = "text/event-stream", "200 OK"
-    else:
-        body, kind, status = b'{"error": {"code": 404}}', "application/json", "404 Not Found"
-    head = f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n\r\n"
-    return head.encode() + body
-
-
-async def read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-    """A request's body, sent with a length or chunked."""
-    if headers.get("transfer-encoding", "").lower() != "chunked":
-        return await reader.readexactly(int(headers.get("content-length", "0")))
-    body = bytearray()
-    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-        body.extend((await reader.readexactly(size + 2))[:-2])
-    await reader.readuntil(b"\r\n")  # the empty trailer
-    return bytes(body)
+        return http_response("200 OK", "text/event-stream", body)
+    return http_response("404 Not Found", "application/json", b'{"error": {"code": 404}}')
 
 
 def codex_config(url: str, key_variable: str = "OPENAI_API_KEY") -> str:
@@ -89,21 +76,10 @@ async def responses_api() -> AsyncIterator[ResponsesStandIn]:
     """Serve the stand-in on 127.0.0.1 for the block."""
     stand_in = ResponsesStandIn("")
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with suppress(asyncio.IncompleteReadError, ConnectionError, ValueError):
-            while True:  # keep-alive: one request after another
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                pairs = (line.split(": ", 1) for line in head[1:] if ": " in line)
-                headers = {name.lower(): value for name, value in pairs}
-                await read_body(reader, headers)
-                stand_in.calls.append((head[0], headers.get("authorization")))
-                writer.write(response_for(head[0]))
-                await writer.drain()
-        writer.close()
+    def reply(request: Request) -> bytes:
+        stand_in.calls.append((request.line, request.headers.get("authorization")))
+        return response_for(request.line)
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    stand_in.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-    try:
+    async with http_server(reply) as port:
+        stand_in.url = f"http://127.0.0.1:{port}/v1"
         yield stand_in
-    finally:
-        server.close()
