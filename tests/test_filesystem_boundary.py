@@ -35,7 +35,7 @@ from tests.support.agents import BOUNDARY_AGENT
 from tests.support.audit import LogAudit
 from tests.support.cli import parse_json_lines, serve
 from tests.support.clients import EDITOR_CAPABILITIES, FolderEditor, RawFrames, RawLines
-from tests.support.connect import CONNECT
+from tests.support.connect import CONNECT, TICKET_COMMAND, log_records
 from tests.support.env import connect_env, secret_env
 from tests.support.live import LiveRelay, live_relay, make_ticket, until_idle
 
@@ -494,16 +494,18 @@ def box_paths_in(frames: list[str], box: Path) -> Iterator[str]:
 
 @asynccontextmanager
 async def editor_through_connect(
-    url: str, editor: FolderEditor
+    url: str, editor: FolderEditor, stderr: Path, *args: str
 ) -> AsyncIterator[tuple[ClientSideConnection, RawLines]]:
-    """The editor's SDK client launching ``acp-relay connect URL`` as its agent
-    (:func:`initialized`); connect gone once it leaves."""
-    process = await asyncio.create_subprocess_exec(
-        *CONNECT, url,
-        env=connect_env(make_ticket()),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, limit=1 << 24,
-    )  # fmt: skip
+    """The editor's SDK client launching ``acp-relay connect URL ARGS`` as its agent
+    (:func:`initialized`), with a ticket in its environment and its stderr into ``stderr``;
+    connect gone once it leaves."""
+    with stderr.open("wb") as err:
+        process = await asyncio.create_subprocess_exec(
+            *CONNECT, url, *args,
+            env=connect_env(make_ticket()),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=err, limit=1 << 24,
+        )  # fmt: skip
     transport = RawLines(process)
     try:
         async with initialized(editor, transport) as conn:
@@ -518,13 +520,14 @@ async def editor_through_connect(
                 await process.wait()
 
 
+@pytest.mark.parametrize("profile", ["acp.v1", "resume"])
 async def test_under_the_default_policy_no_box_path_reaches_the_editor(
-    machines: Machines, tmp_path: Path, audit: LogAudit
+    machines: Machines, tmp_path: Path, audit: LogAudit, profile: str
 ) -> None:
-    """acp-relay serve --cwd-map (no --files) and an editor through acp-relay connect: of every
-    line the editor received, none names a path under the box's folder but in the agent's own
-    text; the edit lands in the box's copy, the editor is never asked; the trace and the
-    closing log line agree on each translation."""
+    """acp-relay serve --cwd-map (no --files) and an editor through acp-relay connect, plain
+    or under the resume profile: of every line the editor received, none names a path under
+    the box's folder but in the agent's own text; the edit lands in the box's copy, the
+    editor is never asked; the trace and the closing log line agree on each translation."""
     traces = tmp_path / "traces"
     traces.mkdir(mode=0o700)
     flags = ["--agent", shlex.join(BOUNDARY_AGENT), "--cwd-map", machines.rule,
@@ -532,9 +535,13 @@ async def test_under_the_default_policy_no_box_path_reaches_the_editor(
     editor = FolderEditor(machines.editor)
     async with serve(*flags, env=secret_env()) as run:
         audit.watch(run.stderr)
-        async with editor_through_connect(run.url, editor) as (conn, transport):
+        resume = ("--ticket-command", TICKET_COMMAND) if profile == "resume" else ()
+        stderr = tmp_path / "connect.err"
+        async with editor_through_connect(run.url, editor, stderr, *resume) as (conn, transport):
             sid, found = await everything(conn, machines)
         [counted] = await run.wait_event("paths crossed")
+    said = [record["event"] for record in log_records(stderr.read_bytes())]
+    assert ("resumable" in said) == (profile == "resume")
     frames, records = transport.frames, trace_records(traces)
     assert list(box_paths_in(frames, machines.box)) == []
     assert len(frames) == sum(1 for r in records if r.get("dir") == "to_client")  # all of them

@@ -4,28 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
 import sys
 
 import pytest
 
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
-from tests.support.connect import Editor, editor, log_records, notification, request
+from tests.support.connect import (
+    TICKET_COMMAND,
+    Editor,
+    editor,
+    log_records,
+    notification,
+    request,
+)
 from tests.support.env import connect_env
-from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
+from tests.support.live import live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
 from tests.support.waiting import until_gone
 
 FAST = ("--ping-interval", "0.2", "--ping-timeout", "0.3", "--open-timeout", "2")
-TICKETS = shlex.join(
-    [
-        sys.executable,
-        "-c",
-        "from relay.cli.ticket import fresh_ticket; "
-        f"print(fresh_ticket({SECRET!r}, subject='tester'))",
-    ]
-)
-REFRESHABLE = ("--ticket-command", TICKETS, *FAST)
+REFRESHABLE = ("--ticket-command", TICKET_COMMAND, *FAST)
 
 
 async def lines(ed: Editor, count: int) -> list[bytes]:
