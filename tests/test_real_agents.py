@@ -4,12 +4,14 @@ Each test installs one pinned agent into a cache directory (skipped, saying why,
 Node.js, npm or the registry is not there), runs ``acp-relay serve --agent ...`` with
 its key given by ``--agent-env``, and drives it as an editor would: the ACP Python SDK's
 client, through ``acp-relay connect``. No test reaches a real model: gemini-cli is
-pointed at a stand-in for the Gemini API on loopback.
+pointed at a stand-in for the Gemini API on loopback, codex-acp at one for OpenAI's
+Responses API.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shlex
@@ -18,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,12 +28,14 @@ from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from acp.interfaces import Agent
 
 from tests.support.cli import RelayRun, serve
-from tests.support.clients import RecordingClient
+from tests.support.clients import EDITOR_CAPABILITIES, FolderEditor, RecordingClient
 from tests.support.connect import CONNECT
 from tests.support.env import connect_env, secret_env
 from tests.support.geminiapi import REPLY, gemini_api
 from tests.support.live import make_ticket
 from tests.support.npmagents import CODEX_ACP, GEMINI_CLI, cache_root, installed
+from tests.support.openaiapi import REPLY as OPENAI_REPLY
+from tests.support.openaiapi import codex_config, responses_api
 from tests.support.processes import pid_alive
 
 BUDGET = 420  # seconds a test may take: an npm install (300 s at most), then the agent
@@ -50,6 +55,7 @@ async def editor_session(
             run.url,
             env=connect_env(make_ticket()),
             transport_kwargs={"stderr": err.fileno()},
+            observers=[client.observe],
         ) as (conn, _proc):
             yield conn
 
@@ -121,6 +127,91 @@ async def test_gemini_cli_answers_a_prompt_with_the_key_from_agent_env(tmp_path:
     assert closed["exit_status"] == 0
 
 
+@dataclass(frozen=True)
+class Machines:
+    """The editor's folder and the box's (``--cwd-map <editor>=<box>``), each with its own
+    copy of ``project/notes.txt``."""
+
+    editor: Path
+    box: Path
+
+    @classmethod
+    def made_in(cls, folder: Path) -> Machines:
+        machines = cls(folder / "editor", folder / "box")
+        for side in (machines.editor, machines.box):
+            (side / "project").mkdir(parents=True)
+            (side / "project" / NOTES).write_text(f"{side.name}'s copy\n")
+        return machines
+
+    def flags(self) -> list[str]:
+        return ["--cwd-map", f"{self.editor}={self.box}", "--workspace", str(self.box)]
+
+    def notes(self, side: Path) -> Path:
+        return side / "project" / NOTES
+
+
+NOTES = "notes.txt"
+WRITTEN = "written by gemini-cli through the relay\n"
+WRITE_NOTES = {"name": "write_file", "args": {"file_path": NOTES, "content": WRITTEN}}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET)
+@pytest.mark.parametrize("files", ["box", "shared"])
+async def test_gemini_cli_edits_a_file_through_the_relay(tmp_path: Path, files: str) -> None:
+    """The model asks gemini-cli to write notes.txt. Under --files box the edit lands in the
+    box's copy and the editor is asked only for permission; under shared gemini-cli reads
+    and writes through the editor, with the editor's path, and the edit lands in the
+    editor's copy. Either way the permission request and the tool call name the editor's
+    file."""
+    gemini = await asyncio.to_thread(installed, GEMINI_CLI)
+    machines = Machines.made_in(tmp_path)
+    async with gemini_api(tool_call=WRITE_NOTES) as api:
+        flags = agent_flags(
+            [str(gemini), "--acp", "--model", "gemini-2.5-flash"],
+            tmp_path / "home",
+            GEMINI_API_KEY=API_KEY,
+            GOOGLE_GEMINI_BASE_URL=api.url,
+        )
+        async with serve(*flags, *machines.flags(), "--files", files, env=secret_env()) as run:
+            editor = FolderEditor(machines.editor)
+            async with (
+                asyncio.timeout(TURN),
+                editor_session(run, editor, tmp_path / "err") as conn,
+            ):
+                await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION, client_capabilities=EDITOR_CAPABILITIES
+                )
+                project = str(machines.editor / "project")
+                session = await conn.new_session(cwd=project, mcp_servers=[])
+                write = text_block("write the notes")
+                turn = await conn.prompt(session_id=session.session_id, prompt=[write])
+            await closed_record(run)
+    editor_notes, box_notes = machines.notes(machines.editor), machines.notes(machines.box)
+    assert turn.stop_reason == "end_turn"
+    [written] = api.calls[1].function_responses
+    assert written["name"] == "write_file"
+    assert "Successfully overwrote file" in json.dumps(written["response"])
+    asked = [(method, params.get("path")) for method, params in editor.calls]
+    [permission] = editor.raw("session/request_permission")
+    assert [loc["path"] for loc in permission["toolCall"]["locations"]] == [str(editor_notes)]
+    [diff] = permission["toolCall"]["content"]
+    read_from = machines.box if files == "box" else machines.editor
+    assert (diff["path"], diff["oldText"]) == (str(editor_notes), f"{read_from.name}'s copy\n")
+    [done] = editor.updates_of("tool_call_update")
+    assert done["status"] == "completed"
+    assert [loc["path"] for loc in done["locations"]] == [str(editor_notes)]
+    if files == "box":
+        assert asked == [("session/request_permission", None)]
+        assert (box_notes.read_text(), editor_notes.read_text()) == (WRITTEN, "editor's copy\n")
+    else:
+        reads = ("fs/read_text_file", str(editor_notes))
+        writes = ("fs/write_text_file", str(editor_notes))
+        assert asked == [reads, ("session/request_permission", None), reads, writes]
+        assert editor.calls[-1][1]["content"] == WRITTEN
+        assert (box_notes.read_text(), editor_notes.read_text()) == ("box's copy\n", WRITTEN)
+
+
 def live_processes_from(folder: Path) -> list[int]:
     """Live processes whose command line names a file under ``folder``."""
     found = []
@@ -159,6 +250,47 @@ async def test_codex_acp_ignores_stdin_eof_and_the_relay_stops_it(tmp_path: Path
     assert session.session_id
     assert closed["exit_status"] == -15  # SIGTERM, after --kill-grace on an unanswered EOF
     assert live_processes_from(cache_root() / CODEX_ACP.slug) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUDGET)
+async def test_codex_acp_lists_the_session_by_the_editors_cwd(tmp_path: Path) -> None:
+    """codex-acp advertises session/list; after a turn (against a loopback Responses API)
+    session/list with the editor's cwd finds the session opened through the relay and shows
+    the editor's path, though codex stored the box's."""
+    codex = await asyncio.to_thread(installed, CODEX_ACP)
+    machines = Machines.made_in(tmp_path)
+    home = tmp_path / "home"
+    project = str(machines.editor / "project")
+    async with responses_api() as api:
+        (home / ".codex").mkdir(parents=True)
+        (home / ".codex" / "config.toml").write_text(codex_config(api.url))
+        flags = agent_flags([str(codex)], home, OPENAI_API_KEY=API_KEY)
+        async with serve(*flags, *machines.flags(), "--kill-grace", "1", env=secret_env()) as run:
+            client = RecordingClient()
+            async with (
+                asyncio.timeout(TURN),
+                editor_session(run, client, tmp_path / "err") as conn,
+            ):
+                hello = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+                await conn.authenticate(method_id="openai-api-key")
+                session = await conn.new_session(cwd=project, mcp_servers=[])
+                sid = session.session_id
+                turn = await conn.prompt(session_id=sid, prompt=[text_block("hi")])
+                found = await conn.list_sessions(cwd=project)
+                everything = await conn.list_sessions()
+            await closed_record(run)
+    capabilities = hello.agent_capabilities
+    assert capabilities is not None
+    assert capabilities.session_capabilities is not None
+    assert capabilities.session_capabilities.list is not None
+    assert turn.stop_reason == "end_turn"
+    assert "".join(client.texts(sid)) == OPENAI_REPLY
+    assert api.calls == [("POST /v1/responses HTTP/1.1", f"Bearer {API_KEY}")]
+    assert [(s.session_id, s.cwd) for s in found.sessions] == [(sid, project)]
+    assert [(s.session_id, s.cwd) for s in everything.sessions] == [(sid, project)]
+    stored = "".join(p.read_text() for p in (home / ".codex" / "sessions").rglob("*.jsonl"))
+    assert json.dumps(str(machines.box / "project")) in stored  # codex's own record
 
 
 AGENTS_DOC = Path(__file__).resolve().parent.parent / "docs" / "agents.md"

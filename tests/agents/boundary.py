@@ -14,22 +14,29 @@ Run it as ``python tests/agents/boundary.py [--ignore-capabilities]``; it needs 
     Replays the session's prompts as ``user_message_chunk`` updates, blocks as received.
 ``session/prompt``
     Runs the steps named in the prompt's text (all of them when it names none), then sends
-    one ``agent_message_chunk`` whose text is ``REPORT_PREFIX`` + a JSON report of what it
-    sent and what came back:
+    one ``agent_message_chunk`` whose text is ``REPORT_PREFIX`` + a JSON report of the
+    session (``cwd``, ``additionalDirectories`` and MCP server names as received), the
+    client capabilities ``initialize`` offered it (``offered``), and what each step sent
+    and what came back:
 
     ``tools``
         ``tool_call`` and ``tool_call_update`` with ``locations`` (``<cwd>/notes.txt`` line 1
-        and ``/etc/hostname``), a diff of ``<cwd>/notes.txt``, a ``resource_link`` to it in
-        tool content, and ``rawInput`` naming the box path (never translated).
+        and ``/etc/hostname``), a diff of ``<cwd>/notes.txt``, a ``resource_link`` to it and
+        an embedded ``resource`` of it in tool content, and ``rawInput`` naming the box path
+        (never translated).
     ``permission``
-        ``session/request_permission`` whose ``toolCall`` has the same locations and diff.
+        ``session/request_permission`` whose ``toolCall`` has the same locations, diff,
+        link and resource.
     ``read``, ``write``
         ``fs/read_text_file`` of ``<cwd>/notes.txt`` and of ``/etc/hostname``;
-        ``fs/write_text_file`` of ``<cwd>/notes.txt``; only when the client offered them,
-        unless ``--ignore-capabilities``.
+        ``fs/write_text_file`` of ``<cwd>/notes.txt``, when the client offered them (or
+        with ``--ignore-capabilities``); otherwise, as real agents do, the agent reads and
+        writes the same files on its own filesystem. The report says which (``by``:
+        ``client`` or ``agent``).
     ``terminal``
         ``terminal/create`` of ``pwd`` in ``<cwd>``, then waits for its exit, reads its
-        output and releases it; only when offered, unless ``--ignore-capabilities``.
+        output and releases it, when offered (or with ``--ignore-capabilities``);
+        otherwise the agent runs ``pwd`` in ``<cwd>`` itself. ``by`` as above.
     ``links``
         Echoes each ``resource_link`` and ``resource`` block of the prompt back as an
         ``agent_message_chunk`` (the URI as received).
@@ -42,13 +49,16 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from acp import (
     PROTOCOL_VERSION,
     RequestError,
+    embedded_text_resource,
+    resource_block,
     resource_link_block,
     run_agent,
     start_tool_call,
@@ -115,6 +125,7 @@ class Session:
     session_id: str
     cwd: str
     additional_directories: list[str]
+    mcp_servers: list[str]
     prompts: list[list[ContentBlock]] = field(default_factory=list)
 
 
@@ -171,7 +182,8 @@ class BoundaryAgent:
         mcp_servers: list[McpServer] | None = None,
         **kwargs: Any,
     ) -> NewSessionResponse:
-        session = Session(uuid.uuid4().hex, cwd, list(additional_directories or []))
+        names = [server.name for server in mcp_servers or []]
+        session = Session(uuid.uuid4().hex, cwd, list(additional_directories or []), names)
         self.sessions[session.session_id] = session
         return NewSessionResponse(session_id=session.session_id)
 
@@ -215,7 +227,13 @@ class BoundaryAgent:
         session.prompts.append(prompt)
         words = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock)).split()
         steps = [step for step in STEPS if step in words] or list(STEPS)
-        report: dict[str, Any] = {"cwd": session.cwd, "steps": steps}
+        report: dict[str, Any] = {
+            "cwd": session.cwd,
+            "additionalDirectories": session.additional_directories,
+            "mcpServers": session.mcp_servers,
+            "offered": self._offered(),
+            "steps": steps,
+        }
         for step in steps:
             report[step] = await getattr(self, f"_{step}")(session, prompt)
         text = REPORT_PREFIX + json.dumps(report, sort_keys=True)
@@ -224,6 +242,10 @@ class BoundaryAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         return None
+
+    def _offered(self) -> dict[str, Any]:
+        """The client capabilities as ``initialize`` carried them (the SDK's defaults left out)."""
+        return self.offered.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     # The rest of an agent's methods answer as the SDK does for a missing handler.
 
@@ -277,16 +299,25 @@ class BoundaryAgent:
     def _locations(self, session: Session) -> list[ToolCallLocation]:
         return [ToolCallLocation(path=self._notes(session), line=1), ToolCallLocation(path=OUTSIDE)]
 
+    def _content(self, session: Session) -> list[Any]:
+        """A tool call's content: a diff of the notes, a link to them and the notes embedded."""
+        notes = self._notes(session)
+        embedded = resource_block(embedded_text_resource(file_uri(notes), "old\n"))
+        return [
+            tool_diff_content(notes, NEW_TEXT, "old\n"),
+            tool_content(resource_link_block(NOTES, file_uri(notes))),
+            tool_content(embedded),
+        ]
+
     async def _tools(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
         notes = self._notes(session)
         diff = tool_diff_content(notes, NEW_TEXT, "old\n")
-        link = tool_content(resource_link_block(NOTES, file_uri(notes)))
         start = start_tool_call(
             "call-1",
             f"Edit {notes}",
             kind="edit",
             status="pending",
-            content=[diff, link],
+            content=self._content(session),
             locations=self._locations(session),
             raw_input={"path": notes},
         )
@@ -300,7 +331,8 @@ class BoundaryAgent:
             raw_output={"path": notes},
         )
         await conn.session_update(session.session_id, done)
-        return {"locations": [notes, OUTSIDE], "diff": notes, "link": file_uri(notes)}
+        uri = file_uri(notes)
+        return {"locations": [notes, OUTSIDE], "diff": notes, "link": uri, "resource": uri}
 
     async def _permission(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
         notes = self._notes(session)
@@ -308,7 +340,7 @@ class BoundaryAgent:
             tool_call_id="call-1",
             title=f"Edit {notes}",
             locations=self._locations(session),
-            content=[tool_diff_content(notes, NEW_TEXT, "old\n")],
+            content=self._content(session),
         )
         options = [
             PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
@@ -327,10 +359,11 @@ class BoundaryAgent:
 
     async def _read(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
         fs = self.offered.fs
+        paths = (self._notes(session), OUTSIDE)
         if not self._may(fs.read_text_file if fs else None):
-            return {"skipped": "fs.readTextFile not offered"}
-        out: dict[str, Any] = {}
-        for path in (self._notes(session), OUTSIDE):
+            return {"by": "agent", **{path: own_read(path) for path in paths}}
+        out: dict[str, Any] = {"by": "client"}
+        for path in paths:
             try:
                 answer = await self._conn().read_text_file(path=path, session_id=session.session_id)
                 out[path] = {"content": answer.content}
@@ -340,21 +373,22 @@ class BoundaryAgent:
 
     async def _write(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
         fs = self.offered.fs
-        if not self._may(fs.write_text_file if fs else None):
-            return {"skipped": "fs.writeTextFile not offered"}
         path = self._notes(session)
+        if not self._may(fs.write_text_file if fs else None):
+            return {"by": "agent", path: own_write(path)}
         try:
             await self._conn().write_text_file(
                 content=NEW_TEXT, path=path, session_id=session.session_id
             )
         except RequestError as exc:
-            return {path: failure(exc)}
-        return {path: {"written": NEW_TEXT}}
+            return {"by": "client", path: failure(exc)}
+        return {"by": "client", path: {"written": NEW_TEXT}}
 
     async def _terminal(self, session: Session, _prompt: list[ContentBlock]) -> dict[str, Any]:
         if not self._may(self.offered.terminal):
-            return {"skipped": "terminal not offered"}
+            return {"by": "agent", "cwd": session.cwd, **await own_pwd(session.cwd)}
         conn, sid = self._conn(), session.session_id
+        ran: dict[str, Any] = {"by": "client", "cwd": session.cwd}
         try:
             created = await conn.create_terminal(command="pwd", session_id=sid, cwd=session.cwd)
             term = created.terminal_id
@@ -362,8 +396,8 @@ class BoundaryAgent:
             output = await conn.terminal_output(session_id=sid, terminal_id=term)
             await conn.release_terminal(session_id=sid, terminal_id=term)
         except RequestError as exc:
-            return {"cwd": session.cwd, **failure(exc)}
-        return {"cwd": session.cwd, "exit": exited.exit_code, "output": output.output}
+            return {**ran, **failure(exc)}
+        return {**ran, "exit": exited.exit_code, "output": output.output}
 
     async def _links(self, session: Session, prompt: list[ContentBlock]) -> list[str]:
         echoed = []
@@ -376,6 +410,43 @@ class BoundaryAgent:
                 continue
             await self._conn().session_update(session.session_id, update_agent_message(block))
         return echoed
+
+
+def own_read(path: str) -> dict[str, Any]:
+    """A file read on the agent's own filesystem, as the report shows it."""
+    try:
+        return {"content": Path(path).read_text()}
+    except OSError as exc:
+        return {"error": {"message": str(exc)}}
+
+
+def own_write(path: str) -> dict[str, Any]:
+    """NEW_TEXT written on the agent's own filesystem, as the report shows it."""
+    try:
+        Path(path).write_text(NEW_TEXT)
+    except OSError as exc:
+        return {"error": {"message": str(exc)}}
+    return {"written": NEW_TEXT}
+
+
+async def own_pwd(cwd: str) -> dict[str, Any]:
+    """``pwd`` run by the agent itself in ``cwd``: its exit status and output."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "pwd", cwd=cwd, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
+        )
+    except OSError as exc:
+        return {"error": {"message": str(exc)}}
+    output, _ = await process.communicate()
+    return {"exit": process.returncode, "output": output.decode()}
+
+
+def last_report(texts: Sequence[str]) -> dict[str, Any]:
+    """The agent's last report among the texts of its ``agent_message_chunk`` updates."""
+    reports = [text for text in texts if text.startswith(REPORT_PREFIX)]
+    assert reports, "the agent sent no report"
+    report: dict[str, Any] = json.loads(reports[-1].removeprefix(REPORT_PREFIX))
+    return report
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import shlex
 import signal
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from relay.connect.bridge import ANSWER_WAIT_SECONDS
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
 from tests.support.connect import (
+    TICKET_COMMAND,
     Editor,
     ask_then_leave,
     closed_by_connect,
@@ -28,21 +28,13 @@ from tests.support.connect import (
     request,
 )
 from tests.support.env import connect_env
-from tests.support.live import SECRET, live_relay, make_ticket, until_detached, until_idle
+from tests.support.live import live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
 from tests.support.servers import Behaviour, HostileSocket, hostile_relay
 from tests.support.waiting import until, until_gone
 
 FAST = ("--ping-interval", "0.2", "--ping-timeout", "0.3", "--open-timeout", "2")
-TICKETS = shlex.join(
-    [
-        sys.executable,
-        "-c",
-        "from relay.cli.ticket import fresh_ticket; "
-        f"print(fresh_ticket({SECRET!r}, subject='tester'))",
-    ]
-)
-REFRESHABLE = ("--ticket-command", TICKETS, *FAST)
+REFRESHABLE = ("--ticket-command", TICKET_COMMAND, *FAST)
 
 
 async def lines(ed: Editor, count: int) -> list[bytes]:

@@ -467,6 +467,63 @@ async def test_rewrite_keeps_every_other_field(box: Path, caplog: pytest.LogCapt
     assert logged[0]["mcp_injected"] == ["files"]
 
 
+EDITOR_STDIO_MCP = {
+    "name": "editor-tool",
+    "command": "/Users/alice/bin/tool",
+    "args": [],
+    "env": [],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-8-sig"]
+)
+async def test_a_session_request_in_another_encoding_never_reaches_the_agent(
+    box: Path, encoding: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session/new for /etc with a stdio MCP server, in UTF-16, UTF-32 or behind a UTF-8 BOM,
+    is a valid text frame the demo agent's SDK would decode; under --cwd-fallback reject and
+    --drop-client-stdio-mcp the relay answers it -32700 and the agent never sees it (issue 22,
+    point 3)."""
+    cwd = CwdPolicy((parse_rule(f"/Users/alice={box}/alice"),), "reject", str(box / "ws"), True)
+    policy = RewritePolicy(cwd, McpPolicy(drop_client_stdio=True))
+    hostile = {"cwd": "/etc", "mcpServers": [EDITOR_STDIO_MCP]}
+    frame = json.dumps(jsonrpc(2, "session/new", hostile)).encode(encoding).decode()
+    assert json.loads(frame.encode())["params"] == hostile  # what the agent's SDK would read
+    plain = jsonrpc(3, "session/new", {**hostile, "cwd": "/Users/alice/proj"})
+    async with live_relay(DEMO_AGENT, rewrite=policy) as live:
+        async with connect(live.ticket_url()) as ws, asyncio.timeout(20):
+            await ws.send(json.dumps(jsonrpc(1, "initialize", {"protocolVersion": 1})))
+            await ws.send(frame)
+            await ws.send(json.dumps(plain))
+            answers = await answers_until(ws, 3)
+        assert await until_idle(live.relay)
+    [refused] = [a for a in answers if "error" in a]
+    assert (refused["id"], refused["error"]["code"]) == (None, -32700)
+    assert "UTF-8" in refused["error"]["data"]["hint"]
+    assert [a["id"] for a in answers if "result" in a] == [1, 3]  # nothing for id 2
+    demo = answers[-1]["result"]["_meta"]["demo"]
+    assert (demo["cwd"], demo["mcpServers"]) == (f"{box}/alice/proj", [])
+    [closed] = [r.msg for r in caplog.records if "connection closed" in str(r.msg)]
+    assert isinstance(closed, dict)
+    assert closed["messages_in"] == 2  # initialize and the plain session/new
+
+
+def jsonrpc(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+async def answers_until(ws: Any, last_id: int) -> list[dict[str, Any]]:
+    """The answers (results and errors) the socket brings, up to the one for ``last_id``."""
+    answers: list[dict[str, Any]] = []
+    while not answers or answers[-1].get("id") != last_id:
+        message = json.loads(await ws.recv())
+        if "method" not in message:
+            answers.append(message)
+    return answers
+
+
 # -- what real upgrades are, and what spends a ticket (remote-transport conformance) --------
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -20,8 +21,19 @@ from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process
 
 from relay.config.defaults import OPEN_TIMEOUT
 from tests.support.clients import RecordingClient
+from tests.support.live import SECRET
 
 CONNECT = (sys.executable, "-m", "relay", "connect")
+# For --ticket-command: a fresh ticket signed with the tests' secret at each run (the resume
+# profile needs one per socket).
+TICKET_COMMAND = shlex.join(
+    [
+        sys.executable,
+        "-c",
+        "from relay.cli.ticket import fresh_ticket; "
+        f"print(fresh_ticket({SECRET!r}, subject='tester'))",
+    ]
+)
 TIMEOUT = 15.0  # seconds an editor waits for connect's answer
 MiB = 1024 * 1024
 

@@ -1,27 +1,39 @@
-"""A stand-in for the Gemini API on 127.0.0.1: every model call answers one fixed text.
+"""A stand-in for the Gemini API on 127.0.0.1: every model call answers one fixed text, or
+first asks for one tool call.
 
 Enough of ``POST /v1beta/models/<model>:streamGenerateContent?alt=sse`` (and
 ``:generateContent``) for gemini-cli to finish a prompt turn offline; each call is kept
-with the API key it carried, so a test can tell what reached the agent.
+with the API key it carried and the function responses it brought, so a test can tell
+what reached the agent and what its tool did.
+
+Given a ``tool_call`` (``{"name": "write_file", "args": {...}}``, one of gemini-cli's
+tools), the model answers a call that brings no function response with that
+``functionCall`` part, as the real API does when a model uses a tool; gemini-cli runs the
+tool and sends its result back as a ``functionResponse`` part, which the model answers
+with the fixed text, ending the turn.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.http import Request, http_response, http_server
 
 REPLY = "hello from the loopback model"
 
 
 @dataclass
 class ModelCall:
-    """One request gemini-cli made: its target and its ``x-goog-api-key`` header."""
+    """One request gemini-cli made: its target, its ``x-goog-api-key`` header, and the
+    ``functionResponse`` parts of its last content (a tool's result for the model)."""
 
     target: str
     api_key: str | None
+    function_responses: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -32,12 +44,12 @@ class GeminiStandIn:
     calls: list[ModelCall] = field(default_factory=list)
 
 
-def answer() -> dict[str, object]:
-    """A generateContent response: one candidate with REPLY, finished."""
+def answer(parts: list[dict[str, Any]] | None = None) -> dict[str, object]:
+    """A generateContent response: one candidate with ``parts`` (REPLY by default), finished."""
     return {
         "candidates": [
             {
-                "content": {"role": "model", "parts": [{"text": REPLY}]},
+                "content": {"role": "model", "parts": parts or [{"text": REPLY}]},
                 "finishReason": "STOP",
                 "index": 0,
             }
@@ -46,43 +58,46 @@ def answer() -> dict[str, object]:
     }
 
 
-def response_for(target: str) -> bytes:
-    """The HTTP response to a request for ``target``."""
+def function_responses(body: bytes) -> list[dict[str, Any]]:
+    """The ``functionResponse`` parts of a request's last content (none when it is not JSON)."""
+    try:
+        last = json.loads(body)["contents"][-1]
+        return [part["functionResponse"] for part in last["parts"] if "functionResponse" in part]
+    except (ValueError, LookupError, TypeError):
+        return []
+
+
+def response_for(target: str, parts: list[dict[str, Any]] | None = None) -> bytes:
+    """The HTTP response to a request for ``target``, answering ``parts`` (REPLY by default)."""
     if ":streamGenerateContent" in target:
-        body, kind, status = (
-            b"data: " + json.dumps(answer()).encode() + b"\r\n\r\n",
-            "text/event-stream",
+        return http_response(
             "200 OK",
+            "text/event-stream",
+            b"data: " + json.dumps(answer(parts)).encode() + b"\r\n\r\n",
         )
-    elif ":generateContent" in target:
-        body, kind, status = json.dumps(answer()).encode(), "application/json", "200 OK"
-    else:
-        body, kind, status = b'{"error": {"code": 404}}', "application/json", "404 Not Found"
-    head = f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n\r\n"
-    return head.encode() + body
+    if ":generateContent" in target:
+        return http_response("200 OK", "application/json", json.dumps(answer(parts)).encode())
+    return http_response("404 Not Found", "application/json", b'{"error": {"code": 404}}')
+
+
+def parts_for(call: ModelCall, tool_call: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """What the model answers ``call``: the tool call while no tool result came, else REPLY."""
+    if tool_call is None or call.function_responses or ":streamGenerateContent" not in call.target:
+        return None
+    return [{"functionCall": dict(tool_call)}]
 
 
 @asynccontextmanager
-async def gemini_api() -> AsyncIterator[GeminiStandIn]:
-    """Serve the stand-in on 127.0.0.1 for the block."""
+async def gemini_api(tool_call: Mapping[str, Any] | None = None) -> AsyncIterator[GeminiStandIn]:
+    """Serve the stand-in on 127.0.0.1 for the block (see the module's doc for ``tool_call``)."""
     stand_in = GeminiStandIn("")
 
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with suppress(asyncio.IncompleteReadError, ConnectionError, ValueError):
-            while True:  # keep-alive: one request after another
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-                target = head[0].split(" ")[1]
-                pairs = (line.split(": ", 1) for line in head[1:] if ": " in line)
-                headers = {name.lower(): value for name, value in pairs}
-                await reader.readexactly(int(headers.get("content-length", "0")))
-                stand_in.calls.append(ModelCall(target, headers.get("x-goog-api-key")))
-                writer.write(response_for(target))
-                await writer.drain()
-        writer.close()
+    def reply(request: Request) -> bytes:
+        api_key = request.headers.get("x-goog-api-key")
+        call = ModelCall(request.target, api_key, function_responses(request.body))
+        stand_in.calls.append(call)
+        return response_for(call.target, parts_for(call, tool_call))
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    stand_in.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    try:
+    async with http_server(reply) as port:
+        stand_in.url = f"http://127.0.0.1:{port}"
         yield stand_in
-    finally:
-        server.close()

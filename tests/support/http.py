@@ -1,15 +1,17 @@
-"""Raw HTTP/1.1 on 127.0.0.1: plain GETs, WebSocket upgrade requests, answers read whole.
+"""Raw HTTP/1.1 on 127.0.0.1: plain GETs, WebSocket upgrade requests, answers read whole;
+and a server answering each request with what a function makes of it.
 
 Raw bytes on a socket, so that a test can send what no client library would (half a
-request, a header twice, a TLS hello) and read exactly what the relay answered.
+request, a header twice, a TLS hello) and read exactly what the relay answered. The
+server (:func:`http_server`) stands in for the model APIs real agents call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
 from typing import Any, NamedTuple
 
 WS_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
@@ -105,3 +107,59 @@ async def busy(port: int) -> dict[str, Any]:
     report = json.loads((await http_get(port, "/busy")).body)
     assert isinstance(report, dict)
     return report
+
+
+# -- a server on loopback ----------------------------------------------------------------
+
+
+class Request(NamedTuple):
+    """A request :func:`http_server` received: its first line, headers (lower-case names)
+    and body."""
+
+    line: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def target(self) -> str:
+        return self.line.split(" ")[1]
+
+
+def http_response(status: str, kind: str, body: bytes) -> bytes:
+    """A whole HTTP/1.1 response: ``status`` ("200 OK"), its content type and body."""
+    head = f"HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+async def read_request(reader: asyncio.StreamReader) -> Request:
+    """One request from ``reader``, its body sent with a length or chunked."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    pairs = (line.split(": ", 1) for line in head[1:] if ": " in line)
+    headers = {name.lower(): value for name, value in pairs}
+    if headers.get("transfer-encoding", "").lower() != "chunked":
+        body = await reader.readexactly(int(headers.get("content-length", "0")))
+        return Request(head[0], headers, body)
+    chunks = bytearray()
+    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+        chunks.extend((await reader.readexactly(size + 2))[:-2])
+    await reader.readuntil(b"\r\n")  # the empty trailer
+    return Request(head[0], headers, bytes(chunks))
+
+
+@asynccontextmanager
+async def http_server(answer: Callable[[Request], bytes]) -> AsyncIterator[int]:
+    """Serve HTTP/1.1 on 127.0.0.1 for the block, on a free port (yielded): each request,
+    one after another on a kept-alive connection, gets the bytes ``answer`` makes of it."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with suppress(asyncio.IncompleteReadError, ConnectionError, ValueError):
+            while True:
+                writer.write(answer(await read_request(reader)))
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
