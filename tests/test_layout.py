@@ -337,3 +337,52 @@ def test_running_the_connect_side_loads_nothing_of_the_serve_side(
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")
     assert its_module in loaded
     assert {name for name in loaded if within(name, SERVE_SIDE + WEBSOCKETS_SERVER)} == set()
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """The relay's modules that import one another in a circle (TYPE_CHECKING and
+    function-level imports included), each circle once; a package's import of its own
+    submodules is no circle."""
+    graph = {
+        name: {t for t in targets if t != name and not name.startswith(t + ".")}
+        for name, targets in relay_imports(root).items()
+    }
+    cycles: list[list[str]] = []
+    done: set[str] = set()
+    for start in sorted(graph):
+        path, seen = [start], {start}
+        stack = [iter(sorted(graph[start]))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                seen.discard(path.pop())
+                continue
+            if target == start:
+                cycles.append([*path, start])
+            elif target in graph and target not in seen and target not in done:
+                path.append(target)
+                seen.add(target)
+                stack.append(iter(sorted(graph[target])))
+        done.add(start)
+    return cycles
+
+
+def test_no_module_of_the_relay_imports_itself_in_a_circle() -> None:
+    """No import cycle among the relay's modules, TYPE_CHECKING ones included."""
+    assert import_cycles(ROOT) == []
+
+
+def test_the_cycle_check_finds_a_circle_hidden_under_type_checking(tmp_path: Path) -> None:
+    """Two modules that import each other, one only for type checking, are a circle."""
+    files = {
+        "relay/__init__.py": "",
+        "relay/a.py": "from relay import b\n",
+        "relay/b.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from relay import a\n"
+        ),
+    }
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert import_cycles(tmp_path) == [["relay.a", "relay.b", "relay.a"]]
