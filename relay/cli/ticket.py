@@ -23,13 +23,13 @@ from dataclasses import replace
 from relay.cli.preflight import load_secrets, read_named
 from relay.config import convert
 from relay.config.errors import UsageError
+from relay.config.serveoptions import option_named
 from relay.config.settings import (
     CONFIG_ENV,
     SECRET_ENV,
     Option,
     add_options,
     config_file_path,
-    option_named,
     resolve_some,
 )
 from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce

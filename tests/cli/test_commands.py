@@ -28,7 +28,7 @@ from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.cli.serve import read_settings, warm_agents
-from relay.config.settings import OPTIONS, options_table
+from relay.config.serveoptions import OPTIONS, options_table
 from relay.core.tickets import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
 from tests.support.agents import CHOOSER, STUBBORN, python_agent

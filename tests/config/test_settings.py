@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from relay.config import convert
+from relay.config.serveoptions import GROUPS, OPTIONS, option_named
 from relay.config.settings import (
-    GROUPS,
-    OPTIONS,
     ConfigError,
     Option,
     Settings,
@@ -20,8 +19,6 @@ from relay.config.settings import (
     add_serve_arguments,
     agent_environment,
     config_file_path,
-    grouped_options_table,
-    option_named,
     parse_secrets,
     resolve,
     resolve_option,
@@ -545,11 +542,6 @@ def documented_table(name: str) -> str:
     )
     assert found, f"no options table for {name} in {DOCS}"
     return found[1]
-
-
-def test_docs_serve_table_is_the_option_table() -> None:
-    """docs/configuration.md holds exactly the tables generated from OPTIONS, by group."""
-    assert documented_table("serve") == grouped_options_table()
 
 
 def test_help_groups_the_options_by_concern() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from relay.acp.crossings import crossings_table
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
-from relay.config.settings import grouped_options_table, options_table
+from relay.config.serveoptions import grouped_options_table, options_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"
 TABLES: dict[str, str] = {
