@@ -13,15 +13,12 @@ the server runs.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import resource
 import secrets as random_secrets
 import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +38,7 @@ from relay.cli.preflight import (
     read_named,
     state_directory,
 )
+from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
 from relay.config.errors import UsageError
 from relay.config.origins import bracketed
 from relay.config.resolved import RelayConfig
@@ -74,10 +72,8 @@ DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 SHUTDOWN_MARGIN = 2.0
 # A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-PR_SET_DUMPABLE = 4  # linux/prctl.h
 NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
 WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
-OPEN_FILES_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited
 STALE_DEV_FOLDER = "removed the folder of a --dev relay that is gone (its throwaway secret)"
 
 
@@ -172,16 +168,6 @@ def new_console_token() -> str:
     from relay.serve import devconsole
 
     return devconsole.new_token(os.urandom(devconsole.TOKEN_BYTES))
-
-
-def keep_memory_private() -> bool:
-    """Make this process non-dumpable (Linux): other processes of the same user, agents
-    included, can then read neither its environment nor its memory in /proc, nor ptrace
-    it. Whether it worked."""
-    if sys.platform != "linux":
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
 
 
 def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settings:
@@ -300,18 +286,6 @@ def warm_agents(settings: Settings) -> int:
     if settings.warm_agents is not None:
         return settings.warm_agents
     return 1 if settings.dev else 0
-
-
-def raise_open_files_limit() -> int:
-    """Raise the soft limit on open files to the hard one (each socket and agent pipe is one);
-    the limit now in force."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = OPEN_FILES_CEILING if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        with suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            return wanted
-    return soft
 
 
 def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
