@@ -13,7 +13,7 @@ from websockets.exceptions import InvalidStatus
 from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
 from tests.support.agents import ASKS, ECHO_AGENT
 from tests.support.http import busy
-from tests.support.live import live_relay, make_ticket
+from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with
 from tests.support.waiting import until
@@ -223,3 +223,20 @@ async def test_watchers_are_closed_with_the_reason_when_the_agent_exits() -> Non
         await ws.send('{"bye":1}')
         closes = [await closed_with(w.ws) for w in watchers]
     assert closes == [(1000, "the connection ended: agent exited with status 3")] * 2
+
+
+async def test_a_watcher_never_sees_a_ticket_or_a_resume_secret() -> None:
+    """Everything a watcher gets was sent by the two sides: neither the controller's ticket,
+    nor its resume secret (the profile's envelope), nor the relay's secret is in it."""
+    async with live_relay(ECHO_AGENT, resume_grace=30) as live:
+        ticket = make_ticket()
+        client = await ResumeClient.open(live.url(ticket))
+        watcher = await Watcher.open(live, client.state.connection)
+        for n in range(3):
+            await client.send(json.dumps({"n": n}).encode())
+        frames = [await watcher.ws.recv(decode=False) for _ in range(6)]
+        await client.ws.close()
+    seen = b"".join(frames) + json.dumps(watcher.first).encode()
+    for secret in (ticket, client.state.secret, SECRET):
+        assert secret.encode() not in seen
+    assert b'"seq":' not in b"".join(f.partition(b"\n")[2] for f in frames)  # no envelope
