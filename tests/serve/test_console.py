@@ -692,18 +692,18 @@ async def test_a_shared_connection_is_watched_and_a_watcher_answers(
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 async def test_a_watch_view_says_why_it_cannot_watch(chromium: str, tmp_path: Path) -> None:
-    """A watch address for a connection the relay does not have says so (404, from the
-    watcher's ticket endpoint) and offers to try again; with sharing off, the console says
-    sharing is off and its share button stays disabled."""
+    """With sharing off, the console's share says so and offers no address; a watch address
+    gets 404 from the watcher's ticket endpoint, says so, and offers to try again."""
     async with serve("--dev", "--agent", "cat", "--max-watchers", "0", env=clean_env()) as relay:
         url = await console_url(relay)
         async with browser(chromium, tmp_path / "profile") as context:
             problems: list[str] = []
             console = await open_console(context, url, problems)
+            await console.click("#share")
             await expect(console.locator("#share-hint")).to_have_text(
                 "sharing is off: the relay runs with --max-watchers 0"
             )
-            await expect(console.locator("#share")).to_be_disabled()
+            await expect(console.locator("#share-watch")).to_be_hidden()
             page = await context.new_page()
             await page.goto(f"{url}&watch=00000000-0000-4000-8000-000000000000")
             await expect(page.locator("#status")).to_have_text(
@@ -792,3 +792,42 @@ async def test_console_shows_withheld_capabilities_and_translated_paths(
     assert problems == []
     [closed] = relay.events("connection closed")
     assert (closed["messages_in"], closed["messages_out"]) == (to_agent, to_client)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_watch_view_sees_the_controller_drop_and_resume(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The network under the console is reset: its watch view (reaching the relay directly)
+    says the controller's socket was lost and the connection waits, then that it is back,
+    and goes on showing the conversation."""
+    async with (
+        serve("--dev", env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        console = await open_console(
+            context, f"http://127.0.0.1:{net.port}/?token={token}", problems
+        )
+        await start_session(console)
+        connection, watch_url, _ = await share_links(console)
+        direct = watch_url.replace(f":{net.port}/", f":{relay.port}/")
+        watcher = await open_watch(context, direct, problems)
+        net.reset()
+        lost = watcher.locator("#agent-text .note").filter(has_text="socket was lost")
+        await expect(lost).to_have_text(
+            re.compile(r"^the controller's socket was lost \(.+\): the connection waits 60 s")
+        )
+        await expect(events(console).filter(has_text=RESUMED)).to_have_count(1)
+        await expect(watcher.locator("#agent-text .note").last).to_have_text(
+            "the controller is back"
+        )
+        await expect(watcher.locator("#status")).to_have_text(f"watching {connection} (sees only)")
+        await prompt(console, "after the cut", 3)
+        await expect(watcher.locator("#agent-text .agent").last).to_have_text("after the cut")
+        await expect(rows(watcher, "relay", "_acp-relay/detached")).to_have_count(1)
+        await expect(rows(watcher, "relay", "_acp-relay/resumed")).to_have_count(1)
+    assert problems == []

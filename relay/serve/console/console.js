@@ -172,29 +172,32 @@ $("reload").addEventListener("click", () => location.reload());
 
 // -- share: a watch view of this connection ----------------------------------------
 
-/** The addresses of this connection's watch view, once the relay's welcome named it. */
+/** The addresses of this connection's watch view, once the relay's welcome named it; or
+ * why there are none. */
 function offerShare() {
   const hint = $("share-hint");
-  if (body.dataset.sharing !== "on") {
-    hint.textContent = "sharing is off: the relay runs with --max-watchers 0";
-    return;
-  }
   const id = ws.connection;
-  if (!id) {
-    hint.textContent = "sharing needs the resume profile (the page learns its connection's " +
-      "id from the relay's welcome): the relay runs with --resume-grace 0";
+  let why = "";
+  if (body.dataset.sharing !== "on") {
+    why = "sharing is off: the relay runs with --max-watchers 0";
+  } else if (!id) {
+    why = "sharing needs the resume profile (the page learns its connection's id from the " +
+      "relay's welcome): the relay runs with --resume-grace 0";
+  }
+  for (const row of document.querySelectorAll(".share .control")) row.hidden = Boolean(why);
+  $("share").disabled = false;
+  if (why) {
+    hint.textContent = why;
     return;
   }
   const base = `${location.origin}/?token=${encodeURIComponent(token)}` +
     `&watch=${encodeURIComponent(id)}`;
   for (const [name, href] of [["watch", base], ["answer", `${base}&answer=1`]]) {
-    const link = $(`share-${name}`);
-    link.href = href;
+    $(`share-${name}`).href = href;
     $(`share-${name}-url`).value = href;
   }
   hint.textContent = `connection ${id}; each address holds the console's token: give it ` +
     "only to whom you would give the console";
-  $("share").disabled = false;
 }
 
 $("share").addEventListener("click", () => {
