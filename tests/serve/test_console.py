@@ -589,8 +589,8 @@ async def test_a_shared_connection_is_watched_and_a_watcher_answers(
     both directions, the agent's text joined), a third sees only; the demo agent's /ask shows
     with Allow and Reject on the page that may answer, without buttons on the other; the
     watcher's click is the answer the agent gets, every page says a watcher answered (the
-    console's dialog closes), and when the agent exits the watchers say the connection
-    ended."""
+    console's dialog closes; a view opened later sees it in the history), and when the agent
+    exits the watchers say the connection ended."""
     async with (
         serve("--dev", env=clean_env()) as relay,
         browser(chromium, tmp_path / "profile") as context,
@@ -671,9 +671,16 @@ async def test_a_shared_connection_is_watched_and_a_watcher_answers(
             f"permission request #0 (Write notes.md) answered by {who}: allow"
         )
         await relay.wait_event("answer taken")
+        latecomer = await open_watch(context, watch_url, problems)
+        await expect(latecomer.locator("#agent-text .ask .ask-answered")).to_have_text(
+            "answered by a watcher: allow"
+        )  # from the history: the watcher's answer as the agent received it
+        await expect(latecomer.locator("#agent-text .tool .tool-status")).to_have_text(
+            ["completed"]
+        )
 
         await prompt(console, "/exit 0", 0)
-        for page in (watcher, onlooker):
+        for page in (watcher, onlooker, latecomer):
             await expect(page.locator("#status")).to_have_text(
                 "closed: 1000 (the connection ended: agent exited)"
             )
@@ -683,7 +690,7 @@ async def test_a_shared_connection_is_watched_and_a_watcher_answers(
     assert problems == []
     [taken] = relay.events("answer taken")
     assert taken["by"] == "watcher"
-    assert [e["may_answer"] for e in relay.events("watcher attached")] == [True, False]
+    assert [e["may_answer"] for e in relay.events("watcher attached")] == [True, False, False]
     assert len(relay.events("connection opened")) == 1  # the watch views opened none
     stderr = "\n".join(relay.stderr)
     assert console_token(answer_url) not in stderr

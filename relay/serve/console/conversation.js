@@ -68,6 +68,14 @@ function span(className, text) {
   return el;
 }
 
+/** `map.set(key, value)`, the oldest entry forgotten past MAX_ROWS (its element is gone by
+ * then: the transcript keeps as many). */
+export function remember(map, key, value) {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_ROWS) map.delete(map.keys().next().value);
+}
+
 /** A permission request: the tool call's title and kind, and a button per option when
  * `answer` is given (called with the option's id). */
 export function permissionAsk(message, answer) {
@@ -266,7 +274,7 @@ export class Conversation {
       tool.dataset.toolCallId = id;
       tool.append(span("tool-title", "(a tool call)"), " ", span("tool-kind", "other"), " ",
         span("tool-status", "pending"));
-      this.tools.set(id, tool);
+      remember(this.tools, id, tool);
       this.place(tool);
     }
     if (typeof update.title === "string") tool.querySelector(".tool-title").textContent = update.title;

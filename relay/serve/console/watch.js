@@ -8,7 +8,7 @@
 // controller's detach and resume, and why the watch ended.
 import {
   ANSWERED, CLOSE_NAMES, Conversation, DETACHED, PERMISSION, RESUMED, answererText, closeText,
-  isObject, markAnswered, outcomeText, parse, permissionAsk,
+  isObject, markAnswered, outcomeText, parse, permissionAsk, remember,
 } from "/conversation.js";
 
 const WATCH_PROFILE = "acp-relay.watch.v1";
@@ -83,7 +83,7 @@ function ask(message) {
     }));
   } : undefined;
   const shown = permissionAsk(message, answer);
-  asks.set(JSON.stringify(message.id), shown);
+  remember(asks, JSON.stringify(message.id), shown);
   conversation.place(shown);
 }
 
