@@ -37,6 +37,15 @@ ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when
     ``/hang``
         send one chunk ``waiting for session/cancel``, then block until the session is
         cancelled and return ``cancelled``.
+    ``/ask``
+        ask the client's permission for a pretend edit (nothing is written): a
+        ``tool_call`` (id ``ask-N``, title ``Write notes.md``, kind ``edit``, status
+        ``pending``, its location ``notes.md`` in the session's cwd), then a
+        ``session/request_permission`` for it with the options ``allow`` (Allow) and
+        ``reject`` (Reject); once answered, a ``tool_call_update`` (status ``completed``
+        when allowed, else ``failed``) and one chunk ``permission: <optionId>`` (or
+        ``permission: cancelled``, or ``permission: error <code> <message>`` when the client
+        answered with an error). Returns ``end_turn`` (``cancelled`` when the answer was).
 
 Any other method gets the SDK's answer: -32601 Method not found.
 
@@ -58,13 +67,21 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any, NoReturn
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent, update_agent_message_text
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    run_agent,
+    start_tool_call,
+    update_agent_message_text,
+    update_tool_call,
+)
 from acp.connection import StreamDirection, StreamEvent
 from acp.interfaces import Client
 from acp.meta import AGENT_METHODS
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
+    AllowedOutcome,
     AudioContentBlock,
     AuthenticateResponse,
     ClientCapabilities,
@@ -80,6 +97,7 @@ from acp.schema import (
     McpCapabilities,
     McpServerStdio,
     NewSessionResponse,
+    PermissionOption,
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
@@ -92,6 +110,8 @@ from acp.schema import (
     SetSessionModeResponse,
     SseMcpServer,
     TextContentBlock,
+    ToolCallLocation,
+    ToolCallUpdate,
 )
 
 from relay import __version__
@@ -99,6 +119,13 @@ from relay import __version__
 AGENT_NAME = "acp-relay-demo"
 META_KEY = "demo"
 HANG_TEXT = "waiting for session/cancel"
+ASK_COMMAND = "/ask"
+ASK_TITLE = "Write notes.md"
+ASK_FILE = "notes.md"
+ASK_OPTIONS = (
+    PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+)
 
 McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 ContentBlock = (
@@ -199,6 +226,8 @@ class DemoAgent:
         self._pending_reports: dict[str, list[str]] = {}
         # Cancel events of the prompts running in each session.
         self._prompts: dict[str, set[asyncio.Event]] = {}
+        self._cwds: dict[str, str] = {}  # each session's cwd, as it arrived
+        self._asks = 0
 
     async def serve(self) -> None:
         """Serve ACP on stdin/stdout until stdin closes."""
@@ -245,6 +274,7 @@ class DemoAgent:
     ) -> dict[str, Any]:
         report = session_report(method, session_id, cwd, additional_directories, mcp_servers)
         report.update(extra)
+        self._cwds[session_id] = cwd
         self._pending_reports.setdefault(session_id, []).append(report_text(report))
         return {META_KEY: report}
 
@@ -342,6 +372,8 @@ class DemoAgent:
                 await self._send_text(session_id, HANG_TEXT)
                 await cancelled.wait()
                 return PromptResponse(stop_reason="cancelled")
+            if command == ASK_COMMAND:
+                return await self._ask(session_id)
             for chunk in split_words(text):
                 if self._word_delay:
                     with contextlib.suppress(TimeoutError):
@@ -357,6 +389,36 @@ class DemoAgent:
             running.discard(cancelled)
             if not running and self._prompts.get(session_id) is running:
                 del self._prompts[session_id]
+
+    async def _ask(self, session_id: str) -> PromptResponse:
+        """/ask: a pretend edit announced, the client's permission asked, the answer reported."""
+        if self._client is None:
+            raise RuntimeError("demo agent is not connected")
+        self._asks += 1
+        call_id = f"ask-{self._asks}"
+        where = [
+            ToolCallLocation(path=os.path.join(self._cwds.get(session_id, os.getcwd()), ASK_FILE))
+        ]
+        start = start_tool_call(call_id, ASK_TITLE, kind="edit", status="pending", locations=where)
+        await self._client.session_update(session_id=session_id, update=start)
+        asked = ToolCallUpdate(
+            tool_call_id=call_id, title=ASK_TITLE, kind="edit", status="pending", locations=where
+        )
+        try:
+            answer = await self._client.request_permission(
+                session_id=session_id, tool_call=asked, options=list(ASK_OPTIONS)
+            )
+        except RequestError as error:
+            outcome, allowed, cancelled = f"error {error.code} {error}", False, False
+        else:
+            chosen = answer.outcome
+            cancelled = not isinstance(chosen, AllowedOutcome)
+            outcome = "cancelled" if cancelled else chosen.option_id
+            allowed = outcome == "allow"
+        done = update_tool_call(call_id, status="completed" if allowed else "failed")
+        await self._client.session_update(session_id=session_id, update=done)
+        await self._send_text(session_id, f"permission: {outcome}")
+        return PromptResponse(stop_reason="cancelled" if cancelled else "end_turn")
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         for event in self._prompts.get(session_id, ()):

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 from acp import PROTOCOL_VERSION, RequestError, image_block, spawn_agent_process, text_block
 from acp.client.connection import ClientSideConnection
-from acp.schema import HttpMcpServer, McpServerStdio
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    HttpMcpServer,
+    McpServerStdio,
+    RequestPermissionResponse,
+    ToolCallProgress,
+    ToolCallStart,
+)
 
 from relay import __version__
 from relay.demo_agent import AGENT_NAME, HANG_TEXT, ContentBlock
@@ -61,9 +69,12 @@ class Running:
 
 
 @asynccontextmanager
-async def demo_agent(tmp_path: Path, *flags: str) -> AsyncIterator[Running]:
-    """Launch `python -m relay.demo_agent` in tmp_path and connect the SDK client to it."""
-    client = RecordingClient()
+async def demo_agent(
+    tmp_path: Path, *flags: str, permission: RequestPermissionResponse | None = None
+) -> AsyncIterator[Running]:
+    """Launch `python -m relay.demo_agent` in tmp_path and connect the SDK client to it
+    (answering permission requests with ``permission``, when given)."""
+    client = RecordingClient(permission)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     async with spawn_agent_process(
         client,
@@ -220,6 +231,61 @@ async def test_cancel_ends_prompt_cancelled(tmp_path: Path) -> None:
         await agent.client.wait_for(lambda: agent.client.texts("s") == [HANG_TEXT])
         await agent.conn.cancel(session_id="s")
         assert (await prompting).stop_reason == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status", "said", "stop"),
+    [
+        (AllowedOutcome(outcome="selected", option_id="allow"), "completed", "allow", "end_turn"),
+        (AllowedOutcome(outcome="selected", option_id="reject"), "failed", "reject", "end_turn"),
+        (DeniedOutcome(outcome="cancelled"), "failed", "cancelled", "cancelled"),
+        (None, "failed", "error -32601 Method not found", "end_turn"),
+    ],
+    ids=["allow", "reject", "cancelled", "error"],
+)
+async def test_ask_asks_permission_and_reports_the_answer(
+    tmp_path: Path,
+    outcome: AllowedOutcome | DeniedOutcome | None,
+    status: str,
+    said: str,
+    stop: str,
+) -> None:
+    """/ask announces a pending edit of notes.md in the session's cwd, asks permission for it
+    with Allow and Reject, then marks the tool call completed or failed and says the answer."""
+    permission = None if outcome is None else RequestPermissionResponse(outcome=outcome)
+    async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path, permission=permission) as agent:
+        await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await agent.conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        await agent.client.wait_for(lambda: len(agent.client.texts(sid)) == 1)
+        response = await agent.conn.prompt(session_id=sid, prompt=[text_block(" /ask ")])
+        assert response.stop_reason == stop
+        await agent.client.wait_for(lambda: len(agent.client.texts(sid)) == 2)
+        assert agent.client.texts(sid)[1] == f"permission: {said}"
+        calls = [
+            u
+            for s, u in agent.client.updates
+            if s == sid and u.session_update != "agent_message_chunk"
+        ]
+        start, done = calls
+        assert isinstance(start, ToolCallStart)
+        assert isinstance(done, ToolCallProgress)
+        assert (start.tool_call_id, start.title, start.kind, start.status) == (
+            "ask-1", "Write notes.md", "edit", "pending",
+        )  # fmt: skip
+        assert [where.path for where in start.locations or []] == [str(tmp_path / "notes.md")]
+        assert (done.tool_call_id, done.status) == ("ask-1", status)
+        asked = [
+            m for m in agent.client.incoming if m.get("method") == "session/request_permission"
+        ]
+        assert len(asked) == 1
+        params = asked[0]["params"]
+        assert params["toolCall"]["toolCallId"] == "ask-1"
+        assert params["toolCall"]["locations"] == [{"path": str(tmp_path / "notes.md")}]
+        assert [(o["optionId"], o["name"], o["kind"]) for o in params["options"]] == [
+            ("allow", "Allow", "allow_once"),
+            ("reject", "Reject", "reject_once"),
+        ]
+        assert not (tmp_path / "notes.md").exists()  # a pretend edit
 
 
 async def test_word_delay_streams_slowly_enough_to_cancel_midway(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ from relay.core.outcome import Rewrite
 from relay.core.profile import CANNOT_RESUME, Open, Resume
 from relay.core.tickets import Claims
 from relay.core.watching import DETACHED, RESUMED
+from relay.observe.boundaryrecords import BoundaryRecords
 from relay.observe.logs import get_logger
 from relay.observe.observer import ConnectionObserver, Peer
 from relay.observe.stats import RelayStats
@@ -112,6 +113,8 @@ class Connection:
         if config.trace_dir is not None:
             trace = ConnectionTrace.open(config.trace_dir, conn_id, config.trace_max_bytes, log)
         self.observer = ConnectionObserver(conn_id, log, trace, context.stats)
+        if config.console:  # what the boundary did, for the dev console to show
+            self.observer.boundary = BoundaryRecords()
         self.boundary = Boundary(config.rewrite, exists=os.path.isdir)
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)

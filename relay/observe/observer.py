@@ -22,6 +22,7 @@ from relay.streams.pump import answered, sent_line
 if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
     from relay.acp.rewrite import RewriteReport
     from relay.core.exits import Exit
+    from relay.observe.boundaryrecords import BoundaryRecords
     from relay.observe.stats import RelayStats
     from relay.observe.tracewriter import ConnectionTrace
     from relay.streams.pump import AgentLine
@@ -165,6 +166,7 @@ class ConnectionObserver(PumpObserver):
         self._told_stdin_closed = False
         self.stderr_tail = StderrTail()
         self.conversation: Conversation | None = None  # the watchers', when sharing is on
+        self.boundary: BoundaryRecords | None = None  # the dev console's, under serve --dev
 
     # -- the pumps ------------------------------------------------------------------
 
@@ -180,6 +182,8 @@ class ConnectionObserver(PumpObserver):
             if self.conversation is not None and isinstance(outcome, Forward):
                 self.conversation.client_line(outcome.line)
             super().frame(outcome)
+            if self.boundary is not None and isinstance(outcome, Forward) and outcome.rewrite:
+                self.boundary.client(outcome.rewrite)
             if self.stats is not None and isinstance(outcome, Forward | Refuse):
                 self._count(outcome, self.stats)
         if self.trace is not None:
@@ -200,6 +204,8 @@ class ConnectionObserver(PumpObserver):
         super().lines(verdicts, sent)
         if self.conversation is not None and sent:
             self.conversation.agent_lines(sent)
+        if self.boundary is not None:
+            self.boundary.agent(verdicts)
         if self.stats is not None:
             if not sent_before and self.down.messages:
                 self.stats.first_byte.observe(time.monotonic() - self.started)

@@ -12,6 +12,14 @@ also keeps DNS-rebinding pages from reading one. And the request must carry the 
 console token (``?token=`` on the page's address, as ``serve --dev`` prints it; the
 ``Acp-Console-Token`` header on ``/console-ticket``), compared in constant time, so that
 another user or program on the machine cannot fetch tickets from the console.
+
+Sharing: the page's address with ``&watch=ID`` (and ``&answer=1``) is the watch view of
+connection ID, which opens no connection of its own: it asks ``GET
+/console-watch-ticket?connection=ID[&answer=1]`` for a watcher's ticket (guarded like
+``/console-ticket``) and watches with ``acp-relay.watch.v1``. ``GET
+/console-boundary?connection=ID`` (guarded alike) tells the page what the filesystem
+boundary did on its connection (:mod:`relay.observe.boundaryrecords`), out of band, so
+that the conversation itself stays as the two sides sent it.
 """
 
 from __future__ import annotations
@@ -19,21 +27,31 @@ from __future__ import annotations
 import base64
 import hmac
 import html
+import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
 from relay.config.origins import is_loopback, origin_allowed
+from relay.core.admission import Refusal, no_such_connection
 from relay.core.upgrade import duplicated
 from relay.serve.httpedge import response, text_response
 
 INDEX = "/"
 TICKET_PATH = "/console-ticket"  # a fresh ticket for each socket after the page's first
+WATCH_TICKET_PATH = "/console-watch-ticket"  # a watcher's: ?connection=ID[&answer=1]
+BOUNDARY_PATH = "/console-boundary"  # what the boundary did on a connection: ?connection=ID
 TOKEN_PARAM = "token"  # the page's address: http://HOST:PORT/?token=...
+WATCH_PARAM = "watch"  # the watch view's: http://HOST:PORT/?token=...&watch=ID[&answer=1]
+ANSWER_PARAM = "answer"
+CONNECTION_PARAM = "connection"
+CONNECTION_ID = re.compile(r"[0-9A-Za-z-]{1,64}")  # the relay's ids are UUIDs
 TOKEN_HEADER = "Acp-Console-Token"  # the page's fetches of /console-ticket
 TOKEN_BYTES = 24
 NOT_SAME_ORIGIN = "a console ticket is only for the console's own page\n"
@@ -44,19 +62,27 @@ NO_TOKEN = (
 FILES = {
     INDEX: ("index.html", "text/html; charset=utf-8"),
     "/console.js": ("console.js", "text/javascript; charset=utf-8"),
+    "/watch.js": ("watch.js", "text/javascript; charset=utf-8"),
+    "/conversation.js": ("conversation.js", "text/javascript; charset=utf-8"),
     "/console.css": ("console.css", "text/css; charset=utf-8"),
 }
-PATHS = frozenset({*FILES, TICKET_PATH})
+WATCH_PAGE = "watch.html"  # served at INDEX for an address with WATCH_PARAM
+GUARDED = (TICKET_PATH, WATCH_TICKET_PATH, BOUNDARY_PATH)  # the token header, same origin
+PATHS = frozenset({*FILES, *GUARDED})
 # Headers the console reads that must come once (besides the upgrade's own, checked first).
 CONSOLE_SINGLE_HEADERS = ("Host", "Origin", TOKEN_HEADER, "Sec-Fetch-Site")
 _NOT_IN_HOST = "/\\?#@;,'\"<>"
 
 
+SHARING_OFF = Refusal(404, "sharing is off on this relay (--max-watchers 0)", kind="watch")
+
+
 @dataclass(frozen=True)
 class Assets:
-    """The console's files, by URL path: (bytes, content type)."""
+    """The console's files, by URL path: (bytes, content type); and the watch view's page."""
 
     files: dict[str, tuple[bytes, str]]
+    watch_page: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -71,6 +97,22 @@ class Console:
     version: str
 
 
+class Mint(Protocol):
+    """Mints a fresh ticket: the page's, or with ``watch`` a watcher's of that connection."""
+
+    def __call__(self, watch: str | None = None, *, may_answer: bool = False) -> str: ...
+
+
+@dataclass(frozen=True)
+class RelayViews:
+    """What the console's answers read of the running relay."""
+
+    mint: Mint
+    can_watch: Callable[[str], Refusal | None]  # why a connection takes no watcher now
+    boundary: Callable[[str], dict[str, Any] | None]  # its records; None: no such connection
+    sharing: bool  # --max-watchers above 0
+
+
 @dataclass(frozen=True)
 class Answer:
     """The console's answer to one request, and why it was refused (for the log), if it was."""
@@ -83,7 +125,8 @@ def load() -> Assets:
     """Read the console's files from the installed package."""
     folder = resources.files("relay.serve") / "console"
     return Assets(
-        {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in FILES.items()}
+        {path: ((folder / name).read_bytes(), kind) for path, (name, kind) in FILES.items()},
+        (folder / WATCH_PAGE).read_bytes(),
     )
 
 
@@ -106,10 +149,41 @@ def token_matches(given: str | None, token: str) -> bool:
 
 def query_token(target: str) -> str | None:
     """The ``token`` query parameter of a request target, if there is one."""
+    return query_value(target, TOKEN_PARAM)
+
+
+def query_value(target: str, name: str) -> str | None:
+    """The first ``name`` query parameter of a request target, if there is one."""
     for key, value in parse_qsl(urlsplit(target).query, keep_blank_values=True):
-        if key == TOKEN_PARAM:
+        if key == name:
             return value
     return None
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A connection named in a request's query, and whether its watcher may answer."""
+
+    connection: str
+    may_answer: bool
+
+
+def watched(target: str, name: str) -> Watched | str | None:
+    """The connection ``name`` names in ``target``'s query (None: not named), or what is
+    wrong with it (each parameter at most once; an id; ``answer`` 0 or 1)."""
+    pairs = parse_qsl(urlsplit(target).query, keep_blank_values=True)
+    for key in (name, ANSWER_PARAM):
+        if sum(1 for k, _ in pairs if k == key) > 1:
+            return f"the {key} parameter is given more than once"
+    connection = query_value(target, name)
+    if connection is None:
+        return None
+    if not CONNECTION_ID.fullmatch(connection):
+        return f"{name} must be a connection's id (letters, digits and '-', at most 64)"
+    answer = query_value(target, ANSWER_PARAM)
+    if answer not in (None, "0", "1"):
+        return f"{ANSWER_PARAM} must be 0 or 1"
+    return Watched(connection, answer == "1")
 
 
 def remote_dev_refusal(host: str, allow_remote: bool) -> str | None:
@@ -175,11 +249,38 @@ def headers(host: str) -> tuple[tuple[str, str], ...]:
 
 
 def render_index(
-    template: bytes, *, ticket: str, token: str, path: str, cwd: str, version: str
+    template: bytes,
+    *,
+    ticket: str,
+    token: str,
+    path: str,
+    cwd: str,
+    version: str,
+    sharing: bool = False,
 ) -> bytes:
-    """The page with its ticket and token, the endpoint path, a default cwd and the version."""
-    text = template.decode()
+    """The page with its ticket and token, the endpoint path, a default cwd, the version and
+    whether sharing is on."""
     fields = {"ticket": ticket, "token": token, "path": path, "cwd": cwd, "version": version}
+    return _render(template, fields | {"sharing": "on" if sharing else "off"})
+
+
+def render_watch(
+    template: bytes, *, token: str, path: str, watched: Watched, version: str
+) -> bytes:
+    """The watch view of ``watched``: its token, the endpoint path, the connection, whether
+    it may answer and the version (no ticket: the view asks for a watcher's)."""
+    fields = {
+        "token": token,
+        "path": path,
+        "watch": watched.connection,
+        "answer": "1" if watched.may_answer else "0",
+        "version": version,
+    }
+    return _render(template, fields)
+
+
+def _render(template: bytes, fields: dict[str, str]) -> bytes:
+    text = template.decode()
     for name, value in fields.items():
         text = text.replace("{{" + name + "}}", html.escape(value, quote=True))
     return text.encode()
@@ -194,9 +295,7 @@ def same_origin_refusal(request: Headers, host: str) -> str | None:
     return None
 
 
-def answer(
-    console: Console, path: str, target: str, request: Headers, mint: Callable[[], str]
-) -> Answer:
+def answer(console: Console, path: str, target: str, request: Headers, relay: RelayViews) -> Answer:
     """The console's answer to ``GET path`` (``target`` with its query string)."""
     twice = duplicated(list(request.raw_items()), CONSOLE_SINGLE_HEADERS)
     if twice is not None:
@@ -204,23 +303,63 @@ def answer(
     host = page_host(request.get("Host"), console.allow_origins)
     if host is None:
         return Answer(text_response(403, host_refusal(request.get("Host"))), "origin not allowed")
-    if path == TICKET_PATH:
+    if path in GUARDED:
         refusal = same_origin_refusal(request, host)
         if refusal is not None:
             return Answer(text_response(403, refusal), "not the console's own page")
         if not token_matches(request.get(TOKEN_HEADER), console.token):
             return Answer(text_response(403, NO_TOKEN), "missing or wrong console token")
-        return Answer(text_response(200, mint(), headers(host)))
+        if path == TICKET_PATH:
+            return Answer(text_response(200, relay.mint(), headers(host)))
+        return _about_a_connection(path, target, host, relay)
     body, content_type = console.assets.files[path]
     if path == INDEX:
         if not token_matches(query_token(target), console.token):
             return Answer(text_response(403, NO_TOKEN), "missing or wrong console token")
+        view = watched(target, WATCH_PARAM)
+        if isinstance(view, str):
+            return Answer(text_response(400, f"bad request: {view}\n"), "bad watch address")
+        if view is not None:
+            return Answer(response(200, _watch_page(console, view), content_type, headers(host)))
         body = render_index(
             body,
-            ticket=mint(),
+            ticket=relay.mint(),
             token=console.token,
             path=console.endpoint,
             cwd=console.workspace,
             version=console.version,
+            sharing=relay.sharing,
         )
     return Answer(response(200, body, content_type, headers(host)))
+
+
+def _watch_page(console: Console, view: Watched) -> bytes:
+    return render_watch(
+        console.assets.watch_page,
+        token=console.token,
+        path=console.endpoint,
+        watched=view,
+        version=console.version,
+    )
+
+
+def _about_a_connection(path: str, target: str, host: str, relay: RelayViews) -> Answer:
+    """A watcher's ticket for a connection, or what the boundary did on it."""
+    asked = watched(target, CONNECTION_PARAM)
+    if not isinstance(asked, Watched):
+        why = asked or f"name the connection: {path}?{CONNECTION_PARAM}=ID"
+        return Answer(text_response(400, f"bad request: {why}\n"), "bad connection parameter")
+    if path == WATCH_TICKET_PATH:
+        refusal = relay.can_watch(asked.connection) if relay.sharing else SHARING_OFF
+        if refusal is not None:
+            extra = (*refusal.headers, *headers(host))
+            return Answer(text_response(refusal.status, refusal.reason + "\n", extra))
+        ticket = relay.mint(watch=asked.connection, may_answer=asked.may_answer)
+        return Answer(text_response(200, ticket, headers(host)))
+    records = relay.boundary(asked.connection)
+    if records is None:
+        gone = no_such_connection(asked.connection)
+        return Answer(text_response(gone.status, gone.reason + "\n", headers(host)))
+    payload = {"connection": asked.connection} | records
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return Answer(response(200, body, "application/json", headers(host)))

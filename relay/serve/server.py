@@ -96,7 +96,11 @@ class Relay:
         if config.state_dir is not None:
             self.spent = SpentTickets(config.state_dir, replay_guard, clock())
         views = Views(
-            lambda: len(self.connections), self._can_watch, self.busy_report, self.exposition.render
+            lambda: len(self.connections),
+            self._can_watch,
+            self.busy_report,
+            self.exposition.render,
+            self.connections.get,
         )
         self.upgrades = Upgrades(
             config,

@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import ServerConnection
@@ -38,6 +38,9 @@ from relay.observe.stats import RelayStats
 from relay.serve import browsermodule, devconsole
 from relay.serve.httpedge import json_response, response, text_response
 from relay.serve.spenttickets import SpentTickets
+
+if TYPE_CHECKING:
+    from relay.connections.connection import Connection
 
 METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side, like /busy
 
@@ -62,12 +65,14 @@ class PendingSocket:
 class Views:
     """What the plain GETs and admission read of the relay, passed in: the connections
     open (``connections``), whether one can take a watcher (``can_watch``), ``/busy``'s
-    report and ``/metrics``' exposition."""
+    report, ``/metrics``' exposition, and a connection by its id (``connection``, for the
+    dev console)."""
 
     connections: Callable[[], int]
     can_watch: Callable[[str], Refusal | None]
     busy: Callable[[], dict[str, Any]]
     metrics: Callable[[], tuple[bytes, str]]
+    connection: Callable[[str], Connection | None]
 
 
 class Upgrades:
@@ -179,12 +184,21 @@ class Upgrades:
 
     def _console(self, request: Request, path: str, console: devconsole.Console) -> Response:
         """The dev console's files and tickets (the tickets and the token are never logged)."""
-        answer = devconsole.answer(console, path, request.path, request.headers, self.ticket)
+        relay = devconsole.RelayViews(
+            self.ticket, self.views.can_watch, self._boundary, self.config.max_watchers > 0
+        )
+        answer = devconsole.answer(console, path, request.path, request.headers, relay)
         if answer.refused is not None:
             self.log.warning(
                 "console refused", reason=answer.refused, host=request.headers.get("Host")
             )
         return answer.response
+
+    def _boundary(self, conn_id: str) -> dict[str, Any] | None:
+        """What the boundary did on connection ``conn_id``, for the dev console."""
+        connection = self.views.connection(conn_id)
+        records = None if connection is None else connection.observer.boundary
+        return None if records is None else records.snapshot()
 
     def ticket(self, watch: str | None = None, *, may_answer: bool = False) -> str:
         """A fresh ticket for the dev console's page (or, with ``watch``, for a watcher of

@@ -2,8 +2,8 @@
 
 The browser tests drive Debian's ``chromium`` (installed by ``tests/system``) through
 Playwright, against relays started as a user would (``acp-relay serve``, a subprocess).
-Screenshots go to ``tests/artifacts/``; ``docs/console.png`` (docs/dev-console.md's) is written
-when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
+Screenshots go to ``tests/artifacts/``; ``docs/console.png`` and ``docs/console-watch.png``
+(docs/dev-console.md's) are written when missing or when ``ACP_RELAY_UPDATE_SCREENSHOTS=1``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
 from tests.support.netcut import NetCut
 from tests.support.waiting import until
 
-README_SHOT = ROOT / "docs" / "console.png"
+DOCS = ROOT / "docs"
+DOC_SHOTS = ("console.png", "console-watch.png")  # docs/dev-console.md's
 ASKS = (sys.executable, str(AGENTS / "asks.py"))
 
 
@@ -215,11 +216,11 @@ def rows(page: Page, direction: str, summary: str | None = None) -> Locator:
 
 def save_screenshot(png: bytes, name: str) -> None:
     save_artifact(png, name)
-    if name == "console.png" and (
-        not README_SHOT.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
+    shot = DOCS / name
+    if name in DOC_SHOTS and (
+        not shot.exists() or os.environ.get("ACP_RELAY_UPDATE_SCREENSHOTS") == "1"
     ):
-        README_SHOT.parent.mkdir(exist_ok=True)
-        README_SHOT.write_bytes(png)
+        shot.write_bytes(png)
 
 
 async def console_url(relay: RelayRun) -> str:
@@ -460,7 +461,8 @@ async def test_console_says_why_it_could_not_resume(chromium: str, tmp_path: Pat
 @pytest.mark.timeout(90)
 async def test_console_answers_the_agents_requests(chromium: str, tmp_path: Path) -> None:
     """A permission request shows as the tool call's title and kind with a button per option;
-    the click sends the chosen outcome. Any other agent request is answered -32601 at once."""
+    the click sends the chosen outcome. Any other agent request is answered -32601 at once;
+    an fs request the relay answered itself (--files box) shows under what the relay changed."""
     async with (
         serve("--dev", "--agent", shlex.join(ASKS), env=clean_env()) as relay,
         browser(chromium, tmp_path / "profile") as context,
@@ -487,11 +489,20 @@ async def test_console_answers_the_agents_requests(chromium: str, tmp_path: Path
         read = {"jsonrpc": "2.0", "id": "q1", "method": "fs/read_text_file", "params": params}
         await page.fill("#raw", json.dumps(read))
         await page.click("#send-raw")
-        refusal = rows(page, "to_agent", "error #q1 (fs/read_text_file): Method not found")
+        answered_by_relay = page.locator('#boundary-list li[data-kind="answered"] .what')
+        await expect(answered_by_relay).to_have_text(
+            "fs/read_text_file: fs/read_text_file answered by the relay: fs withheld"
+        )  # --files box: the request never reaches the page
+        ext = {"jsonrpc": "2.0", "id": "q2", "method": "_example/ask", "params": {}}
+        await page.fill("#raw", json.dumps(ext))
+        await page.click("#send-raw")
+        refusal = rows(page, "to_agent", "error #q2 (_example/ask): Method not found")
         await expect(refusal).to_have_count(1)
         error = json.loads(await refusal.get_attribute("data-line") or "")["error"]
         assert error["code"] == -32601
-        assert error["data"]["method"] == "fs/read_text_file"
+        assert error["data"]["method"] == "_example/ask"
+        asked = page.locator('#log li[data-dir="to_client"] .summary')
+        assert await asked.filter(has_text=re.compile(r"^fs/read_text_file")).count() == 0
         save_artifact(await page.screenshot(), "console-asks.png")
     assert problems == []
 
@@ -523,3 +534,307 @@ async def test_console_stacks_its_panes_on_a_narrow_window(chromium: str, tmp_pa
                 scroll_width = await page.evaluate("document.documentElement.scrollWidth")
                 assert scroll_width <= width
                 save_artifact(await page.screenshot(full_page=True), f"console-{width}.png")
+
+
+# -- sharing: the watch view ------------------------------------------------------------
+
+WATCH_LINK = re.compile(
+    r"^http://127\.0\.0\.1:\d+/\?token=[\w-]{32}&watch=([0-9a-f-]{36})(&answer=1)?$"
+)
+
+
+async def share_links(page: Page) -> tuple[str, str, str]:
+    """The connection's id and its two watch addresses (sees only; may answer), from "share"."""
+    await expect(page.locator("#share")).to_be_enabled()
+    await page.click("#share")
+    await expect(page.locator("#share-links")).to_be_visible()
+    watch = await page.locator("#share-watch").get_attribute("href") or ""
+    answer = await page.locator("#share-answer").get_attribute("href") or ""
+    assert await page.locator("#share-answer-url").input_value() == answer
+    found, found_answer = WATCH_LINK.match(watch), WATCH_LINK.match(answer)
+    assert found, watch
+    assert found_answer, answer
+    assert found_answer[2] == "&answer=1"
+    assert found[2] is None
+    assert found[1] == found_answer[1]
+    return found[1], watch, answer
+
+
+async def open_watch(context: BrowserContext, url: str, problems: list[str]) -> Page:
+    """The watch view at ``url``, watching; page errors go into ``problems``."""
+    page = await context.new_page()
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    await page.goto(url)
+    await expect(page.locator("#status")).to_have_text(re.compile(r"^watching "))
+    return page
+
+
+async def prompt(page: Page, text: str, reply_id: int) -> None:
+    """Send ``text`` as a prompt from the console; wait for its answer when ``reply_id``."""
+    await page.fill("#prompt", text)
+    await page.click("#send-prompt")
+    if reply_id:
+        await expect(rows(page, "to_client", f"result #{reply_id} (session/prompt)")).to_have_count(
+            1
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+async def test_a_shared_connection_is_watched_and_a_watcher_answers(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The console shares its connection: a second page watches it (the history, then live,
+    both directions, the agent's text joined), a third sees only; the demo agent's /ask shows
+    with Allow and Reject on the page that may answer, without buttons on the other; the
+    watcher's click is the answer the agent gets, every page says a watcher answered (the
+    console's dialog closes; a view opened later sees it in the history), and when the agent
+    exits the watchers say the connection ended."""
+    async with (
+        serve("--dev", env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        problems: list[str] = []
+        console = await open_console(context, await console_url(relay), problems)
+        await start_session(console)
+        await prompt(console, "said before anyone watched", 3)
+        connection, watch_url, answer_url = await share_links(console)
+        hint = console.locator("#share-hint")
+        await expect(hint).to_contain_text(f"connection {connection}")
+
+        watcher = await open_watch(context, answer_url, problems)
+        await expect(watcher.locator("#status")).to_have_text(
+            f"watching {connection} (may answer permission requests)"
+        )
+        history = watcher.locator('#log li[data-dir="event"] .summary').first
+        await expect(history).to_have_text(
+            re.compile(r"^watching: \d+ lines of history from line 1$")
+        )
+        for direction, summary in (
+            ("to_agent", "initialize #1"),
+            ("to_client", "result #1 (initialize)"),
+            ("to_agent", "session/new #2"),
+            ("to_agent", "session/prompt #3"),
+            ("to_client", "result #3 (session/prompt)"),
+        ):
+            await expect(rows(watcher, direction, summary)).to_have_count(1)
+        seqs = await watcher.locator("#log li[data-seq]").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.seq))"
+        )
+        assert seqs == list(range(1, len(seqs) + 1))  # every line once, in order
+        transcript = watcher.locator("#agent-text")
+        await expect(transcript.locator(".you")).to_have_text(["said before anyone watched"])
+        await expect(transcript.locator(".agent").last).to_have_text("said before anyone watched")
+
+        onlooker = await open_watch(context, watch_url, problems)
+        await expect(onlooker.locator("#status")).to_have_text(f"watching {connection} (sees only)")
+
+        await prompt(console, "and this live", 4)
+        for page in (watcher, onlooker):
+            await expect(rows(page, "to_client", "result #4 (session/prompt)")).to_have_count(1)
+            await expect(page.locator("#agent-text .agent").last).to_have_text("and this live")
+            await expect(page.locator("#agent-text .you")).to_have_count(2)
+
+        await prompt(console, "/ask", 0)
+        await expect(console.locator("#asks .ask .tool-title")).to_have_text("Write notes.md")
+        ask = watcher.locator("#agent-text .ask")
+        await expect(ask.locator(".tool-title")).to_have_text("Write notes.md")
+        await expect(ask.locator("button")).to_have_text(["Allow", "Reject"])
+        await expect(onlooker.locator("#agent-text .ask .ask-waiting")).to_have_text(
+            "waiting for an answer (Allow, Reject)"
+        )
+        assert await onlooker.locator("#agent-text .ask button").count() == 0
+        await expect(watcher.locator("#agent-text .tool .tool-status")).to_have_text(
+            ["pending"]
+        )  # the tool call the request is for
+        save_screenshot(await watcher.screenshot(), "console-watch.png")
+
+        await ask.locator("button", has_text="Allow").click()
+        who = "a watcher (dev-console)"
+        said = f"answered by {who}: allow"
+        await expect(ask.locator(".ask-answered")).to_have_text(said)
+        await expect(ask.locator("button")).to_have_count(0)
+        await expect(onlooker.locator("#agent-text .ask .ask-answered")).to_have_text(said)
+        await expect(rows(watcher, "to_agent").filter(has_text="watcher → agent")).to_have_count(1)
+        await expect(rows(watcher, "relay", "_acp-relay/answered")).to_have_count(1)
+        for page in (console, watcher, onlooker):
+            await expect(page.locator("#agent-text .agent").last).to_have_text("permission: allow")
+            await expect(rows(page, "to_client", "result #5 (session/prompt)")).to_have_count(1)
+            tool = page.locator("#agent-text .tool .tool-status")
+            await expect(tool).to_have_text(["completed"])
+        await expect(console.locator("#asks")).to_be_hidden()  # its dialog closed
+        await expect(
+            rows(console, "to_client", "_acp-relay/answered #0 by a watcher (dev-console): allow")
+        ).to_have_count(1)
+        await expect(console.locator("#agent-text .note.answered")).to_have_text(
+            f"permission request #0 (Write notes.md) answered by {who}: allow"
+        )
+        await relay.wait_event("answer taken")
+        latecomer = await open_watch(context, watch_url, problems)
+        await expect(latecomer.locator("#agent-text .ask .ask-answered")).to_have_text(
+            "answered by a watcher: allow"
+        )  # from the history: the watcher's answer as the agent received it
+        await expect(latecomer.locator("#agent-text .tool .tool-status")).to_have_text(
+            ["completed"]
+        )
+
+        await prompt(console, "/exit 0", 0)
+        for page in (watcher, onlooker, latecomer):
+            await expect(page.locator("#status")).to_have_text(
+                "closed: 1000 (the connection ended: agent exited)"
+            )
+            await expect(page.locator("#again")).to_be_visible()
+        await expect(console.locator("#status")).to_have_text(re.compile(r"^closed: 1000"))
+
+    assert problems == []
+    [taken] = relay.events("answer taken")
+    assert taken["by"] == "watcher"
+    assert [e["may_answer"] for e in relay.events("watcher attached")] == [True, False, False]
+    assert len(relay.events("connection opened")) == 1  # the watch views opened none
+    stderr = "\n".join(relay.stderr)
+    assert console_token(answer_url) not in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_watch_view_says_why_it_cannot_watch(chromium: str, tmp_path: Path) -> None:
+    """With sharing off, the console's share says so and offers no address; a watch address
+    gets 404 from the watcher's ticket endpoint, says so, and offers to try again."""
+    async with serve("--dev", "--agent", "cat", "--max-watchers", "0", env=clean_env()) as relay:
+        url = await console_url(relay)
+        async with browser(chromium, tmp_path / "profile") as context:
+            problems: list[str] = []
+            console = await open_console(context, url, problems)
+            await console.click("#share")
+            await expect(console.locator("#share-hint")).to_have_text(
+                "sharing is off: the relay runs with --max-watchers 0"
+            )
+            await expect(console.locator("#share-watch")).to_be_hidden()
+            page = await context.new_page()
+            await page.goto(f"{url}&watch=00000000-0000-4000-8000-000000000000")
+            await expect(page.locator("#status")).to_have_text(
+                "could not watch: 404: sharing is off on this relay (--max-watchers 0)"
+            )
+            await expect(page.locator("#again")).to_be_visible()
+    # a page's fetch that got 404 is logged by Chromium as an error; nothing else may be
+    assert all("404" in p for p in problems), problems
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_console_shows_withheld_capabilities_and_translated_paths(
+    chromium: str, tmp_path: Path
+) -> None:
+    """Under --files box with a --cwd-map rule, the console lists what the relay changed on
+    its connection: fs and terminal withheld from initialize, session/new's cwd translated
+    editor → box (the demo agent reports the box's), the /ask tool call's location box →
+    editor; the lines stay as the two sides sent them, no more, no fewer."""
+    box = tmp_path / "box"
+    (box / "project").mkdir(parents=True)
+    args = ("--dev", "--workspace", str(box), "--cwd-map", f"/Users/alice={box}")
+    async with (
+        serve(*args, env=clean_env()) as relay,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        problems: list[str] = []
+        page = await open_console(context, await console_url(relay), problems)
+        capabilities = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": "raw-init",
+            "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": capabilities},
+        }
+        await page.fill("#raw", json.dumps(initialize))
+        await page.click("#send-raw")
+        crossings = page.locator("#boundary-list li")
+        await expect(crossings.locator(".what")).to_have_text(
+            [
+                "initialize: withheld the editor's fs, terminal (--files box: the agent uses "
+                "the box's own files and terminal)"
+            ]
+        )
+        await expect(page.locator("#boundary-none")).to_be_hidden()
+        sent = json.loads(
+            await rows(page, "to_agent", "initialize #raw-init").get_attribute("data-line") or ""
+        )
+        assert sent["params"]["clientCapabilities"] == capabilities  # the page's line, as sent
+
+        await page.fill("#cwd", "/Users/alice/project")
+        await page.click("#send-new")
+        await expect(rows(page, "to_client", "result #1 (session/new)")).to_have_count(1)
+        await expect(page.locator("#agent-text .agent").first).to_have_text(
+            f"session started in {box}/project with MCP servers: (none)"
+        )
+        await expect(crossings.nth(1)).to_have_attribute("data-dir", "to_agent")
+        await expect(crossings.nth(1).locator(".what")).to_have_text(
+            f"session/new params.cwd: /Users/alice/project → {box}/project"
+        )
+
+        await prompt(page, "/ask", 0)
+        await expect(page.locator("#asks .ask")).to_have_count(1)
+        location = f"{box}/project/notes.md → /Users/alice/project/notes.md"
+        await expect(crossings.locator(".what")).to_contain_text(
+            [
+                f"session/update params.update.locations[0].path: {location}",
+                f"session/request_permission params.toolCall.locations[0].path: {location}",
+            ]
+        )
+        await expect(crossings.nth(2)).to_have_attribute("data-dir", "to_client")
+        ask = json.loads(
+            await rows(page, "to_client", "session/request_permission").get_attribute("data-line")
+            or ""
+        )
+        assert ask["params"]["toolCall"]["locations"] == [{"path": "/Users/alice/project/notes.md"}]
+        await page.locator("#asks button", has_text="Reject").click()
+        await expect(page.locator("#agent-text .agent").last).to_have_text("permission: reject")
+        await expect(page.locator("#agent-text .tool .tool-status")).to_have_text(["failed"])
+        await page.locator("#boundary-list").scroll_into_view_if_needed()
+        save_artifact(await page.screenshot(), "console-boundary.png")
+        to_agent = await rows(page, "to_agent").count()
+        to_client = await rows(page, "to_client").count()
+        await page.close()  # nothing more asked of a relay that stops
+        assert await relay.stop() == 0
+    assert problems == []
+    [closed] = relay.events("connection closed")
+    assert (closed["messages_in"], closed["messages_out"]) == (to_agent, to_client)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_watch_view_sees_the_controller_drop_and_resume(
+    chromium: str, tmp_path: Path
+) -> None:
+    """The network under the console is reset: its watch view (reaching the relay directly)
+    says the controller's socket was lost and the connection waits, then that it is back,
+    and goes on showing the conversation."""
+    async with (
+        serve("--dev", env=clean_env()) as relay,
+        NetCut(relay.port) as net,
+        browser(chromium, tmp_path / "profile") as context,
+    ):
+        token = console_token(await console_url(relay))
+        problems: list[str] = []
+        console = await open_console(
+            context, f"http://127.0.0.1:{net.port}/?token={token}", problems
+        )
+        await start_session(console)
+        connection, watch_url, _ = await share_links(console)
+        direct = watch_url.replace(f":{net.port}/", f":{relay.port}/")
+        watcher = await open_watch(context, direct, problems)
+        net.reset()
+        lost = watcher.locator("#agent-text .note").filter(has_text="socket was lost")
+        await expect(lost).to_have_text(
+            re.compile(r"^the controller's socket was lost \(.+\): the connection waits 60 s")
+        )
+        await expect(events(console).filter(has_text=RESUMED)).to_have_count(1)
+        await expect(watcher.locator("#agent-text .note").last).to_have_text(
+            "the controller is back"
+        )
+        await expect(watcher.locator("#status")).to_have_text(f"watching {connection} (sees only)")
+        await prompt(console, "after the cut", 3)
+        await expect(watcher.locator("#agent-text .agent").last).to_have_text("after the cut")
+        await expect(rows(watcher, "relay", "_acp-relay/detached")).to_have_count(1)
+        await expect(rows(watcher, "relay", "_acp-relay/resumed")).to_have_count(1)
+    assert problems == []

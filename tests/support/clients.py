@@ -83,11 +83,16 @@ SessionUpdate = (
 
 
 class RecordingClient:
-    """ACP client that records session updates and every raw message from the agent."""
+    """ACP client that records session updates and every raw message from the agent.
 
-    def __init__(self) -> None:
+    ``permission``, when given, answers the agent's permission requests; without it they
+    get -32601 like every other request to the client.
+    """
+
+    def __init__(self, permission: RequestPermissionResponse | None = None) -> None:
         self.updates: list[tuple[str, SessionUpdate]] = []
         self.incoming: list[dict[str, Any]] = []
+        self.permission = permission
         self._changed = asyncio.Condition()
 
     def observe(self, event: StreamEvent) -> None:
@@ -119,7 +124,9 @@ class RecordingClient:
         options: list[PermissionOption],
         **kwargs: Any,
     ) -> RequestPermissionResponse:
-        raise RequestError.method_not_found("session/request_permission")
+        if self.permission is None:
+            raise RequestError.method_not_found("session/request_permission")
+        return self.permission
 
     async def write_text_file(
         self, session_id: str, path: str, content: str, **kwargs: Any

@@ -1,6 +1,9 @@
 // acp-relay dev console: one connection to the agent through the relay's resuming module
 // (/acp-relay-resume.js), a few ACP requests at the click of a button, the agent's
-// permission requests as buttons, and every line both ways with its time and direction.
+// permission requests as buttons, and every line both ways with its time and direction
+// (shown by /conversation.js). "share" gives the address of a watch view of this
+// connection (/watch.js); "What the relay changed" shows what the filesystem boundary did
+// on it, read from the relay out of band (/console-boundary), not from the conversation.
 //
 // The page's first socket uses the ticket it was served with; each later one (a resume
 // after the network dropped) gets a fresh ticket from /console-ticket, which needs the
@@ -8,18 +11,22 @@
 // open, "connection lost, resuming…", "resumed after 2.1 s, 37 messages replayed", or why
 // it could not resume.
 import { resumingWebSocket } from "/acp-relay-resume.js";
+import {
+  ANSWERED, Conversation, PERMISSION, answererText, closeText, isObject, outcomeText,
+  permissionAsk,
+} from "/conversation.js";
 
-const MAX_ROWS = 5000; // oldest rows go first: a flooding agent must not eat the tab
-const PREVIEW_CHARS = 400;
 const TICKET_PATH = "/console-ticket";
+const BOUNDARY_PATH = "/console-boundary";
 const TOKEN_HEADER = "Acp-Console-Token";
 const METHOD_NOT_FOUND = -32601;
+const BOUNDARY_SOON_MS = 200; // after a line crossed: what the boundary did, asked once
+const BOUNDARY_EVERY_MS = 5000; // ... and this often while open (the relay's own answers
+// to the agent never reach the page)
 
 const $ = (id) => document.getElementById(id);
 const body = document.body;
 const statusEl = $("status");
-const logEl = $("log");
-const agentTextEl = $("agent-text");
 const asksEl = $("asks");
 const asksListEl = $("asks-list");
 const cwdEl = $("cwd");
@@ -28,6 +35,7 @@ const promptEl = $("prompt");
 const rawEl = $("raw");
 const sendButtons = ["send-initialize", "send-new", "send-prompt", "send-cancel", "send-raw"]
   .map((id) => $(id));
+const conversation = new Conversation($("log"), $("agent-text"));
 
 // single use: nothing left to copy from the DOM once read
 const token = body.dataset.token || "";
@@ -35,183 +43,34 @@ let firstTicket = body.dataset.ticket || "";
 body.removeAttribute("data-ticket");
 body.removeAttribute("data-token");
 
-const pending = new Map(); // id of a request to the agent -> its method, to name the replies
-const asked = new Map(); // id of a request from the agent -> its method, to name our answers
 let nextId = 1;
 let ws = null;
-let agentSpan = null; // where streamed agent text goes
 let failure = ""; // why the connection could not be resumed
 
 cwdEl.value = body.dataset.cwd || "/";
-
-function clock() {
-  const d = new Date();
-  const two = (n) => String(n).padStart(2, "0");
-  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}.` +
-    String(d.getMilliseconds()).padStart(3, "0");
-}
-
-// https://www.rfc-editor.org/rfc/rfc6455#section-7.4.1, and what the relay means by them
-const CLOSE_NAMES = {
-  1000: "normal", 1001: "going away: the relay is shutting down", 1006: "abnormal",
-  1007: "invalid UTF-8", 1008: "policy violation", 1009: "message too big",
-  1011: "agent gone or relay error",
-  4404: "the relay no longer has the connection",
-};
 
 function setStatus(kind, text) {
   statusEl.className = `status ${kind}`;
   statusEl.textContent = text;
 }
 
-function parse(line) {
-  try {
-    return JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-}
-
-function isObject(value) {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
-}
-
-function summarize(message, direction) {
-  if (!isObject(message)) return "(not a JSON object)";
-  if (typeof message.method === "string") {
-    let text = message.method;
-    if ("id" in message) {
-      text += ` #${message.id}`;
-      (direction === "to_agent" ? pending : asked).set(message.id, message.method);
-    }
-    const update = isObject(message.params) && message.params.update;
-    if (message.method === "session/update" && update && update.sessionUpdate) {
-      text = update.sessionUpdate; // the method is in the raw line; the kind says more
-      const content = update.content;
-      if (content && content.type === "text") text += ` ${JSON.stringify(content.text)}`;
-    }
-    return text;
-  }
-  if ("id" in message) {
-    const method = (direction === "to_agent" ? asked : pending).get(message.id);
-    const of = method ? ` (${method})` : "";
-    if (message.error) return `error #${message.id}${of}: ${message.error.message || ""}`;
-    return `result #${message.id}${of}`;
-  }
-  return "(no method, no id)";
-}
-
-function addRow(direction, label, summary, line, extraClass) {
-  const row = document.createElement("li");
-  row.className = `${direction}${extraClass ? " " + extraClass : ""}`;
-  row.dataset.dir = direction;
-  const time = document.createElement("time");
-  time.textContent = clock();
-  const dir = document.createElement("span");
-  dir.className = "dir";
-  dir.textContent = label;
-  const sum = document.createElement("span");
-  sum.className = "summary";
-  sum.textContent = summary;
-  const raw = document.createElement("code");
-  raw.className = "raw";
-  raw.textContent = line.length > PREVIEW_CHARS ? line.slice(0, PREVIEW_CHARS) + "…" : line;
-  row.append(time, dir, sum, raw);
-  row.dataset.line = line;
-  logEl.append(row);
-  while (logEl.childElementCount > MAX_ROWS) logEl.firstElementChild.remove();
-  row.scrollIntoView({ block: "nearest" });
-  return row;
-}
-
-function addLine(direction, line) {
-  const message = parse(line);
-  const label = direction === "to_agent" ? "client → agent" : "agent → client";
-  addRow(direction, label, summarize(message, direction), line);
-  return message;
-}
-
-function addEvent(text) {
-  addRow("event", "socket", text, "", "event");
-}
-
-logEl.addEventListener("click", (event) => {
-  const row = event.target.closest("li");
-  if (!row || row.classList.contains("event") || event.target.closest("pre")) return;
-  const open = row.querySelector("pre");
-  if (open) {
-    open.remove();
-    return;
-  }
-  const message = parse(row.dataset.line);
-  const pre = document.createElement("pre");
-  pre.textContent = message === undefined ? row.dataset.line : JSON.stringify(message, null, 2);
-  row.append(pre);
-});
-
-// -- streamed agent text ----------------------------------------------------------
-
-function startTurn(text) {
-  const you = document.createElement("div");
-  you.className = "you";
-  you.textContent = text;
-  agentSpan = null;
-  agentTextEl.append(you);
-}
-
-function agentText(kind, text) {
-  if (!agentSpan || agentSpan.dataset.kind !== kind) {
-    agentSpan = document.createElement("div");
-    agentSpan.className = kind === "agent_thought_chunk" ? "agent thought" : "agent";
-    agentSpan.dataset.kind = kind;
-    agentTextEl.append(agentSpan);
-  }
-  agentSpan.textContent += text;
-  agentTextEl.scrollTop = agentTextEl.scrollHeight;
-}
-
 // -- what the agent asks ------------------------------------------------------------
 
-/** session/request_permission: the tool call's title and kind, a button per option. */
 function askPermission(message) {
-  const params = isObject(message.params) ? message.params : {};
-  const toolCall = isObject(params.toolCall) ? params.toolCall : {};
-  const options = Array.isArray(params.options) ? params.options.filter(isObject) : [];
-  const ask = document.createElement("div");
-  ask.className = "ask";
-  ask.dataset.id = JSON.stringify(message.id);
-  ask.dataset.session = typeof params.sessionId === "string" ? params.sessionId : "";
-  const title = document.createElement("p");
-  title.className = "ask-title";
-  const name = document.createElement("span");
-  name.className = "tool-title";
-  name.textContent = typeof toolCall.title === "string" ? toolCall.title : "(a tool call)";
-  const kind = document.createElement("span");
-  kind.className = "tool-kind";
-  kind.textContent = typeof toolCall.kind === "string" ? toolCall.kind : "other";
-  title.append(name, " ", kind);
-  const buttons = document.createElement("div");
-  buttons.className = "ask-options";
-  for (const option of options) {
-    const button = document.createElement("button");
-    button.type = "button";
-    button.className = `option ${option.kind || ""}`;
-    button.dataset.optionId = String(option.optionId);
-    button.textContent = String(option.name ?? option.optionId);
-    button.title = String(option.kind ?? "");
-    button.addEventListener("click", () => {
-      answerPermission(ask, message.id, { outcome: "selected", optionId: option.optionId });
-    });
-    buttons.append(button);
-  }
-  ask.append(title, buttons);
+  const ask = permissionAsk(message, (optionId) => {
+    answerPermission(ask, message.id, { outcome: "selected", optionId });
+  });
   asksListEl.append(ask);
   asksEl.hidden = false;
 }
 
-function answerPermission(ask, id, outcome) {
+function closeAsk(ask) {
   ask.remove();
   asksEl.hidden = asksListEl.childElementCount === 0;
+}
+
+function answerPermission(ask, id, outcome) {
+  closeAsk(ask);
   send(JSON.stringify({ jsonrpc: "2.0", id, result: { outcome } }));
 }
 
@@ -223,6 +82,20 @@ function cancelAsks(sessionId) {
       answerPermission(ask, JSON.parse(ask.dataset.id), { outcome: "cancelled" });
     }
   }
+}
+
+/** _acp-relay/answered (sent while watchers are attached): a request a watcher answered
+ * closes its dialog here, and the transcript says who chose what. */
+function answered(params) {
+  if (params.by !== "watcher") return; // our own answer: its dialog is closed already
+  const key = JSON.stringify(params.id);
+  const ask = [...asksListEl.children].find((el) => el.dataset.id === key);
+  const title = ask?.querySelector(".tool-title")?.textContent;
+  if (ask) closeAsk(ask);
+  const what = title ? `permission request #${params.id} (${title})` :
+    `permission request #${params.id}`;
+  conversation.note(`${what} answered by ${answererText(params.by, params.subject)}: ` +
+    outcomeText(params), "note answered");
 }
 
 /** Any other request gets -32601 at once: the console declares no fs or terminal capability. */
@@ -245,25 +118,19 @@ function refuseRequest(message) {
 function onAgentMessage(message) {
   if (!isObject(message)) return;
   if (typeof message.method === "string" && "id" in message) {
-    if (message.method === "session/request_permission") askPermission(message);
+    if (message.method === PERMISSION) askPermission(message);
     else refuseRequest(message);
     return;
   }
-  const update = message.method === "session/update" && isObject(message.params) &&
-    message.params.update;
-  if (update && (update.sessionUpdate === "agent_message_chunk" ||
-      update.sessionUpdate === "agent_thought_chunk")) {
-    const content = update.content;
-    if (content && content.type === "text") agentText(update.sessionUpdate, content.text);
+  if (message.method === ANSWERED && isObject(message.params)) {
+    answered(message.params);
     return;
   }
-  if ("id" in message && pending.get(message.id) === "session/new" && isObject(message.result) &&
-      typeof message.result.sessionId === "string") {
+  if ("id" in message && conversation.pending.get(message.id) === "session/new" &&
+      isObject(message.result) && typeof message.result.sessionId === "string") {
     sessionEl.value = message.result.sessionId;
   }
-  if ("id" in message && pending.get(message.id) === "session/prompt" && message.result) {
-    agentSpan = null;
-  }
+  conversation.show("to_client", message);
 }
 
 // -- sending ----------------------------------------------------------------------
@@ -271,7 +138,8 @@ function onAgentMessage(message) {
 function send(line) {
   if (!ws || ws.readyState !== ws.OPEN) return;
   ws.send(line);
-  addLine("to_agent", line);
+  conversation.show("to_agent", conversation.line("to_agent", line));
+  boundarySoon();
 }
 
 function request(method, params) {
@@ -288,12 +156,9 @@ $("send-initialize").addEventListener("click", () => request("initialize", {
 $("send-new").addEventListener("click", () => request("session/new", {
   cwd: cwdEl.value, mcpServers: [],
 }));
-$("send-prompt").addEventListener("click", () => {
-  startTurn(promptEl.value);
-  request("session/prompt", {
-    sessionId: sessionEl.value, prompt: [{ type: "text", text: promptEl.value }],
-  });
-});
+$("send-prompt").addEventListener("click", () => request("session/prompt", {
+  sessionId: sessionEl.value, prompt: [{ type: "text", text: promptEl.value }],
+}));
 $("send-cancel").addEventListener("click", () => {
   send(JSON.stringify({
     jsonrpc: "2.0", method: "session/cancel", params: { sessionId: sessionEl.value },
@@ -304,6 +169,109 @@ $("send-raw").addEventListener("click", () => {
   if (rawEl.value.trim()) send(rawEl.value);
 });
 $("reload").addEventListener("click", () => location.reload());
+
+// -- share: a watch view of this connection ----------------------------------------
+
+/** The addresses of this connection's watch view, once the relay's welcome named it; or
+ * why there are none. */
+function offerShare() {
+  const hint = $("share-hint");
+  const id = ws.connection;
+  let why = "";
+  if (body.dataset.sharing !== "on") {
+    why = "sharing is off: the relay runs with --max-watchers 0";
+  } else if (!id) {
+    why = "sharing needs the resume profile (the page learns its connection's id from the " +
+      "relay's welcome): the relay runs with --resume-grace 0";
+  }
+  for (const row of document.querySelectorAll(".share .control")) row.hidden = Boolean(why);
+  $("share").disabled = false;
+  if (why) {
+    hint.textContent = why;
+    return;
+  }
+  const base = `${location.origin}/?token=${encodeURIComponent(token)}` +
+    `&watch=${encodeURIComponent(id)}`;
+  for (const [name, href] of [["watch", base], ["answer", `${base}&answer=1`]]) {
+    $(`share-${name}`).href = href;
+    $(`share-${name}-url`).value = href;
+  }
+  hint.textContent = `connection ${id}; each address holds the console's token: give it ` +
+    "only to whom you would give the console";
+}
+
+$("share").addEventListener("click", () => {
+  const links = $("share-links");
+  links.hidden = !links.hidden;
+});
+for (const input of document.querySelectorAll(".share-url")) {
+  input.addEventListener("focus", () => input.select());
+}
+
+// -- what the filesystem boundary did, read from the relay --------------------------
+
+let boundaryTimer = undefined;
+let boundaryEvery = undefined;
+let boundaryShown = 0; // the number of the last record shown
+let boundaryAsking = false;
+
+function boundarySoon() {
+  if (boundaryTimer !== undefined || !ws?.connection) return;
+  boundaryTimer = setTimeout(() => {
+    boundaryTimer = undefined;
+    askBoundary();
+  }, BOUNDARY_SOON_MS);
+}
+
+async function askBoundary() {
+  const id = ws?.connection;
+  if (!id || boundaryAsking || ws.readyState !== ws.OPEN) return; // once closed, it is gone
+  boundaryAsking = true;
+  try {
+    const reply = await fetch(`${BOUNDARY_PATH}?connection=${encodeURIComponent(id)}`, {
+      headers: { [TOKEN_HEADER]: token }, cache: "no-store",
+    });
+    if (reply.ok) showBoundary(await reply.json());
+  } catch {
+    // the relay is gone or the network dropped: the socket's events say so
+  } finally {
+    boundaryAsking = false;
+  }
+}
+
+function boundaryText(record) {
+  const via = `${record.method}`;
+  if (record.kind === "withheld") {
+    return `${via}: withheld the editor's ${record.capabilities.join(", ")} (--files box: ` +
+      "the agent uses the box's own files and terminal)";
+  }
+  if (record.kind === "answered") return `${via}: ${record.reason}`;
+  return `${via} ${record.field}: ${record.from} → ${record.to}`;
+}
+
+function showBoundary(report) {
+  const list = $("boundary-list");
+  const fresh = (report.records || []).filter((r) => r.n > boundaryShown);
+  for (const record of fresh) {
+    const item = document.createElement("li");
+    item.className = `crossing ${record.kind}`;
+    item.dataset.kind = record.kind;
+    item.dataset.dir = record.direction;
+    const dir = document.createElement("span");
+    dir.className = "dir";
+    dir.textContent = record.direction === "to_agent" ? "client → agent" : "agent → client";
+    const what = document.createElement("span");
+    what.className = "what";
+    what.textContent = boundaryText(record);
+    item.append(dir, what);
+    list.append(item);
+    boundaryShown = record.n;
+  }
+  $("boundary-none").hidden = boundaryShown > 0;
+  const dropped = $("boundary-dropped");
+  dropped.hidden = !report.dropped;
+  dropped.textContent = `${report.dropped} older records no longer kept`;
+}
 
 // -- the connection ---------------------------------------------------------------
 
@@ -336,40 +304,46 @@ function connect() {
   ws = new ResumingWebSocket(`${scheme}//${location.host}${body.dataset.path}`);
   ws.addEventListener("open", () => {
     setStatus("open", `open: ${body.dataset.path}`);
-    addEvent("open");
+    conversation.event("open");
     sendButtons.forEach((b) => { b.disabled = false; });
+    offerShare();
+    if (ws.connection) boundaryEvery = setInterval(askBoundary, BOUNDARY_EVERY_MS);
   });
   ws.addEventListener("message", (event) => {
     if (typeof event.data !== "string") {
-      addEvent("binary frame ignored");
+      conversation.event("binary frame ignored");
       return;
     }
-    onAgentMessage(addLine("to_client", event.data));
+    onAgentMessage(conversation.line("to_client", event.data));
+    boundarySoon();
   });
   ws.addEventListener("resuming", (event) => {
     setStatus("resuming", "connection lost, resuming…");
-    addEvent(`connection lost (${event.detail.reason}), resuming within ` +
+    conversation.event(`connection lost (${event.detail.reason}), resuming within ` +
       `${event.detail.grace} s`);
   });
   ws.addEventListener("resumed", (event) => {
     const text = resumedText(event.detail);
     setStatus("open resumed", text);
-    addEvent(text);
+    conversation.event(text);
   });
   ws.addEventListener("failed", (event) => {
     failure = `could not resume: ${event.detail.reason}`;
-    addEvent(failure);
+    conversation.event(failure);
   });
   ws.addEventListener("close", (event) => {
-    let why = event.reason || CLOSE_NAMES[event.code] || "";
+    clearInterval(boundaryEvery);
+    clearTimeout(boundaryTimer);
+    let why = event.reason;
     if (event.code === 1006 && !failure) {
       why = "abnormal, no close frame: the connection failed or dropped (a refused " +
         "ticket or origin never reaches the page: the relay's log says why)";
     }
-    const text = failure || `closed: ${event.code}${why ? ` (${why})` : ""}`;
-    setStatus("closed", text);
-    addEvent(`closed: ${event.code}${why ? ` (${why})` : ""}`);
+    const text = closeText(event.code, why);
+    setStatus("closed", failure || text);
+    conversation.event(text);
     sendButtons.forEach((b) => { b.disabled = true; });
+    $("share").disabled = true;
     $("reload").hidden = false;
   });
 }

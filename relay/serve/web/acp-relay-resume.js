@@ -400,6 +400,10 @@ export class ResumingWebSocket extends EventTarget {
   /** Whether this connection continued one kept in the storage (a reloaded page). */
   get resumedFromStorage() { return this.#fromStorage; }
 
+  /** The connection's id once the relay welcomed it ("" before, and over plain ACP): the
+   * id a watcher's ticket names (acp-relay ticket --watch ID). */
+  get connection() { return this.#plain ? "" : this.#connection; }
+
   get onopen() { return this.#handlers.get("open")?.f ?? null; }
   set onopen(f) { this.#handler("open", f); }
   get onmessage() { return this.#handlers.get("message")?.f ?? null; }
