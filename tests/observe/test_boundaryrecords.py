@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from relay.acp.boundary import Boundary, ToAgent
+from relay.acp.boundary import Boundary
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
+from relay.acp.refusals import ToAgent
 from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten, Translation
 from relay.core.framing import Dropped
 from relay.observe.boundaryrecords import MAX_RECORDS, VALUE_CHARS, BoundaryRecords
