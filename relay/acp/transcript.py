@@ -45,6 +45,8 @@ PLAN_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "agent",
           "agent_thought_chunk": "thought"}  # fmt: skip
 WHO = {"client": "client", "agent": "agent", "watcher": "a watcher"}
+CLOSE_WORDS = {1000: "the connection ended", 1001: "the relay is shutting down",
+               4429: "fell behind"}  # fmt: skip
 
 
 @dataclass
@@ -92,7 +94,9 @@ class Transcript:
         return self._line(f"-- a frame that is not the watch profile's: {_cut(frame.why)} --")
 
     def closed(self, code: int, reason: str) -> str:
-        """The last line: how the relay closed the socket."""
+        """The last line: how the relay closed the socket (in words of its own when the
+        relay gave none)."""
+        reason = reason or CLOSE_WORDS.get(code, "")
         why = f"{_cut(reason)} ({code})" if reason else f"({code})"
         hint = "; attach again with a new ticket" if code == 4429 else ""
         return self._line(f"-- closed: {why}{hint} --")
