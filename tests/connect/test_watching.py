@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +40,21 @@ FLOOD_ON_A_LINE = python_agent(
 
 
 class WatchRun:
-    """A running ``acp-relay watch``: what it printed so far, and how it ended."""
+    """A running ``acp-relay watch``: what it printed so far, and how it ended. Its stdout is
+    read from the start, or (``read`` False) once :meth:`start_reading` is called."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, *, read: bool = True) -> None:
         self.proc = proc
         self.out = bytearray()
         self.err = bytearray()
-        assert proc.stdout is not None
         assert proc.stderr is not None
-        self._readers = [
-            asyncio.create_task(_collect(proc.stdout, self.out)),
-            asyncio.create_task(_collect(proc.stderr, self.err)),
-        ]
+        self._readers = [asyncio.create_task(_collect(proc.stderr, self.err))]
+        if read:
+            self.start_reading()
+
+    def start_reading(self) -> None:
+        assert self.proc.stdout is not None
+        self._readers.append(asyncio.create_task(_collect(self.proc.stdout, self.out)))
 
     @property
     def text(self) -> str:
@@ -80,33 +83,18 @@ async def watch(
     url: str, *args: str, env: Mapping[str, str], read: bool = True
 ) -> AsyncIterator[WatchRun]:
     """Run ``acp-relay watch URL ARGS`` for the block (killed if still running after it);
-    with ``read`` False, its stdout is not read until :meth:`WatchRun` is made to."""
+    with ``read`` False, its stdout is not read until :meth:`WatchRun.start_reading`."""
     proc = await asyncio.create_subprocess_exec(
         *WATCH, url, *args,
         env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
-    run = WatchRun(proc) if read else _Unread(proc)
+    run = WatchRun(proc, read=read)
     try:
         yield run
     finally:
         if proc.returncode is None:
             proc.kill()
         await run.finished()
-
-
-class _Unread(WatchRun):
-    """A watch whose stdout nobody reads until :meth:`start_reading`."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.out = bytearray()
-        self.err = bytearray()
-        assert proc.stderr is not None
-        self._readers = [asyncio.create_task(_collect(proc.stderr, self.err))]
-
-    def start_reading(self) -> None:
-        assert self.proc.stdout is not None
-        self._readers.append(asyncio.create_task(_collect(self.proc.stdout, self.out)))
 
 
 def connection_id(ws: ClientConnection) -> str:
@@ -273,7 +261,6 @@ async def test_a_watcher_that_does_not_keep_up_is_dropped_and_exits_3() -> None:
     ):
         env = clean_env(ACP_RELAY_TICKET=make_ticket(watch=connection_id(controller)))
         async with watch(live.url(), "--raw", env=env, read=False) as watching:
-            assert isinstance(watching, _Unread)
             await until(lambda: live.relay.busy_report()["watchers"] == 1)
             await controller.send("{}")
             received = asyncio.create_task(lines_of(controller, 3000))
@@ -327,6 +314,34 @@ async def test_ctrl_c_stops_watching_and_exits_0() -> None:
             await until(lambda: live.relay.busy_report()["watchers"] == 0)
         await controller.send("{}")
         assert await controller.recv() == "{}"
+
+
+async def test_a_reader_that_goes_ends_the_watch_with_exit_0() -> None:
+    """When what reads its stdout goes (`| head -n 1`), watch closes its socket and exits 0
+    at its next line."""
+    async with live_relay(ECHO_AGENT) as live, connect(live.ticket_url()) as controller:
+        env = clean_env(ACP_RELAY_TICKET=make_ticket(watch=connection_id(controller)))
+        pipeline = f"{shlex.join([*WATCH, live.url()])} | head -n 1; echo ${{PIPESTATUS[0]}}"
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", pipeline, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+        )
+        try:
+            await until(lambda: live.relay.busy_report()["watchers"] == 1)
+            async with asyncio.timeout(15):
+                while proc.returncode is None:  # a line at a time until watch has noticed
+                    await controller.send("{}")
+                    assert await controller.recv() == "{}"
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(proc.wait()), 0.2)
+            assert proc.stdout is not None
+            out = (await proc.stdout.read()).decode()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+        await until(lambda: live.relay.busy_report()["watchers"] == 0)
+    assert out.splitlines()[0].startswith("-- watching connection ")
+    assert out.splitlines()[1:] == ["0"]
 
 
 async def refusal(url: str, *args: str, env: Mapping[str, str]) -> tuple[int, str, str]:
