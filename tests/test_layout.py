@@ -7,7 +7,8 @@ signals or logging among the imports; ``os`` for ``os.path`` and ``os.sep`` only
 under ``TYPE_CHECKING`` and inside functions count), so a module breaks the rule by
 importing, whether or not a test runs it.
 
-The connect side (``relay.connect.*``, ``relay.cli.connect``, ``relay.cli.ticket``) reaches
+The connect side (``relay.connect.*``, ``relay.cli.connect``, ``relay.cli.ticket``,
+``relay.cli.watch`` and ``relay.cli.dialflags``, which the first and the last share) reaches
 no module of ``relay.serve``, ``relay.connections`` or ``relay.cli.serve``: through its
 imports, followed to the end (statically, ``TYPE_CHECKING`` included), and in the modules
 each command has loaded when it has run.
@@ -38,7 +39,10 @@ OS_ALLOWED = frozenset({"path", "sep"})
 CLOCK_READS = frozenset({"now", "utcnow", "today"})
 DATETIME_TYPES = frozenset({"datetime", "date"})
 
-CONNECT_SIDE = ("relay.connect", "relay.cli.connect", "relay.cli.ticket")
+CONNECT_SIDE = (
+    "relay.connect", "relay.cli.connect", "relay.cli.ticket", "relay.cli.watch",
+    "relay.cli.dialflags",
+)  # fmt: skip
 SERVE_SIDE = ("relay.serve", "relay.connections", "relay.cli.serve")
 WEBSOCKETS_SERVER = ("websockets.server", "websockets.asyncio.server")
 
@@ -267,9 +271,9 @@ def serve_side_reached(root: Path) -> dict[str, list[str]]:
 
 
 def test_the_connect_side_imports_nothing_of_the_serve_side() -> None:
-    """relay.connect.*, relay.cli.connect and relay.cli.ticket, their imports followed to the
-    end (TYPE_CHECKING and function-level ones too), reach no module of relay.serve,
-    relay.connections or relay.cli.serve."""
+    """relay.connect.*, relay.cli.connect, relay.cli.ticket, relay.cli.watch and
+    relay.cli.dialflags, their imports followed to the end (TYPE_CHECKING and function-level
+    ones too), reach no module of relay.serve, relay.connections or relay.cli.serve."""
     assert serve_side_reached(ROOT) == {}
 
 
@@ -323,16 +327,17 @@ def modules_loaded_by_running(args: list[str], env: dict[str, str], into: Path) 
     [
         (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.cli.ticket"),
         (["connect", "ws://127.0.0.1:{port}/acp"], "relay.connect.bridge"),
+        (["watch", "ws://127.0.0.1:{port}/acp"], "relay.connect.watching"),
     ],
-    ids=["ticket", "connect"],
+    ids=["ticket", "connect", "watch"],
 )
 def test_running_the_connect_side_loads_nothing_of_the_serve_side(
     args: list[str], its_module: str, tmp_path: Path
 ) -> None:
-    """``ticket`` and ``connect`` (to a port nobody listens on, the editor's stdin empty) run
-    without loading a module of relay.serve, relay.connections, relay.cli.serve or websockets'
-    server."""
-    env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] == "connect" else secret_env()
+    """``ticket``, ``connect`` and ``watch`` (to a port nobody listens on, the editor's stdin
+    empty) run without loading a module of relay.serve, relay.connections, relay.cli.serve or
+    websockets' server."""
+    env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] != "ticket" else secret_env()
     argv = [arg.format(port=free_port()) for arg in args]
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")
     assert its_module in loaded

@@ -1,16 +1,16 @@
-"""Command line: ``acp-relay serve``, ``acp-relay ticket`` and ``acp-relay connect``.
+"""Command line: ``acp-relay serve``, ``ticket``, ``connect`` and ``watch``.
 
 The I/O edge of configuration: each command's module (:mod:`relay.cli.serve`,
-:mod:`relay.cli.ticket`, :mod:`relay.cli.connect`) reads the environment and the files
-its flags name, hands them to the pure :mod:`relay.config.settings`, then runs. Every command's
-flags are :class:`relay.config.options.Option` rows with the defaults of
-:mod:`relay.config.defaults`.
+:mod:`relay.cli.ticket`, :mod:`relay.cli.connect`, :mod:`relay.cli.watch`) reads the
+environment and the files its flags name, hands them to the pure
+:mod:`relay.config.settings`, then runs. Every command's flags are
+:class:`relay.config.options.Option` rows with the defaults of :mod:`relay.config.defaults`.
 Diagnostics go to stderr; stdout only carries what a command is asked to print. A
 :class:`relay.config.errors.UsageError` is one line on stderr and exit status 2.
 
 Only the module of the command being run is imported: ``serve`` does not load
-``connect``'s TLS and stdio code, nor ``connect`` the server's (both are on the
-critical path of a start, see docs/performance.md).
+``connect``'s TLS and stdio code, nor ``connect`` or ``watch`` the server's (both are on
+the critical path of a start, see docs/performance.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from relay.config.errors import UsageError
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("serve", "ticket", "connect")  # each a module of this package with register()
+COMMANDS = ("serve", "ticket", "connect", "watch")  # each a module of this package with register()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -1,59 +1,28 @@
 """``acp-relay connect``: the editor's side, stdin and stdout bridged to a relay's WebSocket.
 
 Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.connect.bridge.BridgeConfig`
-(checked here, so a mistake is one line and exit status 2), then runs the bridge.
+(checked by :mod:`relay.cli.dialflags`, so a mistake is one line and exit status 2), then
+runs the bridge.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import ssl
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from dataclasses import replace
 
 import uvloop
 
+from relay.cli.dialflags import DIALING, TICKET_ENV, TICKET_SOURCES, dial_config
 from relay.config import convert, defaults
-from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.connect.bridge import BridgeConfig, run_bridge
-from relay.connect.ticketsource import TicketSource
 from relay.core.redaction import Redactor
-from relay.core.ticketurls import ticket_in, without_ticket
 from relay.observe import logs
 
-TICKET_ENV = defaults.TICKET_ENV
-_HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
-
-# At most one of these; with none, a ?ticket= in the URL, else $ACP_RELAY_TICKET.
-TICKET_SOURCES: tuple[Option, ...] = (
-    Option("ticket-command", "command that prints a fresh ticket, split like a shell but "
-           "never run by one; run at each connect", None, "COMMAND", convert.text,
-           layered=False),
-    Option("ticket-file", "file holding the ticket", None, "FILE", convert.text,
-           layered=False),
-    Option("ticket", f"the ticket itself; shows in process listings, prefer ${TICKET_ENV}",
-           None, "TICKET", convert.text, layered=False),
-)  # fmt: skip
-
 CONNECTION: tuple[Option, ...] = (
-    Option("ticket-in", "send the ticket as Authorization: Bearer (header) or ?ticket= "
-           "(query)", "header", "WHERE", convert.one_of("header", "query"), layered=False),
-    Option("header", "extra header on the upgrade request, e.g. for a proxy", (),
-           "'NAME: VALUE'", convert.text, repeatable=True, layered=False),
-    Option("cacert", "PEM CA bundle trusted for wss:// instead of the system's", None,
-           "FILE", convert.text, layered=False),
-    Option("max-message-bytes", "largest message either way, in bytes or with KiB/MiB/GiB",
-           defaults.MAX_MESSAGE_BYTES, "SIZE", convert.size, default_text="64MiB",
-           layered=False),
-    Option("ping-interval", "seconds between heartbeat pings", defaults.PING_INTERVAL,
-           "SECONDS", convert.positive_seconds, layered=False),
-    Option("ping-timeout", "seconds without a pong before the relay counts as gone",
-           defaults.PING_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
-    Option("open-timeout", "seconds to reach the relay and finish the handshake",
-           defaults.OPEN_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
+    *DIALING,
     Option("resume", "offer the resume profile: a lost connection is resumed within the "
            "relay's grace, the editor seeing a pause only (needs --ticket-command or "
            "--ticket-file: each socket needs a fresh ticket)", True, None, convert.boolean,
@@ -97,96 +66,4 @@ def run(args: argparse.Namespace) -> int:
 
 def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
     """The bridge's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
-    url = _relay_url(args.url)
-    source = _ticket_source(args, env, ticket_in(args.url))
-    headers = tuple(_header(text) for text in args.header)
-    if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
-        raise UsageError(
-            "--header Authorization would replace the ticket; use --ticket-in query with it"
-        )
-    return BridgeConfig(
-        url=url,
-        ticket=source,
-        ticket_in=args.ticket_in,
-        headers=headers,
-        tls=_tls_context(url, args.cacert),
-        max_message_bytes=args.max_message_bytes,
-        ping_interval=args.ping_interval,
-        ping_timeout=args.ping_timeout,
-        open_timeout=args.open_timeout,
-        resume=args.resume,
-    )
-
-
-def _relay_url(text: str) -> str:
-    """``text`` without its ticket, checked to be a ws:// or wss:// URL with a host."""
-    url = without_ticket(text)
-    try:
-        parts = urlsplit(url)
-        valid = parts.scheme in ("ws", "wss") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # a port that is not a number
-        valid = False
-    if not valid:
-        raise UsageError(
-            f"expected a ws:// or wss:// URL such as wss://relay.example.com/acp, got {url!r}"
-        )
-    return url
-
-
-def _ticket_source(
-    args: argparse.Namespace, env: Mapping[str, str], url_ticket: str | None
-) -> TicketSource:
-    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET."""
-    flagged = args.ticket_command is not None or args.ticket_file or args.ticket is not None
-    if url_ticket and flagged:
-        raise UsageError("the URL already carries ?ticket=; give the ticket one way only")
-    if args.ticket_command is not None:
-        return TicketSource(command=_command_words(args.ticket_command))
-    if args.ticket_file:
-        return TicketSource(file=args.ticket_file)
-    if args.ticket is not None:
-        if not args.ticket.strip():
-            raise UsageError("--ticket is empty")
-        return TicketSource(value=args.ticket.strip())
-    if url_ticket:
-        return TicketSource(value=url_ticket)
-    if env.get(TICKET_ENV, "").strip():
-        return TicketSource(value=env[TICKET_ENV].strip())
-    raise UsageError(
-        f"no ticket: set {TICKET_ENV}, or give --ticket-command 'CMD' (a fresh ticket at each "
-        "connect), --ticket-file FILE or --ticket TICKET (shows in process listings)"
-    )
-
-
-def _command_words(text: str) -> tuple[str, ...]:
-    try:
-        words = shlex.split(text)
-    except ValueError as exc:
-        raise UsageError(f"cannot split --ticket-command like a shell: {exc}") from None
-    if not words:
-        raise UsageError("--ticket-command is empty")
-    return tuple(words)
-
-
-def _header(text: str) -> tuple[str, str]:
-    """``Name: value`` as a pair; the value (maybe a credential) is never echoed."""
-    name, sep, value = text.partition(":")
-    name = name.strip()
-    if not sep or not name or not set(name.lower()) <= _HEADER_NAME_CHARS:
-        raise UsageError(f"--header expects 'Name: value', got one starting {name[:40]!r}")
-    if any(c in value for c in "\r\n\0"):
-        raise UsageError(f"--header {name}: the value has a line break or NUL")
-    return name, value.strip()
-
-
-def _tls_context(url: str, cacert: str | None) -> ssl.SSLContext | None:
-    """The trust for wss://: the system store, or only ``cacert`` when given."""
-    if cacert is None:
-        return None
-    if not url.startswith("wss:"):
-        raise UsageError("--cacert is for wss:// URLs")
-    try:
-        return ssl.create_default_context(cafile=cacert)
-    except (OSError, ssl.SSLError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot load --cacert {cacert}: {why}") from None
+    return replace(dial_config(args, env), resume=args.resume)

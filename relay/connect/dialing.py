@@ -83,8 +83,11 @@ async def open_socket(
     )
 
 
-def connect_failure(exc: InvalidHandshake | OSError, config: BridgeConfig) -> Failure:
-    """Why the socket could not be opened, in the words the editor will show."""
+def connect_failure(
+    exc: InvalidHandshake | OSError, config: BridgeConfig, *, watching: bool = False
+) -> Failure:
+    """Why the socket could not be opened, in the words the editor will show (``watching``:
+    a watcher's socket, :mod:`relay.connect.watching`)."""
     url = config.url
     if isinstance(exc, InvalidStatus):
         response = exc.response
@@ -93,6 +96,7 @@ def connect_failure(exc: InvalidHandshake | OSError, config: BridgeConfig) -> Fa
             response.status_code,
             bytes(response.body or b""),
             response.headers.get("Retry-After"),
+            watching=watching,
         )
     if isinstance(exc, InvalidHandshake):
         return cannot_connect(url, "handshake", _handshake_detail(exc, url))

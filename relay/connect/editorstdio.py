@@ -5,7 +5,7 @@ stdout. :func:`editor_stdio` opens them as an asyncio reader and writer with flo
 (a stdout the editor does not read makes ``drain`` wait), and afterwards flushes stdout
 and puts both descriptors back as they were. A pipe or socket is used directly; anything
 else (a terminal, a file, /dev/null) through an OS pipe and a copying thread
-(:func:`_is_pipe` says why).
+(:func:`_is_pipe` says why). ``acp-relay watch`` writes to :func:`stdout_stream` alone.
 """
 
 from __future__ import annotations
@@ -27,28 +27,47 @@ STDOUT_FLUSH_TIMEOUT = 5.0  # seconds at exit for stdout to drain, then for its 
 @asynccontextmanager
 async def editor_stdio() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
     """Stdin and stdout as asyncio pipes (with backpressure); flushed and restored after."""
+    async with stdout_stream() as writer, _stdin_stream() as reader:
+        yield reader, writer
+
+
+@asynccontextmanager
+async def stdout_stream() -> AsyncIterator[asyncio.StreamWriter]:
+    """Stdout as an asyncio pipe (``drain`` waits for a reader that lags); flushed and put
+    back as it was after."""
     loop = asyncio.get_running_loop()
     copiers: list[threading.Thread] = []
-    blocking = {fd: _blocking(fd) for fd in (0, 1)}
-    reader = asyncio.StreamReader(limit=READ_CHUNK)
-    read_end, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), _stdin_file(copiers)
-    )
+    blocking = _blocking(1)
     write_end, protocol = await loop.connect_write_pipe(_StdoutProtocol, _stdout_file(copiers))
     writer = asyncio.StreamWriter(write_end, protocol, None, loop)
     try:
-        yield reader, writer
+        yield writer
     finally:
-        read_end.close()
         writer.close()  # after what is buffered is written
         with suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(protocol.closed), STDOUT_FLUSH_TIMEOUT)
         write_end.abort()
         for thread in copiers:
             await asyncio.to_thread(thread.join, STDOUT_FLUSH_TIMEOUT)
-        for fd, was in blocking.items():
-            with suppress(OSError):
-                os.set_blocking(fd, was)
+        with suppress(OSError):
+            os.set_blocking(1, blocking)
+
+
+@asynccontextmanager
+async def _stdin_stream() -> AsyncIterator[asyncio.StreamReader]:
+    """Stdin as an asyncio pipe; put back as it was after."""
+    loop = asyncio.get_running_loop()
+    blocking = _blocking(0)
+    reader = asyncio.StreamReader(limit=READ_CHUNK)
+    read_end, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), _stdin_file()
+    )
+    try:
+        yield reader
+    finally:
+        read_end.close()
+        with suppress(OSError):
+            os.set_blocking(0, blocking)
 
 
 class _StdoutProtocol(asyncio.streams.FlowControlMixin):
@@ -71,12 +90,13 @@ def _blocking(fd: int) -> bool:
         raise UsageError(f"{'stdin' if fd == 0 else 'stdout'} is not open") from None
 
 
-def _stdin_file(copiers: list[threading.Thread]) -> io.FileIO:
-    """Stdin as a file asyncio can read as a pipe (see :func:`_is_pipe`)."""
+def _stdin_file() -> io.FileIO:
+    """Stdin as a file asyncio can read as a pipe (see :func:`_is_pipe`); its copier is not
+    waited for (it may be blocked reading a terminal)."""
     if _is_pipe(0):
         return os.fdopen(os.dup(0), "rb", buffering=0)
     read_fd, write_fd = os.pipe()
-    _start_copier(0, write_fd, close=write_fd, copiers=copiers, join=False)
+    _start_copier(0, write_fd, close=write_fd)
     return os.fdopen(read_fd, "rb", buffering=0)
 
 
@@ -85,7 +105,7 @@ def _stdout_file(copiers: list[threading.Thread]) -> io.FileIO:
     if _is_pipe(1):
         return os.fdopen(os.dup(1), "wb", buffering=0)
     read_fd, write_fd = os.pipe()
-    _start_copier(read_fd, 1, close=read_fd, copiers=copiers, join=True)
+    copiers.append(_start_copier(read_fd, 1, close=read_fd))
     return os.fdopen(write_fd, "wb", buffering=0)
 
 
@@ -100,13 +120,10 @@ def _is_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-def _start_copier(
-    source: int, target: int, *, close: int, copiers: list[threading.Thread], join: bool
-) -> None:
+def _start_copier(source: int, target: int, *, close: int) -> threading.Thread:
     thread = threading.Thread(target=_copy, args=(source, target, close), daemon=True)
     thread.start()
-    if join:
-        copiers.append(thread)
+    return thread
 
 
 def _copy(source: int, target: int, close: int) -> None:

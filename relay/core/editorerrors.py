@@ -126,14 +126,20 @@ _CANNOT_CONNECT: dict[Cause, str] = {
 }
 
 
-def http_refusal(url: str, status: int, body: bytes, retry_after: str | None = None) -> Failure:
-    """The relay (or a proxy) answered the upgrade with ``status`` and a reason in ``body``."""
+def http_refusal(
+    url: str, status: int, body: bytes, retry_after: str | None = None, *, watching: bool = False
+) -> Failure:
+    """The relay (or a proxy) answered the upgrade with ``status`` and a reason in ``body``;
+    ``watching`` for a watcher's upgrade (``acp-relay watch``), whose 404 names no endpoint
+    but a connection it cannot watch."""
     reason = reason_from_body(status, body)
     if status == 400 and url.startswith("ws:") and b"https" in body.lower():
         # nginx's and Go's answer to plain HTTP on a TLS port
         reason = f"{reason.rstrip('.')}; {PLAIN_TO_A_TLS_PORT}"
     if status == 401:
         message = f"relay refused the ticket (401): {reason}"
+    elif status == 404 and watching:
+        message = f"nothing to watch at {url} (404): {reason}"
     elif status == 404:
         message = f"relay has no ACP endpoint at {url} (404): {reason}"
     elif status == 503:

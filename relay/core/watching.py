@@ -21,6 +21,9 @@ Frames to a watcher, all text:
 A watcher sends JSON-RPC responses only: the first answer to an agent's request reaches
 the agent, whoever sends it; later ones are dropped, and every attached socket is told
 which answer was taken (:data:`ANSWERED`).
+
+A watcher's side reads those frames back with :func:`read_frame` (``acp-relay watch``),
+and writes them for scripts as NDJSON records with :func:`raw_record`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dro
 READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
 FROM_CLIENT = b"client"
 FROM_AGENT = b"agent"
+MAX_HEADER_BYTES = 4096  # a frame's header (or the first frame) is read up to this size
 _MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
 
 
@@ -77,6 +81,128 @@ def notification(method: str, params: dict[str, Any]) -> bytes:
     """A JSON-RPC notification of the relay's own (an ``_acp-relay/`` extension method)."""
     message = {"jsonrpc": "2.0", "method": method, "params": params}
     return strictjson.dumps(message)
+
+
+# -- the frames, as a watcher reads them ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The first frame: the connection watched, and the history that follows it."""
+
+    connection: str
+    may_answer: bool
+    first: int
+    messages: int
+    dropped: int
+
+
+@dataclass(frozen=True)
+class Said:
+    """A line of the conversation: its number, who sent it (``client``, ``agent`` or
+    ``watcher``) and the line as it crossed."""
+
+    seq: int
+    origin: str
+    line: bytes
+
+
+@dataclass(frozen=True)
+class Told:
+    """A JSON-RPC message of the relay's own (its text, unparsed)."""
+
+    message: bytes
+
+
+@dataclass(frozen=True)
+class Garbled:
+    """A frame that is none of the profile's; ``why`` says what is wrong with it."""
+
+    frame: bytes
+    why: str
+
+
+Frame = Opening | Said | Told | Garbled
+
+
+def read_frame(frame: bytes) -> Frame:
+    """What one frame to a watcher is (its header read within :data:`MAX_HEADER_BYTES`)."""
+    head, newline, line = frame.partition(b"\n")
+    try:
+        header = strictjson.loads(head, max_bytes=MAX_HEADER_BYTES)
+    except strictjson.JsonRefused as exc:
+        return Garbled(frame, f"its header is not readable JSON: {exc}")
+    if not isinstance(header, dict):
+        return Garbled(frame, "its header is not a JSON object")
+    if not newline:
+        return _opening(header) or Garbled(frame, "a control frame of no known type")
+    origin, seq = header.get("from"), _count(header.get("seq"))
+    if origin == "relay":
+        return Told(line)
+    if isinstance(origin, str) and seq is not None:
+        return Said(seq, origin, line)
+    return Garbled(frame, "its header has no seq and from")
+
+
+def _opening(header: dict[str, Any]) -> Opening | None:
+    history = header.get("history")
+    if header.get("type") != "watching" or not isinstance(history, dict):
+        return None
+    counts = [_count(history.get(key)) for key in ("first", "messages", "dropped")]
+    connection, may_answer = header.get("connection"), header.get("mayAnswer")
+    if not isinstance(connection, str) or not isinstance(may_answer, bool):
+        return None
+    first, messages, dropped = counts
+    if first is None or messages is None or dropped is None:
+        return None
+    return Opening(connection, may_answer, first, messages, dropped)
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative integer of a header, or None."""
+    if isinstance(value, strictjson.Number) and value.text.isdigit():
+        return int(value.text)
+    return None
+
+
+def raw_record(frame: Frame) -> bytes:
+    """``frame`` as one NDJSON object for scripts, without the newline: the first frame as
+    it came, ``{"seq","from","line"}`` with the line as a JSON string, ``{"from":"relay",
+    "message"}``, or ``{"type":"garbled","why","frame"}``. ASCII only: a terminal shows it
+    as it is."""
+    if isinstance(frame, Opening):
+        return watching_frame(
+            frame.connection,
+            may_answer=frame.may_answer,
+            first=frame.first,
+            messages=frame.messages,
+            dropped=frame.dropped,
+        )
+    if isinstance(frame, Said):
+        record: dict[str, Any] = {"seq": frame.seq, "from": frame.origin, "line": _text(frame.line)}
+    elif isinstance(frame, Told):
+        record = {"from": "relay", "message": _message(frame.message)}
+    else:
+        record = {"type": "garbled", "why": frame.why, "frame": _text(frame.frame)}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def closed_record(code: int, reason: str) -> bytes:
+    """The last NDJSON object: how the relay closed the socket."""
+    record = {"type": "closed", "code": code, "reason": reason}
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _message(data: bytes) -> Any:
+    """The relay's message as a JSON value (its text when it is not readable JSON)."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return _text(data)
 
 
 # -- the conversation so far --------------------------------------------------------------

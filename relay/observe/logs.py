@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import sys
-import unicodedata
 from collections.abc import Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
+from relay.core.printable import escaped
 from relay.core.redaction import Redactor
 
 Logger = structlog.stdlib.BoundLogger
@@ -144,7 +144,7 @@ class ReadableLines:
         if fields:
             line += "  " + " ".join(f"{key}={value}" for key, value in fields)
         if event.get("exception"):
-            line += "\n" + escaped(str(event["exception"]), keep_newlines=True)
+            line += "\n" + escaped(str(event["exception"]), keep="\n")
         return line
 
     def _coloured(self, level: str, text: str) -> str:
@@ -178,20 +178,3 @@ def shortened(text: str, limit: int = VALUE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit - 1]}…({len(text)} chars)"
-
-
-def escaped(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` with every control character written as an escape (``\\x1b``), so that
-    no log line can move the cursor, retitle the terminal or hide what it says."""
-    if text.isprintable():
-        return text
-    return "".join(_escape(c, keep_newlines) for c in text)
-
-
-def _escape(char: str, keep_newlines: bool) -> str:
-    if char == "\n" and keep_newlines:
-        return char
-    if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp"):
-        return char
-    point = ord(char)
-    return f"\\x{point:02x}" if point < 0x100 else f"\\u{point:04x}"

@@ -27,6 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from relay import __version__
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
+from relay.cli import watch as watch_command
 from relay.cli.serve import read_settings, warm_agents
 from relay.config.serveoptions import OPTIONS, options_table
 from relay.core.tickets import Claims, TicketError, verify
@@ -1038,16 +1039,37 @@ def test_serve_help_lists_every_option_with_its_env_name() -> None:
 
 @pytest.mark.parametrize(
     ("command", "options"),
-    [("connect", connect_command.OPTIONS), ("ticket", ticket_command.OPTIONS)],
-)
+    [("connect", connect_command.OPTIONS), ("ticket", ticket_command.OPTIONS),
+     ("watch", watch_command.OPTIONS)],
+)  # fmt: skip
 def test_docs_tables_are_the_commands_option_tables(command: str, options: Any) -> None:
-    """docs/configuration.md holds exactly the connect and ticket tables made from their options."""
+    """docs/configuration.md holds exactly the connect, ticket and watch tables made from
+    their options."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     found = re.search(
         rf"<!-- options table: {command};[^\n]*-->\n(.*?)<!-- end of options table -->", text, re.S
     )
     assert found, f"no options table for {command} in docs/configuration.md"
     assert found[1] == options_table(options)
+
+
+def test_watch_help_lists_every_option_and_the_exit_statuses() -> None:
+    """`acp-relay watch --help` lists every option, says it is read-only and where its ticket
+    comes from, and documents each exit status."""
+    result = run_cli("watch", "--help", env=clean_env(COLUMNS="100"))
+    assert (result.returncode, result.stderr) == (0, "")
+    text = " ".join(result.stdout.split())
+    for option in watch_command.OPTIONS:
+        assert option.flag in text
+    assert "Read-only: it never answers." in text
+    assert "acp-relay ticket --watch CONNECTION_ID" in text
+    assert "$ACP_RELAY_TICKET" in text
+    listed = result.stdout.partition("exit status:\n")[2].splitlines()
+    statuses = {line.split()[0]: line for line in listed if not line.startswith("    ")}
+    assert list(statuses) == ["0", "1", "2", "3", "4"]
+    assert "(1000)" in statuses["0"]
+    assert "(4429)" in statuses["3"]
+    assert "(1001)" in statuses["4"]
 
 
 @pytest.mark.parametrize(
@@ -1157,12 +1179,20 @@ def test_serve_loads_none_of_the_server_before_it_listens() -> None:
     assert heavy & loaded == set()
 
 
+def test_watch_loads_only_its_own_command() -> None:
+    """watch loads its socket, stdout and rendering, none of connect's bridge nor serve's."""
+    loaded = modules_loaded_by("watch")
+    assert {"relay.connect.watching", "relay.acp.transcript"} <= loaded
+    assert {"relay.cli.connect", "relay.connect.bridge", "relay.cli.serve"} & loaded == set()
+
+
 def test_top_level_help_lists_every_command() -> None:
     """`acp-relay --help` (no command named) loads every command to list them all."""
     result = run_cli("--help", env=clean_env())
     assert result.returncode == 0
     for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
-                          ("connect", "be the agent for an editor")]:  # fmt: skip
+                          ("connect", "be the agent for an editor"),
+                          ("watch", "watch a connection live")]:  # fmt: skip
         assert re.search(rf"^ +{command} +{says}", result.stdout, re.M), result.stdout
 
 
@@ -1172,7 +1202,8 @@ def test_no_command_lists_the_commands_with_a_hint_each() -> None:
     result = run_cli(env=clean_env())
     assert (result.returncode, result.stdout) == (2, "")
     for command, says in [("serve", "accept WebSockets"), ("ticket", "mint a single-use"),
-                          ("connect", "be the agent for an editor")]:  # fmt: skip
+                          ("connect", "be the agent for an editor"),
+                          ("watch", "watch a connection live")]:  # fmt: skip
         assert re.search(rf"^ +{command} +{says}", result.stderr, re.M), result.stderr
     assert "acp-relay serve --dev" in result.stderr
     assert "acp-relay COMMAND --help" in result.stderr

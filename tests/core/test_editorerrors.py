@@ -67,6 +67,23 @@ def test_http_refusals_quote_the_relays_reason(status: int, body: bytes, message
 
 
 @pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"no connection c-1 on this relay: it ended, or never was\n", "nothing to watch at "
+         "ws://127.0.0.1:9/acp (404): no connection c-1 on this relay: it ended, or never was"),
+        (b"not found: the ACP endpoint is /acp\n", "nothing to watch at ws://127.0.0.1:9/acp "
+         "(404): not found: the ACP endpoint is /acp"),
+    ],
+)  # fmt: skip
+def test_a_watchers_404_names_nothing_to_watch(body: bytes, message: str) -> None:
+    """A watcher's 404 says there is nothing to watch there, whichever the relay's reason."""
+    assert http_refusal(URL, 404, body, watching=True).message == message
+    assert http_refusal(URL, 401, b"ticket expired\n", watching=True).message == (
+        "relay refused the ticket (401): ticket expired"
+    )
+
+
+@pytest.mark.parametrize(
     ("url", "body", "reason"),
     [
         (URL, b"<html><h1>The plain HTTP request was sent to HTTPS port</h1></html>",

@@ -15,6 +15,7 @@ from pathlib import Path
 from relay.acp.crossings import crossings_table
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
+from relay.cli import watch as watch_command
 from relay.config.serveoptions import grouped_options_table, options_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"
@@ -22,6 +23,7 @@ TABLES: dict[str, str] = {
     "serve": grouped_options_table(),
     "connect": options_table(connect_command.OPTIONS),
     "ticket": options_table(ticket_command.OPTIONS),
+    "watch": options_table(watch_command.OPTIONS),
 }
 PATHS_DOCS = DOCS.parent / "paths-and-mcp.md"
 CROSSINGS = re.compile(
