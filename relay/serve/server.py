@@ -26,6 +26,7 @@ from relay.connections.agent import AgentProcess, Guard
 from relay.connections.attachments import Attachment
 from relay.connections.carriers import Carrier, DirectFrames, ReplayWindow
 from relay.connections.connection import Connection, RelayContext
+from relay.connections.watchers import ended_reason
 from relay.core.admission import Refusal, no_such_connection, watchers_full
 from relay.core.profile import (
     CANNOT_RESUME,
@@ -172,6 +173,10 @@ class Relay:
         warm = asyncio.create_task(self.warm.close()) if self.warm is not None else None
         for connection in list(self.connections.values()):
             connection.request_stop()
+        # Watchers first, saying why: the server's own close would give them 1001 alone.
+        code, reason = ended_reason(None, shutting_down=True)
+        watching = [c.watching.close_all(code, reason) for c in self.connections.values()]
+        await asyncio.gather(*watching, return_exceptions=True)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

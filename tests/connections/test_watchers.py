@@ -240,3 +240,13 @@ async def test_a_watcher_never_sees_a_ticket_or_a_resume_secret() -> None:
     for secret in (ticket, client.state.secret, SECRET):
         assert secret.encode() not in seen
     assert b'"seq":' not in b"".join(f.partition(b"\n")[2] for f in frames)  # no envelope
+
+
+async def test_watchers_are_told_the_relay_is_shutting_down() -> None:
+    """At the relay's shutdown each watcher is closed 1001 saying so."""
+    async with live_relay(ECHO_AGENT) as live:
+        controller = await connect(live.ticket_url())
+        watcher = await Watcher.open(live, connection_id(controller))
+        closing = asyncio.create_task(closed_with(watcher.ws))
+        await live.relay.shutdown()
+        assert await closing == (1001, "the relay is shutting down")
