@@ -311,7 +311,7 @@ def test_wheel_builds_from_the_docker_context(context_wheel: Path) -> None:
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = wheel.read(entry_points).decode()
     assert "relay/cli/__init__.py" in names
-    assert "relay/demo_agent.py" in names
+    assert "relay/demo_agent/__main__.py" in names
     assert "acp-relay = relay.cli:main" in scripts
 
 

@@ -1,7 +1,8 @@
 """The relay's built-in demo agent: an ACP agent that reports what reached it and echoes prompts.
 
-Run it as ``python -m relay.demo_agent``. It speaks ACP over stdin/stdout through the official
-ACP Python SDK (stdout is the protocol; logs go to stderr only) and exits 0 when stdin closes.
+Run it as ``python -m relay.demo_agent`` (:mod:`relay.demo_agent.cli`). It speaks ACP over
+stdin/stdout through the official ACP Python SDK (stdout is the protocol; logs go to
+stderr only) and exits 0 when stdin closes.
 
 ``initialize``
     Answers protocolVersion 1, agentInfo ``acp-relay-demo`` (version ``relay.__version__``) and
@@ -55,16 +56,13 @@ warning line to stderr saying so, and exits 0 like on any end of stdin.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import os
-import re
-import stat
 import sys
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Any, NoReturn
 
 from acp import (
@@ -79,133 +77,46 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.interfaces import Client
 from acp.meta import AGENT_METHODS
 from acp.schema import (
-    AcpMcpServer,
     AgentCapabilities,
     AllowedOutcome,
-    AudioContentBlock,
     AuthenticateResponse,
     ClientCapabilities,
     CloseSessionResponse,
-    EmbeddedResourceContentBlock,
     ForkSessionResponse,
-    HttpMcpServer,
-    ImageContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
-    McpCapabilities,
-    McpServerStdio,
     NewSessionResponse,
-    PermissionOption,
-    PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     ResumeSessionResponse,
-    SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities,
-    SessionForkCapabilities,
-    SessionResumeCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
-    SseMcpServer,
-    TextContentBlock,
     ToolCallLocation,
     ToolCallUpdate,
 )
 
 from relay import __version__
-
-AGENT_NAME = "acp-relay-demo"
-META_KEY = "demo"
-HANG_TEXT = "waiting for session/cancel"
-ASK_COMMAND = "/ask"
-ASK_TITLE = "Write notes.md"
-ASK_FILE = "notes.md"
-ASK_OPTIONS = (
-    PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
-    PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+from relay.demo_agent.reports import (
+    AGENT_NAME,
+    ASK_COMMAND,
+    ASK_FILE,
+    ASK_OPTIONS,
+    ASK_TITLE,
+    EXIT_COMMAND,
+    HANG_TEXT,
+    META_KEY,
+    STDERR_PREFIX,
+    ContentBlock,
+    McpServer,
+    build_capabilities,
+    describe_block,
+    report_text,
+    session_report,
+    split_words,
 )
-
-McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
-ContentBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
-
-_EXIT_COMMAND = re.compile(r"/exit (\d{1,3})")
-_STDERR_PREFIX = "/stderr "
-_WORD = re.compile(r"\S+\s*|\s+")
 
 log = logging.getLogger("relay.demo_agent")
-
-
-def build_capabilities(
-    *,
-    mcp_http: bool = True,
-    mcp_sse: bool = False,
-    load_session: bool = True,
-    additional_directories: bool = True,
-) -> AgentCapabilities:
-    """Return the capabilities the agent declares; every field is set so all reach the wire."""
-    return AgentCapabilities(
-        load_session=load_session,
-        prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=False),
-        mcp_capabilities=McpCapabilities(http=mcp_http, sse=mcp_sse),
-        session_capabilities=SessionCapabilities(
-            additional_directories=(
-                SessionAdditionalDirectoriesCapabilities() if additional_directories else None
-            ),
-            resume=SessionResumeCapabilities(),
-            fork=SessionForkCapabilities(),
-        ),
-    )
-
-
-def session_report(
-    method: str,
-    session_id: str,
-    cwd: str,
-    additional_directories: list[str] | None,
-    mcp_servers: list[McpServer] | None,
-) -> dict[str, Any]:
-    """Describe a session request as it arrived: the ``demo`` dict of the response's ``_meta``."""
-    return {
-        "method": method,
-        "sessionId": session_id,
-        "cwd": cwd,
-        "cwdExists": os.path.isdir(cwd),
-        "additionalDirectories": list(additional_directories or []),
-        "mcpServers": [server.name for server in mcp_servers or []],
-        "agentCwd": os.getcwd(),
-    }
-
-
-def report_text(report: dict[str, Any]) -> str:
-    """Return the text of the update that follows a session response."""
-    names = ", ".join(report["mcpServers"]) or "(none)"
-    return f"session started in {report['cwd']} with MCP servers: {names}"
-
-
-def describe_block(block: ContentBlock) -> str:
-    """Return the text a prompt block is echoed as."""
-    if isinstance(block, TextContentBlock):
-        return block.text
-    if isinstance(block, ImageContentBlock):
-        return "[image]"
-    if isinstance(block, AudioContentBlock):
-        return "[audio]"
-    if isinstance(block, ResourceContentBlock):
-        return f"[resource_link {block.uri}]"
-    return f"[resource {block.resource.uri}]"
-
-
-def split_words(text: str) -> list[str]:
-    """Split text into chunks of one word plus its trailing whitespace; they join back to text."""
-    return _WORD.findall(text)
 
 
 def _exit_now(status: int) -> NoReturn:
@@ -360,10 +271,10 @@ class DemoAgent:
     ) -> PromptResponse:
         text = "".join(describe_block(block) for block in prompt)
         command = text.strip()
-        if (match := _EXIT_COMMAND.fullmatch(command)) and int(match[1]) <= 255:
+        if (match := EXIT_COMMAND.fullmatch(command)) and int(match[1]) <= 255:
             _exit_now(int(match[1]))
-        if command.startswith(_STDERR_PREFIX):
-            print(command[len(_STDERR_PREFIX) :], file=sys.stderr, flush=True)
+        if command.startswith(STDERR_PREFIX):
+            print(command[len(STDERR_PREFIX) :], file=sys.stderr, flush=True)
         cancelled = asyncio.Event()
         running = self._prompts.setdefault(session_id, set())
         running.add(cancelled)
@@ -452,72 +363,3 @@ class DemoAgent:
 
     async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
         log.debug("ignoring extension notification _%s", method)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the command-line parser."""
-    parser = argparse.ArgumentParser(
-        prog="python -m relay.demo_agent",
-        description="acp-relay demo ACP agent (speaks ACP on stdin/stdout).",
-    )
-    flag = argparse.BooleanOptionalAction
-    parser.add_argument(
-        "--mcp-http", action=flag, default=True, help="declare mcpCapabilities.http"
-    )
-    parser.add_argument("--mcp-sse", action=flag, default=False, help="declare mcpCapabilities.sse")
-    parser.add_argument("--load-session", action=flag, default=True, help="declare loadSession")
-    parser.add_argument(
-        "--additional-directories",
-        action=flag,
-        default=True,
-        help="declare sessionCapabilities.additionalDirectories",
-    )
-    parser.add_argument(
-        "--word-delay",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait this long before each streamed word (a slow answer)",
-    )
-    return parser
-
-
-def _stdio_problem() -> str | None:
-    """Say why stdin/stdout cannot carry ACP, or None: the SDK needs pipes, sockets or ttys."""
-    for fd, name in ((0, "stdin"), (1, "stdout")):
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:
-            return f"{name} is closed"
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-            return f"{name} must be a pipe, a socket or a terminal, not a file"
-    return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo agent on stdin/stdout; return the process exit status."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s"
-    )
-    if (problem := _stdio_problem()) is not None:
-        print(f"{AGENT_NAME}: {problem}", file=sys.stderr)
-        return 2
-    agent = DemoAgent(
-        build_capabilities(
-            mcp_http=args.mcp_http,
-            mcp_sse=args.mcp_sse,
-            load_session=args.load_session,
-            additional_directories=args.additional_directories,
-        ),
-        word_delay=args.word_delay,
-    )
-    try:
-        asyncio.run(agent.serve())
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,12 +26,12 @@ from acp.schema import (
 )
 
 from relay import __version__
-from relay.demo_agent import AGENT_NAME, HANG_TEXT, ContentBlock
+from relay.demo_agent.reports import AGENT_NAME, HANG_TEXT, ContentBlock
 from tests.support.clients import RecordingClient
 
 pytestmark = pytest.mark.slow  # each test starts the demo agent, the ACP SDK with it
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 8.0
 
 
