@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from relay.acp.transcript import MAX_ITEMS, MAX_PARSED_BYTES, MAX_TEXT_CHARS, Transcript
+from relay.acp.showing import MAX_ITEMS, MAX_TEXT_CHARS
+from relay.acp.transcript import MAX_PARSED_BYTES, Transcript
 from relay.core.watching import (
     ANSWERED,
     DETACHED,
