@@ -290,7 +290,9 @@ class Connection:
         left = self.carrier.grace_left() if self.controller is None else None
         timeout = None if left is None or left == float("inf") else max(left, 0)
         if for_exit:  # agents close stdout as they exit: give the exit a moment to arrive
-            timeout = min(timeout or STDOUT_EOF_EXIT_WAIT, STDOUT_EOF_EXIT_WAIT)
+            timeout = (
+                STDOUT_EOF_EXIT_WAIT if timeout is None else min(timeout, STDOUT_EOF_EXIT_WAIT)
+            )
         try:
             await asyncio.wait(
                 {*watched, changed}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
