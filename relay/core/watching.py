@@ -345,6 +345,8 @@ class Answers:
         """The controller's line: None to pass it on as it is (nearly always)."""
         if not (self._pending or self._answered) or b'"id"' not in line:
             return None
+        if b'"method"' in line:
+            return None  # a request or a notification of its own (a prompt), not an answer
         response = _response(line)
         if response is None:
             return None
