@@ -30,16 +30,16 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from relay.core.framing import Dropped, Line, LineSplitter
-from relay.core.outcome import Close, Forward, Outcome, Refuse
+from relay.core.outcome import Close, Forward, Outcome, Received, Refuse
 from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
-from relay.streams.wsadapter import frames_waiting
+from relay.streams.wsadapter import Receiver, frames_waiting
 
 READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
-Judge = Callable[[str | bytes], Outcome]
+Judge = Callable[[Received], Outcome]
 """Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     from relay.acp.boundary import ToAgent
@@ -196,17 +196,19 @@ async def frames_to_lines(
     """
     send_reply = reply or partial(_reply, ws)
     waiting = frames_waiting(ws)
+    receive = Receiver(ws)
     lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
     pipe_open = True
+    outcome: Outcome | None = None
     while True:
         if waiting is not None and lines.batch_open and not waiting():
             lines.flush()  # nothing more is received yet: the batch ends before recv() waits
+        outcome = None  # the last message is not held while the next one comes
         try:
-            frame = await ws.recv()
+            outcome = judge(await receive())
         except ConnectionClosed:
             lines.flush()
             return Ended.SOCKET_CLOSED
-        outcome = judge(frame)
         if isinstance(outcome, Forward):
             if pipe_open and not await lines.write(outcome.line):
                 if lines.peer_lost:
