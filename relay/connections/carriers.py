@@ -285,6 +285,14 @@ class ReplayWindow:
 
     # -- records to the client -------------------------------------------------------------
 
+    async def room(self) -> None:
+        """Wait while the window is full (the pump asks before it reads more of a line it has
+        begun: a line is held in the window or nowhere, not assembled while it waits)."""
+        outbox = self.outbox
+        while not outbox.has_room():
+            self._room.clear()
+            await self._room.wait()
+
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Keep each line as a record, waiting for room before each: the window holds at
         most its limit plus one line. The records are then sent from here when the sender

@@ -62,7 +62,14 @@ class ByteReader(Protocol):
 
 class FrameSink(Protocol):
     """Where :func:`lines_to_frames` sends: :class:`relay.streams.wsadapter.TextFrames`, or
-    anything that sends like it."""
+    anything that sends like it.
+
+    A sink that keeps what it is sent until it has room again (the replay window,
+    :class:`relay.connections.carriers.ReplayWindow`) may also have ``async room()``,
+    returning once it has room: the pump waits for it before it reads more of a line it
+    has begun, so that the line is not assembled (held besides what the sink keeps)
+    before the sink can take it.
+    """
 
     async def send_frames(self, frames: Sequence[bytes]) -> None: ...
 
@@ -113,11 +120,14 @@ async def lines_to_frames(
     goes first.
     """
     splitter = LineSplitter(max_bytes, utf8=True)
+    room: Callable[[], Awaitable[None]] | None = getattr(sink, "room", None)
     while chunk := await reader.read(READ_CHUNK):
         dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
         clean = splitter.dropped == dropped  # nearly always: every line is sent
         await _send(verdicts, clean, sink, observer, translate, answer)
+        if room is not None and splitter.partial:
+            await room()  # the rest of a begun line waits in the pipe until it can go
     last = splitter.finish()
     if last is not None:
         await _send([last], False, sink, observer, translate, answer)

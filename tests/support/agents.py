@@ -51,3 +51,16 @@ os._exit(int(sys.argv[1]))
 def python_agent(script: str) -> tuple[str, ...]:
     """An agent that is ``script``, run by this Python."""
     return (sys.executable, "-c", script)
+
+
+# COUNT lines of SIZE bytes each (a JSON object), written 64 KiB at a time (so that
+# /proc/PID/io counts what the relay took from the pipe to within 64 KiB), then silence.
+LONG_LINES = python_agent(
+    "import os, sys, time\n"
+    "count, size = int(sys.argv[1]), int(sys.argv[2])\n"
+    "line = memoryview(b'{\"x\":\"' + b'a' * (size - 9) + b'\"}\\n')\n"
+    "for _ in range(count):\n"
+    "    for start in range(0, len(line), 65536):\n"
+    "        os.write(1, line[start : start + 65536])\n"
+    "time.sleep(60)\n"
+)  # + COUNT SIZE
