@@ -17,11 +17,9 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from relay.connections.agent import PIPE_LIMIT
 from relay.connections.carriers import ACK_DELAY
 from relay.core.profile import NO_CONNECTION, PROFILE
-from relay.streams.pump import READ_CHUNK
-from tests.support.agents import ECHO_AGENT, LONG_LINES, STREAM
+from tests.support.agents import ECHO_AGENT, LONG_LINES, READ_AHEAD, STREAM
 from tests.support.figures import record
 from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
@@ -31,10 +29,6 @@ from tests.support.sockets import closed_with
 from tests.support.waiting import until, until_steady
 
 KiB = 1024
-# What the relay may have taken of an agent's pipe past the lines it keeps: one read, the
-# pipe reader's buffer (which pauses the pipe past twice its limit, after one more read),
-# and the agent's last write of 64 KiB, counted before the pipe took all of it.
-READ_AHEAD = READ_CHUNK + 3 * PIPE_LIMIT + 64 * KiB
 
 
 def stream(count: int, delay: float = 0.0) -> tuple[str, ...]:
