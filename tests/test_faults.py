@@ -582,6 +582,55 @@ async def detached(port: int) -> bool:
     return bool((await busy(port)).get("detached"))
 
 
+async def send_until_held(ws: ClientConnection, message: bytes, seconds: float = 3) -> int:
+    """Send ``message`` again and again until a send has waited ``seconds`` (the relay stopped
+    reading); how many sends completed."""
+    sent = 0
+    with suppress(TimeoutError):
+        while True:
+            async with asyncio.timeout(seconds):
+                await ws.send(message, text=True)
+            sent += 1
+    return sent
+
+
+FLOODED_COPIES = 6  # toward the agent 4 (2 waiting, 1 being received, twice), 2 toward the client
+
+
+@pytest.mark.slow
+async def test_a_connection_flooded_both_ways_within_bounds(audit: LogAudit) -> None:
+    """60 MiB messages both ways, neither the agent nor the client reading: the relay stops
+    reading each side, and its peak memory stays within six times the message."""
+    agent = shlex.join((*LONG_LINES, "3", str(HUGE_MIB * MiB), "signal"))
+    flags = ("--agent", agent, "--kill-grace", str(SERVE_GRACE))
+    async with serve(*flags, env=secret_env()) as relay:
+        audit.watch(relay.stderr)
+        async with connect(relay.ticket_url(audit.ticket())):
+            pass
+        await relay.until_idle()
+        base_kib, base_now_kib = rss_kib(relay.pid, "VmHWM"), rss_kib(relay.pid)
+        ws = await connect(relay.ticket_url(audit.ticket()), max_size=None)
+        ws.transport.pause_reading()  # the client reads nothing more
+        agent_pid = (await relay.wait_event("connection opened", 2))[-1]["agent_pid"]
+        await until(lambda: catches_signal(agent_pid, signal.SIGUSR1), what="the agent ready")
+        os.kill(agent_pid, signal.SIGUSR1)  # its lines now, to a client that does not read
+        taken = await send_until_held(ws, ECHOED)
+        await until_steady(lambda: rss_kib(relay.pid), interval=0.5)
+        written = bytes_written(agent_pid)
+        grew_mib = peak_growth_mib(relay, base_kib)
+        held_mib = round((rss_kib(relay.pid) - base_now_kib) / 1024, 1)
+        ws.transport.abort()
+    assert 3 <= taken <= 4  # one in the pipe, two waiting, maybe one in the sockets' buffers
+    assert written < 2 * HUGE_MIB * MiB  # the agent waits on its second line
+    assert grew_mib < FLOODED_COPIES * HUGE_MIB + PEAK_MARGIN_MIB
+    record(
+        "60 MiB messages both ways, neither side reading",
+        client_messages_taken=taken,
+        peak_rss_growth_mib=grew_mib,
+        rss_growth_held_mib=held_mib,
+    )
+
+
 # -- the relay, as a process ---------------------------------------------------------------------
 
 
