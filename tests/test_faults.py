@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import socket
 import struct
@@ -35,13 +36,17 @@ from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy
 from relay.acp.rewrite import RewritePolicy
 from relay.streams.pipewriter import PEER_CHECK_SECONDS
-from tests.support.agents import CRASH_MID_LINE, python_agent
+from tests.support.agents import CRASH_MID_LINE, LONG_LINES, READ_AHEAD, python_agent
 from tests.support.audit import LogAudit
+from tests.support.cli import RelayRun, serve
+from tests.support.env import secret_env
 from tests.support.figures import elapsed_ms, record
 from tests.support.http import busy, exchange, status_of, upgrade_request
 from tests.support.live import live_relay, until_idle
 from tests.support.processes import (
     agents_running,
+    bytes_written,
+    catches_signal,
     fd_count,
     pid_alive,
     rss_kib,
@@ -52,8 +57,9 @@ from tests.support.reliability import (
     connect_disconnect_cycles,
     relay_process,
 )
+from tests.support.resume import ResumeClient, ResumeState
 from tests.support.sockets import frames_until_closed
-from tests.support.waiting import until, until_async, until_gone
+from tests.support.waiting import until, until_async, until_gone, until_steady
 
 # Every log line each test produces is searched for tickets and secrets (the audit).
 pytestmark = pytest.mark.usefixtures("audit", "audit_figures")
@@ -421,54 +427,208 @@ async def test_client_blank_frames_are_skipped(audit: LogAudit) -> None:
         assert await until_idle(live.relay)
 
 
-PADDING = 20 * 1024 * 1024 // 3  # "{}," repeated: a 60 MiB frame, under the 64 MiB limit
+MiB = 1 << 20
+HUGE_MIB = 60  # the messages below: 60 MiB, under the default limit of 64 MiB
+PADDING = HUGE_MIB * MiB // 3  # "{}," repeated
 HUGE_FRAMES = {  # the frame, and the relay's answer: its code and what its message says
     "batch": (
-        "[" + "{}," * PADDING + '{"jsonrpc":"2.0","id":1,"method":"session/new"}]',
+        b"[" + b"{}," * PADDING + b'{"jsonrpc":"2.0","id":1,"method":"session/new"}]',
         (-32600, "batches are not supported"),
     ),
     "session": (
-        '{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/x",'
-        '"mcpServers":[],"pad":[' + "{}," * PADDING + "{}]}}",
+        b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/x",'
+        b'"mcpServers":[],"pad":[' + b"{}," * PADDING + b"{}]}}",
         (-32600, "cannot check this session request"),
     ),
     "newline": (
-        '{"jsonrpc":"2.0","id":3,\n"method":"x","params":[' + "{}," * PADDING + "{}]}",
+        b'{"jsonrpc":"2.0","id":3,\n"method":"x","params":[' + b"{}," * PADDING + b"{}]}",
         (-32700, "one JSON value per WebSocket text frame"),
     ),
 }
+ECHOED = b'{"jsonrpc":"2.0","method":"x","params":"' + b"a" * (HUGE_MIB * MiB - 45) + b'"}'
+# The bounds docs/reliability.md states, in copies of the message the relay holds at its
+# peak (the figures measured: 120 and 180 MiB for 60 MiB, to within 1 MiB), plus a margin
+# for what a connection holds besides (its buffers, the reply, log lines: under 2 MiB) and
+# for the allocator's own rounding on another machine.
+REFUSED_COPIES = 2  # websockets reading the frame: its buffer and the payload cut from it
+ECHOED_COPIES = 3  # the message kept for watchers, and the echo assembled from its pieces
+PEAK_MARGIN_MIB = 8
+PROFILES = pytest.mark.parametrize("profile", [False, True], ids=["plain", "resume"])
+
+
+async def round_trip(url: str, message: bytes, *, profile: bool) -> bytes:
+    """Send ``message`` as one text frame on a new socket (under the resume profile, as its
+    message 1); the first message that comes back."""
+    if not profile:
+        async with connect(url, max_size=None) as ws:
+            await ws.send(message, text=True)
+            return await ws.recv(decode=False)
+    client = await ResumeClient.open(url)
+    await client.send(message)
+    while (got := await client.record()) is None:
+        pass
+    await client.close()
+    return got[1]
+
+
+def peak_growth_mib(relay: RelayRun, base_kib: int) -> float:
+    """How far the relay's peak memory (VmHWM) rose above ``base_kib``, in MiB."""
+    return round((rss_kib(relay.pid, "VmHWM") - base_kib) / 1024, 1)
 
 
 @pytest.mark.slow
+@PROFILES
 @pytest.mark.parametrize("kind", list(HUGE_FRAMES))
-async def test_a_huge_frame_is_answered_within_bounds(audit: LogAudit, kind: str) -> None:
+async def test_a_huge_frame_is_answered_within_bounds(
+    audit: LogAudit, kind: str, profile: bool
+) -> None:
     """A 60 MiB frame of {} (a batch, a session request, a multi-line one): one -32600 or -32700
-    at once, the relay's peak memory within its per-connection worst case, others unhindered."""
+    at once, the relay's peak memory within twice the frame, others unhindered."""
     frame, (code, says) = HUGE_FRAMES[kind]
     async with relay_process(audit) as relay:
-        async with connect(relay.ticket_url(audit.ticket())) as warm:
-            await warm.send("{}")
-            async with asyncio.timeout(5):
-                await warm.recv()
+        await round_trip(relay.ticket_url(audit.ticket()), b"{}", profile=profile)
         base_kib = rss_kib(relay.pid, "VmHWM")
-        async with (
-            connect(relay.ticket_url(audit.ticket()), max_size=None) as ws,
-            connect(relay.ticket_url(audit.ticket())) as other,
-        ):
+        async with connect(relay.ticket_url(audit.ticket())) as other:
             started = time.monotonic()
-            await ws.send(frame)
             async with asyncio.timeout(10):
-                reply = json.loads(await ws.recv())
+                answer = await round_trip(relay.ticket_url(audit.ticket()), frame, profile=profile)
             answered_ms = elapsed_ms(started)
             await other.send('{"other":1}')
             async with asyncio.timeout(5):
                 assert await other.recv() == '{"other":1}'
-        grew_mib = (rss_kib(relay.pid, "VmHWM") - base_kib) / 1024
+        grew_mib = peak_growth_mib(relay, base_kib)
+    reply = json.loads(answer)
     assert (reply["id"], reply["error"]["code"]) == (None, code)
     assert says in reply["error"]["message"]
     assert "1048576 bytes" in json.dumps(reply["error"]["data"]) or kind == "batch"
-    assert grew_mib < 200, f"peak memory grew by {grew_mib:.0f} MiB"  # docs/behaviour.md
-    record(f"60 MiB {kind} frame", answered_ms=answered_ms, peak_rss_growth_mib=round(grew_mib))
+    assert grew_mib < REFUSED_COPIES * HUGE_MIB + PEAK_MARGIN_MIB
+    name = f"60 MiB {kind} frame" + (" (resume profile)" if profile else "")
+    record(name, answered_ms=answered_ms, peak_rss_growth_mib=grew_mib)
+
+
+@pytest.mark.slow
+@PROFILES
+async def test_a_huge_message_echoed_both_ways_within_bounds(
+    audit: LogAudit, profile: bool
+) -> None:
+    """A 60 MiB message through cat and back: byte-identical, the relay's peak memory within
+    three times the message."""
+    async with relay_process(audit) as relay:
+        await round_trip(relay.ticket_url(audit.ticket()), b"{}", profile=profile)
+        base_kib = rss_kib(relay.pid, "VmHWM")
+        started = time.monotonic()
+        async with asyncio.timeout(20):
+            echoed = await round_trip(relay.ticket_url(audit.ticket()), ECHOED, profile=profile)
+        took_ms = elapsed_ms(started)
+        grew_mib = peak_growth_mib(relay, base_kib)
+    assert echoed == ECHOED
+    assert grew_mib < ECHOED_COPIES * HUGE_MIB + PEAK_MARGIN_MIB
+    name = "60 MiB message echoed" + (" (resume profile)" if profile else "")
+    record(name, round_trip_ms=took_ms, peak_rss_growth_mib=grew_mib)
+
+
+LONG_LINE_MIB = 8
+
+
+@pytest.mark.slow
+async def test_a_detached_connection_keeps_one_long_line(audit: LogAudit) -> None:
+    """An agent writing 8 MiB lines to a detached connection with --resume-buffer 1MiB: the
+    relay keeps one line (the window's limit plus one line) and reads no further into the
+    next; its peak memory is the line twice (assembled from its pieces); a resume gets all."""
+    size, count = LONG_LINE_MIB * MiB, 3
+    agent = shlex.join((*LONG_LINES, str(count), str(size), "signal"))
+    flags = ("--agent", agent, "--resume-buffer", "1MiB", "--kill-grace", str(SERVE_GRACE))
+    async with serve(*flags, env=secret_env()) as relay:
+        audit.watch(relay.stderr)
+        warm_up = await ResumeClient.open(relay.ticket_url(audit.ticket()))
+        await warm_up.close()
+        await relay.until_idle()
+        base_kib, base_now_kib = rss_kib(relay.pid, "VmHWM"), rss_kib(relay.pid)
+        state = ResumeState()
+        url = relay.ticket_url(audit.ticket())
+        client = await ResumeClient.open(url, state)
+        agent_pid = (await relay.wait_event("connection opened", 2))[-1]["agent_pid"]
+        client.ws.transport.abort()
+        await until_async(lambda: detached(relay.port), what="the connection detached")
+        await until(lambda: catches_signal(agent_pid, signal.SIGUSR1), what="the agent ready")
+        os.kill(agent_pid, signal.SIGUSR1)  # the agent writes now, to no socket
+        written = await until_steady(lambda: bytes_written(agent_pid), interval=0.5)
+        grew_mib = peak_growth_mib(relay, base_kib)
+        held_mib = round((rss_kib(relay.pid) - base_now_kib) / 1024, 1)
+        client = await ResumeClient.open(relay.ticket_url(audit.ticket()), state)
+        kept = state.welcome["last"] - state.welcome["next"] + 1
+        got: list[bytes] = []
+        async with asyncio.timeout(20):
+            while len(got) < count:
+                item = await client.record()
+                if item is not None:
+                    got.append(item[1])
+                    await client.ack()
+        await client.close()
+    assert [len(line) for line in got] == [size - 1] * count
+    assert kept == 1
+    assert written - size <= READ_AHEAD
+    assert grew_mib < 2 * LONG_LINE_MIB + PEAK_MARGIN_MIB / 2
+    record(
+        "detached, 8 MiB lines, --resume-buffer 1MiB",
+        lines_kept=kept,
+        read_past_the_line_kib=(written - size) // 1024,
+        peak_rss_growth_mib=grew_mib,
+        rss_growth_after_mib=held_mib,
+    )
+
+
+async def detached(port: int) -> bool:
+    return bool((await busy(port)).get("detached"))
+
+
+async def send_until_held(ws: ClientConnection, message: bytes, seconds: float = 3) -> int:
+    """Send ``message`` again and again until a send has waited ``seconds`` (the relay stopped
+    reading); how many sends completed."""
+    sent = 0
+    with suppress(TimeoutError):
+        while True:
+            async with asyncio.timeout(seconds):
+                await ws.send(message, text=True)
+            sent += 1
+    return sent
+
+
+FLOODED_COPIES = 6  # toward the agent 4 (2 waiting, 1 being received, twice), 2 toward the client
+
+
+@pytest.mark.slow
+async def test_a_connection_flooded_both_ways_within_bounds(audit: LogAudit) -> None:
+    """60 MiB messages both ways, neither the agent nor the client reading: the relay stops
+    reading each side, and its peak memory stays within six times the message."""
+    agent = shlex.join((*LONG_LINES, "3", str(HUGE_MIB * MiB), "signal"))
+    flags = ("--agent", agent, "--kill-grace", str(SERVE_GRACE))
+    async with serve(*flags, env=secret_env()) as relay:
+        audit.watch(relay.stderr)
+        async with connect(relay.ticket_url(audit.ticket())):
+            pass
+        await relay.until_idle()
+        base_kib, base_now_kib = rss_kib(relay.pid, "VmHWM"), rss_kib(relay.pid)
+        ws = await connect(relay.ticket_url(audit.ticket()), max_size=None)
+        ws.transport.pause_reading()  # the client reads nothing more
+        agent_pid = (await relay.wait_event("connection opened", 2))[-1]["agent_pid"]
+        await until(lambda: catches_signal(agent_pid, signal.SIGUSR1), what="the agent ready")
+        os.kill(agent_pid, signal.SIGUSR1)  # its lines now, to a client that does not read
+        taken = await send_until_held(ws, ECHOED)
+        await until_steady(lambda: rss_kib(relay.pid), interval=0.5)
+        written = bytes_written(agent_pid)
+        grew_mib = peak_growth_mib(relay, base_kib)
+        held_mib = round((rss_kib(relay.pid) - base_now_kib) / 1024, 1)
+        ws.transport.abort()
+    assert 3 <= taken <= 4  # one in the pipe, two waiting, maybe one in the sockets' buffers
+    assert written < 2 * HUGE_MIB * MiB  # the agent waits on its second line
+    assert grew_mib < FLOODED_COPIES * HUGE_MIB + PEAK_MARGIN_MIB
+    record(
+        "60 MiB messages both ways, neither side reading",
+        client_messages_taken=taken,
+        peak_rss_growth_mib=grew_mib,
+        rss_growth_held_mib=held_mib,
+    )
 
 
 # -- the relay, as a process ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ from relay.connections.attachments import Attachment
 from relay.core.outcome import (
     Close,
     Outcome,
+    Received,
     Rewrite,
     Skip,
     judge_client_frame,
@@ -230,14 +231,14 @@ class ReplayWindow:
     def judge(self, attachment: Attachment, rewrite: Rewrite | None) -> Judge:
         """Frames of ``attachment``: acknowledgements applied, each message judged once."""
 
-        def judge(frame: str | bytes) -> Outcome:
+        def judge(frame: Received) -> Outcome:
             out = self._outgoing
             if out is None or out.attachment is not attachment:
                 return Skip("fenced", len(frame))  # a resumed socket took over
-            if isinstance(frame, bytes):
+            if not isinstance(frame, bytes):
                 return Skip("binary", len(frame))
             try:
-                taken = self._take(frame.encode())
+                taken = self._take(frame)
             except ProfileError as exc:
                 return Close(PROFILE_ERROR, f"breaks {PROFILE}: {exc}")
             if taken is None:
@@ -283,6 +284,14 @@ class ReplayWindow:
         return reply
 
     # -- records to the client -------------------------------------------------------------
+
+    async def room(self) -> None:
+        """Wait while the window is full (the pump asks before it reads more of a line it has
+        begun: a line is held in the window or nowhere, not assembled while it waits)."""
+        outbox = self.outbox
+        while not outbox.has_room():
+            self._room.clear()
+            await self._room.wait()
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Keep each line as a record, waiting for room before each: the window holds at

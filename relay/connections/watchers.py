@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.connections.attachments import Attachment
-from relay.core.outcome import Forward, Outcome, Skip
+from relay.core.outcome import Forward, Outcome, Received, Skip
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,
@@ -111,7 +111,7 @@ class Watching:
         """``judge`` for the controller's frames, with its answers to the agent's permission
         requests checked: the first answer goes on, a late one is dropped."""
 
-        def judged(frame: str | bytes) -> Outcome:
+        def judged(frame: Received) -> Outcome:
             outcome = judge(frame)
             if outcome.__class__ is not Forward:
                 return outcome

@@ -45,19 +45,19 @@ class LineSplitter:
     carry no message and are skipped. A line over ``max_line_bytes`` is counted, not
     kept, and comes out :class:`Dropped`; with ``utf8`` so does a line that is not valid
     UTF-8 (it cannot be a WebSocket text frame). Memory held between calls is at most
-    ``max_line_bytes`` plus one chunk.
+    ``max_line_bytes`` plus one chunk: ``partial``, the line begun (empty between lines).
     """
 
     def __init__(self, max_line_bytes: int, *, utf8: bool = False) -> None:
         self.max_line_bytes = max_line_bytes
         self.utf8 = utf8
-        self._partial = bytearray()
+        self.partial = bytearray()
         self._discarding = 0  # bytes of an oversized line seen so far, 0 when not discarding
         self.dropped = 0  # lines judged Dropped so far
 
     def feed(self, chunk: bytes) -> list[Line]:
         """Consume a chunk; return the lines it completed, in order."""
-        if not self._partial and not self._discarding and chunk.endswith(NEWLINE):
+        if not self.partial and not self._discarding and chunk.endswith(NEWLINE):
             return self._complete_lines(chunk[:-1].split(NEWLINE))
         pieces = chunk.split(NEWLINE)
         tail = pieces.pop()
@@ -70,7 +70,7 @@ class LineSplitter:
 
     def finish(self) -> Line | None:
         """End of stream: return the unterminated last line, if any."""
-        if not self._partial and not self._discarding:
+        if not self.partial and not self._discarding:
             return None
         line = self._finish_partial(b"")
         return None if line == b"" else line
@@ -100,10 +100,10 @@ class LineSplitter:
             self._discarding = 0
             self.dropped += 1
             return _dropped(size)
-        if self._partial:
-            self._partial += head
-            line = bytes(self._partial)
-            self._partial.clear()
+        if self.partial:
+            self.partial += head
+            line = bytes(self.partial)
+            self.partial.clear()
         else:
             line = head
         result = self._complete_lines([line])
@@ -114,12 +114,12 @@ class LineSplitter:
             self._discarding += len(tail)
             if tail:
                 self._discarded_cr = tail.endswith(b"\r")
-        elif len(self._partial) + len(tail) > self.max_line_bytes + 1:  # +1: a trailing \r
-            self._discarding = len(self._partial) + len(tail)
-            self._discarded_cr = (tail or self._partial).endswith(b"\r")
-            self._partial.clear()
+        elif len(self.partial) + len(tail) > self.max_line_bytes + 1:  # +1: a trailing \r
+            self._discarding = len(self.partial) + len(tail)
+            self._discarded_cr = (tail or self.partial).endswith(b"\r")
+            self.partial.clear()
         else:
-            self._partial += tail
+            self.partial += tail
 
 
 def _dropped(size: int) -> Dropped:

@@ -14,6 +14,11 @@ it. Nothing else looks at a frame.
   or under the resume profile a message the agent already has or an acknowledgement).
 - :class:`Close`: the frame breaks the socket's subprotocol (the resume profile's
   envelope): the socket is closed with ``code`` and ``reason``.
+
+A frame comes to a judge as :data:`Received`: a text frame as its UTF-8 bytes (as
+websockets received them: never decoded into a ``str`` and encoded again, which would
+hold the message three times over), a binary frame as :class:`Binary`. A ``str`` is
+taken too, as text.
 """
 
 from __future__ import annotations
@@ -73,6 +78,20 @@ class Close:
 Outcome = Forward | Refuse | Skip | Close
 """The one value each client frame yields."""
 
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    """A binary frame, as the judges see it: only its size (it is never forwarded)."""
+
+    size: int
+
+    def __len__(self) -> int:
+        return self.size
+
+
+Received = bytes | Binary
+"""A frame as received: a text frame's UTF-8 bytes, or a binary frame."""
+
 Rewrite = Callable[[bytes], "bytes | FrameRefused | Rewritten"]
 """The boundary's rewrite of one client line (:meth:`relay.acp.boundary.Boundary.client_line`,
 or :meth:`relay.acp.rewrite.SessionRewriter.client_line`)."""
@@ -87,14 +106,16 @@ BATCH_REPLY = error_reply(
 )
 
 
-def judge_client_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
+def judge_client_frame(frame: Received | str, rewrite: Rewrite | None = None) -> Outcome:
     """The outcome of a frame from a client of ``serve``: :func:`judge_frame`, batches refused.
 
     A batch is not ACP v1: passed on, it crashes some agents and would carry a
     session-opening request past the rewrite. It gets one -32600 and nothing is forwarded.
     """
     if isinstance(frame, bytes):
-        return Skip("binary", len(frame))
+        return judge_client_text(frame, rewrite)
+    if isinstance(frame, Binary):
+        return Skip("binary", frame.size)
     return judge_client_text(frame.encode(), rewrite)
 
 
@@ -142,11 +163,11 @@ def _is_batch(data: bytes) -> bool:
     return data.lstrip(b" \t\r\n")[:1] == b"["
 
 
-def judge_frame(frame: str | bytes, rewrite: Rewrite | None = None) -> Outcome:
-    """The outcome of one frame as received (``str`` for text, ``bytes`` for binary)."""
-    if isinstance(frame, bytes):
-        return Skip("binary", len(frame))
-    return judge_text(frame.encode(), rewrite)
+def judge_frame(frame: Received | str, rewrite: Rewrite | None = None) -> Outcome:
+    """The outcome of one frame as received (:data:`Received`, or text as a ``str``)."""
+    if isinstance(frame, Binary):
+        return Skip("binary", frame.size)
+    return judge_text(frame if isinstance(frame, bytes) else frame.encode(), rewrite)
 
 
 def judge_text(data: bytes, rewrite: Rewrite | None = None) -> Outcome:

@@ -30,16 +30,16 @@ from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
 from relay.core.framing import Dropped, Line, LineSplitter
-from relay.core.outcome import Close, Forward, Outcome, Refuse
+from relay.core.outcome import Close, Forward, Outcome, Received, Refuse
 from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
-from relay.streams.wsadapter import frames_waiting
+from relay.streams.wsadapter import Receiver, frames_waiting
 
 READ_CHUNK = 1 << 18  # bytes asked of the agent's stdout (or the editor's stdin) per read
 PROBE_EARLY_SECONDS = 2.0  # during a stall's first seconds, ping at every check
 PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
-Judge = Callable[[str | bytes], Outcome]
+Judge = Callable[[Received], Outcome]
 """Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     from relay.acp.refusals import ToAgent
@@ -62,7 +62,14 @@ class ByteReader(Protocol):
 
 class FrameSink(Protocol):
     """Where :func:`lines_to_frames` sends: :class:`relay.streams.wsadapter.TextFrames`, or
-    anything that sends like it."""
+    anything that sends like it.
+
+    A sink that keeps what it is sent until it has room again (the replay window,
+    :class:`relay.connections.carriers.ReplayWindow`) may also have ``async room()``,
+    returning once it has room: the pump waits for it before it reads more of a line it
+    has begun, so that the line is not assembled (held besides what the sink keeps)
+    before the sink can take it.
+    """
 
     async def send_frames(self, frames: Sequence[bytes]) -> None: ...
 
@@ -113,11 +120,14 @@ async def lines_to_frames(
     goes first.
     """
     splitter = LineSplitter(max_bytes, utf8=True)
+    room: Callable[[], Awaitable[None]] | None = getattr(sink, "room", None)
     while chunk := await reader.read(READ_CHUNK):
         dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
         clean = splitter.dropped == dropped  # nearly always: every line is sent
         await _send(verdicts, clean, sink, observer, translate, answer)
+        if room is not None and splitter.partial:
+            await room()  # the rest of a begun line waits in the pipe until it can go
     last = splitter.finish()
     if last is not None:
         await _send([last], False, sink, observer, translate, answer)
@@ -196,17 +206,19 @@ async def frames_to_lines(
     """
     send_reply = reply or partial(_reply, ws)
     waiting = frames_waiting(ws)
+    receive = Receiver(ws)
     lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
     pipe_open = True
+    outcome: Outcome | None = None
     while True:
         if waiting is not None and lines.batch_open and not waiting():
             lines.flush()  # nothing more is received yet: the batch ends before recv() waits
+        outcome = None  # the last message is not held while the next one comes
         try:
-            frame = await ws.recv()
+            outcome = judge(await receive())
         except ConnectionClosed:
             lines.flush()
             return Ended.SOCKET_CLOSED
-        outcome = judge(frame)
         if isinstance(outcome, Forward):
             if pipe_open and not await lines.write(outcome.line):
                 if lines.peer_lost:

@@ -2,24 +2,30 @@
 pyproject.toml).
 
 The relay's hot path and its view of how a socket ended need a few things websockets'
-asyncio connection does not offer publicly: the frames of several lines made by its
-sans-I/O protocol and written in one system call (:class:`TextFrames`, through the
-connection's ``send_context``, ``drain`` and ``transport``), the length of its receive
-queue (:func:`frames_waiting`, its ``recv_messages``), and whether the peer's close frame
-came first (:func:`socket_end`, the protocol's ``close_rcvd_then_sent``). Everything else
-in the relay uses websockets' documented API; a new websockets version is checked here.
+asyncio connection does not offer publicly: the frames of several lines written in one
+system call (:class:`TextFrames`, through the connection's ``send_context``, ``drain``
+and ``transport``), a text frame received as the bytes it came in, without a ``str``
+made of it (:class:`Receiver`, through its receive queue, ``recv_messages``), the length
+of that queue (:func:`frames_waiting`), and whether the peer's close frame came first
+(:func:`socket_end`, the protocol's ``close_rcvd_then_sent``). Everything else in the
+relay uses websockets' documented API; a new websockets version is checked here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import struct
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from websockets.asyncio.connection import Connection
-from websockets.frames import CloseCode
-from websockets.protocol import State
+from websockets.frames import TEXT, CloseCode
+from websockets.protocol import SERVER, State
+
+from relay.core.outcome import Binary, Received
 
 STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
 MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
@@ -38,14 +44,17 @@ class TextFrames:
 
     websockets' ``send()`` writes and drains once per frame. This does what its
     ``send_context()`` (what ``send()`` is built on) does when the connection is open,
-    without the context manager's calls: the connection's sans-I/O protocol makes the
-    frames, as ``send()`` would, then they are written (one ``writelines``: one system
-    call) and drained once. The protocol's state stays the one source of truth: a
-    connection that is not open, or that fails during the drain, goes through
-    ``send_context()``, which raises ConnectionClosed as ``send()`` does. Past
-    ``send()``, it uses the protocol's ``send_text``/``data_to_send`` and the
-    connection's ``transport``, ``drain`` and ``send_context`` (websockets 17.x, pinned
-    in pyproject.toml).
+    without the context manager's calls: the frames are made, then written (one
+    ``writelines``: one system call) and drained once. On a server's socket without
+    extensions (the relay serves with compression off) they are made here, as the
+    protocol would make them (unmasked, one frame a message): a line is then written as
+    it is, where the protocol's ``send_text`` would copy it into each frame it makes. A
+    client's frames are masked: the protocol makes them. The protocol's state stays the
+    one source of truth: a connection that is not open, or that fails during the drain,
+    goes through ``send_context()``, which raises ConnectionClosed as ``send()`` does.
+    Past ``send()``, it uses the protocol's ``state``, ``side``, ``extensions``,
+    ``send_text`` and ``data_to_send`` and the connection's ``transport``, ``drain`` and
+    ``send_context`` (websockets 17.x, pinned in pyproject.toml).
 
     A peer that stops reading (a silent drop: no FIN, no RST) leaves a send waiting on a
     full socket buffer for good, and websockets' heartbeat cannot tell: its ping waits
@@ -68,6 +77,7 @@ class TextFrames:
         self._timer: asyncio.TimerHandle | None = None
         self._seen = (-1, -1)  # (sends, bytes buffered) at the last check
         self._stalled_since = 0.0
+        self._encodes = ws.protocol.side is SERVER and not ws.protocol.extensions
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
@@ -80,11 +90,14 @@ class TextFrames:
             if protocol.state is not State.OPEN:
                 async with ws.send_context():  # closing or closed: raises ConnectionClosed
                     pass
-            for frame in frames:
-                protocol.send_text(frame)
             # All the frames in one system call (send_context() would write them one by
             # one). OPEN, and only data frames made: no end-of-stream marker among them.
-            ws.transport.writelines(protocol.data_to_send())
+            if self._encodes:
+                ws.transport.writelines(frame_buffers(frames))
+            else:
+                for frame in frames:
+                    protocol.send_text(frame)
+                ws.transport.writelines(protocol.data_to_send())
             try:
                 await ws.drain()
             except Exception:
@@ -133,6 +146,75 @@ def frames_waiting(ws: Connection) -> Callable[[], int] | None:
     return length if callable(length) else None
 
 
+UTF8_PIECE = 1 << 20  # a non-ASCII message is checked this many bytes at a time
+_UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
+
+
+class Receiver:
+    """Receives the messages of a socket: a text message as its UTF-8 bytes, a binary one
+    as :class:`relay.core.outcome.Binary`.
+
+    websockets' ``recv()`` decodes a text message into a ``str`` (which the relay would
+    encode back into bytes: the message held three times, with the frame websockets
+    keeps, and up to four bytes a character when one is not ASCII). ``recv(decode=False)``
+    returns the payload as it came, but says nothing of the frame's type. So this looks
+    at the first frame waiting in websockets' receive queue (the 17.x asyncio
+    ``Assembler``'s ``frames``, a ``SimpleQueue``, waiting for one as its ``get`` does):
+    a whole text frame that is valid UTF-8 is taken with ``decode=False``, and websockets'
+    parser, which keeps the last frame it made until the next, lets go of its payload.
+    Anything else (a binary or fragmented message, invalid UTF-8) goes through ``recv()``,
+    which closes the socket with 1007 for invalid UTF-8 as before.
+    """
+
+    def __init__(self, ws: Connection) -> None:
+        self.recv = ws.recv
+        self._messages: Any = getattr(ws, "recv_messages", None)
+        self._frames: Any = getattr(self._messages, "frames", None)
+        self._queue: deque[Any] | None = getattr(self._frames, "queue", None)  # None: recv()
+
+    async def __call__(self) -> Received:
+        """The next message; ConnectionClosed once the socket is closed."""
+        queue = self._queue
+        if queue is not None:
+            if not queue and not self._messages.closed:
+                frames = self._frames
+                frames.get_waiter = waiter = frames.loop.create_future()
+                try:
+                    await waiter
+                except EOFError:
+                    pass  # the socket closed: recv() raises ConnectionClosed
+                finally:
+                    waiter.cancel()
+                    frames.get_waiter = None
+            if queue:
+                head = queue[0]
+                data = head.data
+                if head.opcode is TEXT and head.fin and (data.isascii() or is_utf8(data)):
+                    message: bytes = await self.recv(False)
+                    head.data = b""  # the parser holds ``head`` until its next frame
+                    return message
+        other = await self.recv()
+        return other.encode() if isinstance(other, str) else Binary(len(other))
+
+
+def is_utf8(data: bytes, piece: int = UTF8_PIECE) -> bool:
+    """Whether ``data`` is valid UTF-8; a message over ``piece`` bytes is decoded a piece at
+    a time (its ``str`` is never made whole)."""
+    if data.isascii():
+        return True
+    try:
+        if len(data) <= piece:
+            data.decode()
+            return True
+        view, decoder = memoryview(data), _UTF8_DECODER()
+        for start in range(0, len(data), piece):
+            decoder.decode(view[start : start + piece])
+        decoder.decode(b"", True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def peer_closed_first(ws: Connection) -> bool:
     """Whether the peer's close frame came before this side sent its own."""
     return bool(ws.protocol.close_rcvd_then_sent)
@@ -160,20 +242,36 @@ def socket_end(ws: Connection) -> SocketEnd:
     )
 
 
+_SHORT_HEADERS = [bytes((0x81, size)) for size in range(126)]  # FIN, text, unmasked
+_MEDIUM_HEADER = struct.Struct("!BBH").pack
+_LONG_HEADER = struct.Struct("!BBQ").pack
+
+
 def text_frames(payloads: Sequence[bytes]) -> bytes:
     """``payloads`` (valid UTF-8) as unmasked text frames, one after the other: what a
     server without extensions sends (RFC 6455, section 5.2)."""
+    return b"".join(frame_buffers(payloads))
+
+
+def frame_buffers(payloads: Sequence[bytes]) -> list[bytes]:
+    """The bytes of :func:`text_frames`, as buffers for one ``writelines``: the headers and
+    the payloads under 64 KiB joined, each larger payload a buffer of its own (written as
+    it is: a large message is not copied)."""
+    buffers: list[bytes] = []
     parts: list[bytes] = []
     for payload in payloads:
         size = len(payload)
         if size < 126:
-            parts.append(bytes((0x81, size)))
+            parts += (_SHORT_HEADERS[size], payload)
         elif size < 1 << 16:
-            parts.append(struct.pack("!BBH", 0x81, 126, size))
-        else:
-            parts.append(struct.pack("!BBQ", 0x81, 127, size))
-        parts.append(payload)
-    return b"".join(parts)
+            parts += (_MEDIUM_HEADER(0x81, 126, size), payload)
+        else:  # 64 KiB or more: written as it is
+            parts.append(_LONG_HEADER(0x81, 127, size))
+            buffers += (b"".join(parts), payload)
+            parts = []
+    if parts:
+        buffers.append(b"".join(parts))
+    return buffers
 
 
 class EncodedFrames:

@@ -19,14 +19,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.connections.carriers import ACK_DELAY
 from relay.core.profile import NO_CONNECTION, PROFILE
-from tests.support.agents import ECHO_AGENT, STREAM
+from tests.support.agents import ECHO_AGENT, LONG_LINES, READ_AHEAD, STREAM
 from tests.support.figures import record
 from tests.support.live import LiveRelay, live_relay, make_ticket, until_detached, until_idle
 from tests.support.netcut import NetCut
-from tests.support.processes import children_of, fd_count, pid_alive
+from tests.support.processes import bytes_written, children_of, fd_count, pid_alive
 from tests.support.resume import Record, ResumeClient, ResumeState, first_frame
 from tests.support.sockets import closed_with
-from tests.support.waiting import until
+from tests.support.waiting import until, until_steady
 
 KiB = 1024
 
@@ -397,6 +397,32 @@ async def test_full_window_pauses_the_agent_instead_of_losing_output() -> None:
         async with asyncio.timeout(30):
             await read_rest(client, got, total)
         assert [index(line) for line in got] == list(range(total))
+        await client.close()
+
+
+async def test_lines_longer_than_the_window_are_not_read_ahead() -> None:
+    """Lines longer than the whole window: it keeps one, and the next waits in the agent's
+    pipe instead of being assembled beside the window; each comes once room is made."""
+    size, window = 2 << 20, 256 * KiB
+    agent = (*LONG_LINES, "3", str(size))
+    async with live_relay(agent, resume_grace=30, resume_buffer=window) as live:
+        state = ResumeState()
+        client = await ResumeClient.open(resumable(live), state)
+        [connection] = live.relay.connections.values()
+        client.ws.transport.abort()  # detached: nothing is acknowledged
+        assert await until_detached(live)
+        agent_pid = connection.agent.pid  # type: ignore[union-attr]
+        written = await until_steady(lambda: bytes_written(agent_pid), interval=0.3)
+        outbox = connection.carrier.outbox  # type: ignore[attr-defined]
+        assert (len(outbox), outbox.size) == (1, size - 1)
+        assert written - size <= READ_AHEAD  # not the next line: at most what the pipe holds
+        client = await ResumeClient.open(resumable(live), state)
+        got: list[bytes] = []
+        async with asyncio.timeout(10):
+            while len(got) < 3:
+                got += [line for _, line in await records(client, 1)]
+                await client.ack()
+        assert [len(line) for line in got] == [size - 1] * 3
         await client.close()
 
 

@@ -81,7 +81,7 @@ def test_oversized_line_is_not_buffered() -> None:
     splitter = LineSplitter(1000)
     for _ in range(100):
         assert splitter.feed(b"x" * 999) == []
-        assert len(splitter._partial) <= 1001
+        assert len(splitter.partial) <= 1001
     assert splitter.feed(b"\n") == [Dropped(99_900, "line of 99900 bytes over the limit")]
 
 
@@ -127,7 +127,7 @@ def test_any_chunking_and_any_limit_match_the_reference(
     out: list[Line] = []
     for start, end in itertools.pairwise(bounds):
         out.extend(splitter.feed(stream[start:end]))
-        assert len(splitter._partial) <= limit + 1
+        assert len(splitter.partial) <= limit + 1
     last = splitter.finish()
     if last is not None:
         out.append(last)

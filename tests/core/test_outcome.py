@@ -12,8 +12,10 @@ from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten
 from relay.core.framing import FrameRefused
 from relay.core.outcome import (
+    Binary,
     Forward,
     Outcome,
+    Received,
     Refuse,
     Skip,
     judge_client_frame,
@@ -40,13 +42,13 @@ def rewrite(line: bytes) -> bytes | FrameRefused | Rewritten:
         ('{"id":1}', Forward(b'{"id":1}', b'{"id":1}')),
         ("", Skip("blank", 0)),
         (" \t ", Skip("blank", 3)),
-        (b"\x00\x01", Skip("binary", 2)),
+        (Binary(2), Skip("binary", 2)),
         ('{\n"id": 1}', Forward(b'{"id":1}', b'{\n"id": 1}')),
         ('{"m":"new"}', Forward(b'{"m":"NEW"}', b'{"m":"new"}', REPORT)),
         ('{"m":"bad"}', Refuse(REFUSAL.reply, REFUSAL.reason, b'{"m":"bad"}', session=True)),
     ],
 )
-def test_each_frame_has_one_outcome(frame: str | bytes, expected: Outcome) -> None:
+def test_each_frame_has_one_outcome(frame: str | Received, expected: Outcome) -> None:
     """Text frames are forwarded, compacted, rewritten or refused; blank and binary ones skipped."""
     assert judge_frame(frame, rewrite) == expected
 
@@ -61,12 +63,44 @@ def test_each_frame_has_one_outcome(frame: str | bytes, expected: Outcome) -> No
         ('{"id":1}\r', Forward(b'{"id":1}', b'{"id":1}\r')),
         (" {}", Forward(b" {}", b" {}")),
         ("", Skip("blank", 0)),
-        (b"{}", Skip("binary", 2)),
+        (Binary(2), Skip("binary", 2)),
     ],
 )
-def test_a_client_frame_is_judged_as_any_frame(frame: str | bytes, expected: Outcome) -> None:
+def test_a_client_frame_is_judged_as_any_frame(frame: str | Received, expected: Outcome) -> None:
     """serve's judge (one-line objects judged at once) agrees with judge_frame on non-batches."""
     assert judge_client_frame(frame, rewrite) == expected == judge_frame(frame, rewrite)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"id":1}',
+        '{\n"id": 1}',
+        '{"m":"new"}',
+        '{"m":"bad"}',
+        "[{}]",
+        " \t",
+        "not json\nat all",
+        '{"t":"h\u00e9llo \u2713"}',
+        '"\ufeff{}"',
+    ],
+)
+def test_a_text_frame_as_bytes_is_judged_as_the_same_text(frame: str) -> None:
+    """A text frame handed over as its UTF-8 bytes (as the pump receives it) has the outcome
+    of the same text as a str, with either judge."""
+    data = frame.encode()
+    assert judge_frame(data, rewrite) == judge_frame(frame, rewrite)
+    assert judge_client_frame(data, rewrite) == judge_client_frame(frame, rewrite)
+
+
+def test_a_text_frame_as_bytes_is_forwarded_as_the_very_object() -> None:
+    """The bytes received are the line the agent gets: not copied, with either judge."""
+    data = b'{"jsonrpc":"2.0","id":1,"method":"x"}'
+    for judge in (judge_frame, judge_client_frame):
+        outcome = judge(data)
+        assert isinstance(outcome, Forward)
+        assert outcome.line is data
+        assert outcome.frame is data
 
 
 def test_frame_that_is_not_one_line_is_refused_by_the_framing() -> None:

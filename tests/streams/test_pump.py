@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from relay.acp.refusals import ToAgent
 from relay.acp.rewrite import RewriteReport, Rewritten
 from relay.core.framing import Dropped
-from relay.core.outcome import Forward, Outcome, Refuse, judge_frame
+from relay.core.outcome import Forward, Outcome, Received, Refuse, judge_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
@@ -281,7 +281,7 @@ async def test_frame_with_newlines_is_compacted_or_refused() -> None:
 async def test_refused_frame_is_answered_and_not_written() -> None:
     """A Refuse outcome's reply is sent back to the client and its line never reaches the pipe."""
 
-    def judge(frame: str | bytes) -> Outcome:
+    def judge(frame: Received) -> Outcome:
         outcome = judge_frame(frame)
         if not isinstance(outcome, Forward):
             return outcome

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from contextlib import suppress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from relay.streams.wsadapter import SocketEnd, TextFrames, frames_waiting, socket_end, stall_timeout
+from relay.core.outcome import Binary
+from relay.streams.wsadapter import (
+    UTF8_PIECE,
+    Receiver,
+    SocketEnd,
+    TextFrames,
+    frame_buffers,
+    frames_waiting,
+    is_utf8,
+    socket_end,
+    stall_timeout,
+    text_frames,
+)
 from tests.support.netcut import NetCut
 from tests.support.sockets import websocket_pair as socket_pair
 from tests.support.waiting import until
@@ -145,3 +161,143 @@ async def test_socket_end_lost_without_a_close_frame() -> None:
         client.transport.abort()
         await conn.wait_closed()
         assert socket_end(conn) == SocketEnd(False, "lost (no close frame)")
+
+
+# -- frames as the relay writes them ----------------------------------------------------
+
+SIZES = [0, 1, 125, 126, 65535, 65536, 200_000]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_frame_buffers_are_the_frames_websockets_would_make(size: int) -> None:
+    """A server's unmasked text frame, header and payload, byte for byte as websockets'."""
+    payload = b"x" * size
+    made = Frame(Opcode.TEXT, payload).serialize(mask=False)
+    assert b"".join(frame_buffers([payload])) == text_frames([payload]) == made
+
+
+def test_frame_buffers_join_small_frames_and_pass_large_payloads_as_they_are() -> None:
+    """Small frames go out joined; a payload of 64 KiB or more is its own buffer, the very
+    object (never copied)."""
+    small, large = b'{"a":1}', b"y" * 65536
+    buffers = frame_buffers([small, small, large, small])
+    assert len(buffers) == 3
+    assert buffers[1] is large
+    assert b"".join(buffers) == b"".join(
+        Frame(Opcode.TEXT, p).serialize(mask=False) for p in (small, small, large, small)
+    )
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_servers_text_frames_reach_the_client_whole(size: int) -> None:
+    """Frames TextFrames makes on a server's socket are read by websockets as sent."""
+    payloads = [b'{"n":"' + b"z" * size + b'"}', b"{}"]
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        await TextFrames(conn).send_frames(payloads)
+        assert [await client.recv() for _ in payloads] == [p.decode() for p in payloads]
+
+
+# -- frames as the relay receives them --------------------------------------------------
+
+EMOJI_TEXT = "\U0001f389" + "a" * UTF8_PIECE + "\u00e9\u2713"  # over one piece, not ASCII
+
+
+@pytest.mark.parametrize(
+    "message",
+    ['{"id":1}', "", '{"t":"h\u00e9llo \u2713 \U0001f389"}', EMOJI_TEXT],
+    ids=["ascii", "empty", "non-ascii", "large-non-ascii"],
+)
+async def test_receiver_gives_a_text_message_as_its_utf8_bytes(message: str) -> None:
+    """A text message comes as the bytes the client encoded, never decoded to a str."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        await client.send(message)
+        received = await Receiver(conn)()
+    assert received.__class__ is bytes
+    assert received == message.encode()
+
+
+async def test_receiver_gives_a_binary_message_as_its_size() -> None:
+    """A binary message is only its size (the relay forwards none)."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        await client.send(b"\x00\x01\x02")
+        assert await Receiver(conn)() == Binary(3)
+
+
+async def test_receiver_takes_a_fragmented_message_whole() -> None:
+    """A message sent in fragments comes as one, in order after the others."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        receive = Receiver(conn)
+        await client.send(['{"a":', '"\u00e9"', "}"])
+        await client.send([b"\x00", b"\x01"])
+        await client.send("{}")
+        assert [await receive() for _ in range(3)] == [
+            '{"a":"\u00e9"}'.encode(),
+            Binary(2),
+            b"{}",
+        ]
+
+
+async def test_websockets_lets_go_of_a_received_message() -> None:
+    """Once received, a message is held by its receiver alone: websockets' parser, which
+    keeps the last frame it made until the next one, no longer holds its payload."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        await client.send('{"big":"' + "x" * 100_000 + '"}')
+        received = await Receiver(conn)()
+        assert sys.getrefcount(received) == 2  # ``received`` and getrefcount's argument
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b'{"a":"\xff"}', b"a" * UTF8_PIECE + b"\xe2\x9c", b"\xc3\xa9" * UTF8_PIECE + b"\xc3"],
+    ids=["small", "cut-at-a-piece", "truncated-at-the-end"],
+)
+async def test_receiver_closes_1007_on_invalid_utf8(payload: bytes) -> None:
+    """A text frame that is not UTF-8 closes the socket with 1007, however large."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        await client.send(payload, text=True)
+        with pytest.raises(ConnectionClosed):
+            await Receiver(conn)()
+        await client.wait_closed()
+    assert client.close_code == 1007
+
+
+async def test_receiver_raises_connection_closed_once_the_peer_closes() -> None:
+    """A receive waiting when the client closes ends with ConnectionClosed."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        receiving = asyncio.create_task(Receiver(conn)())
+        await asyncio.sleep(0)
+        await client.close()
+        with pytest.raises(ConnectionClosed):
+            await receiving
+
+
+async def test_receiver_cancelled_while_waiting_loses_nothing() -> None:
+    """A receive cancelled while it waits leaves the socket as it was: the next one gets the
+    next message."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        receive = Receiver(conn)
+        waiting = asyncio.create_task(receive())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with suppress(asyncio.CancelledError):
+            await waiting
+        await client.send("{}")
+        assert await receive() == b"{}"
+
+
+@given(st.binary(max_size=64), st.integers(min_value=1, max_value=9))
+def test_is_utf8_agrees_with_decoding_whatever_the_piece(data: bytes, piece: int) -> None:
+    """Piece by piece or whole, the answer is the one decoding gives."""
+    try:
+        data.decode()
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert is_utf8(data, piece) is valid
+
+
+@given(st.text(max_size=40), st.integers(min_value=1, max_value=9))
+def test_is_utf8_takes_every_text(text: str, piece: int) -> None:
+    """Any text encoded as UTF-8 is valid, cut into pieces anywhere (surrogates aside)."""
+    data = text.encode("utf-8", "replace")
+    assert is_utf8(data, piece)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from relay.connections.agent import PIPE_LIMIT
+from relay.streams.pump import READ_CHUNK
+
 AGENTS = Path(__file__).resolve().parent.parent / "agents"
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
@@ -51,3 +54,26 @@ os._exit(int(sys.argv[1]))
 def python_agent(script: str) -> tuple[str, ...]:
     """An agent that is ``script``, run by this Python."""
     return (sys.executable, "-c", script)
+
+
+# COUNT lines of SIZE bytes each (a JSON object), written 64 KiB at a time (so that
+# /proc/PID/io counts what the relay took from the pipe to within 64 KiB), then silence;
+# with a third argument "signal", only once it gets SIGUSR1 (it catches it from the moment
+# /proc shows it caught: tests.support.processes.catches_signal).
+LONG_LINES = python_agent(
+    "import os, signal, sys, time\n"
+    "if sys.argv[3:] == ['signal']:\n"
+    "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "    signal.signal(signal.SIGUSR1, lambda *_: None)\n"
+    "    signal.sigwait({signal.SIGUSR1})\n"
+    "count, size = int(sys.argv[1]), int(sys.argv[2])\n"
+    "line = memoryview(b'{\"x\":\"' + b'a' * (size - 9) + b'\"}\\n')\n"
+    "for _ in range(count):\n"
+    "    for start in range(0, len(line), 65536):\n"
+    "        os.write(1, line[start : start + 65536])\n"
+    "time.sleep(60)\n"
+)  # + COUNT SIZE [signal]
+# What a relay may have taken of LONG_LINES' pipe past the lines it keeps: one read, the
+# pipe reader's buffer (which pauses the pipe past twice its limit, after one more read),
+# and the agent's last write of 64 KiB, counted before the pipe took all of it.
+READ_AHEAD = READ_CHUNK + 3 * PIPE_LIMIT + 65536

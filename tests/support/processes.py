@@ -68,6 +68,14 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     raise AssertionError(f"no {field} for {pid}")
 
 
+def catches_signal(pid: int, signum: int) -> bool:
+    """Whether ``pid`` has a handler for signal ``signum`` (SigCgt in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    raise AssertionError(f"no SigCgt for {pid}")
+
+
 def bytes_written(pid: int) -> int:
     """Bytes the process has written so far (from /proc/PID/io)."""
     for entry in Path(f"/proc/{pid}/io").read_text().splitlines():
