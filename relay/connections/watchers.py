@@ -210,6 +210,15 @@ class Watching:
         for what is still being sent."""
         closing = [watcher.attachment.close(code, reason) for watcher in list(self.watchers)]
         await asyncio.gather(*closing, *list(self._tasks), return_exceptions=True)
+        # The connection and its watchers refer to each other; once it ended, nothing goes
+        # to it, and dropping the references frees both when the connection goes, rather
+        # than at the garbage collector's next full pass.
+        self._tell_controller = self._to_agent = _nowhere
+        self.observer.conversation = None
+
+
+async def _nowhere(_: Any) -> None:
+    """Where lines meant for an ended connection go."""
 
 
 def ended_reason(exit_reason: str | None, shutting_down: bool) -> tuple[int, str]:

@@ -183,6 +183,10 @@ class GuardedConnection(ServerConnection):
 
     def handshake_done(self) -> None:
         """The handshake is over (accepted, refused or failed): it no longer counts."""
+        # websockets binds serve()'s select_subprotocol in a closure over this connection:
+        # a reference cycle that would keep every closed socket, buffers included, until
+        # the collector's next full pass. The subprotocol is chosen by now.
+        vars(self.protocol).pop("select_subprotocol", None)
         if self._address is not None:
             self.gate.leave(self._address)
             self._address = None

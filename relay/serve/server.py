@@ -138,8 +138,9 @@ class Relay:
             ping_timeout=c.ping_timeout,
             close_timeout=CLOSE_TIMEOUT,
             max_size=c.max_message_bytes,
-            # Frames waiting for the agent: one. Throughput is the same as with websockets'
-            # default of 16 (measured), and memory per socket stays near 2 messages.
+            # websockets stops reading a socket once more than this many frames wait for
+            # the agent (those of the read it was parsing still come): memory per socket
+            # stays near a few messages; the agent's pipe, not this queue, sets the pace.
             max_queue=RECEIVE_QUEUE_FRAMES,
             server_header=None,
             select_subprotocol=self.upgrades.select_subprotocol,

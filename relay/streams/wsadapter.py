@@ -186,6 +186,9 @@ class Receiver:
                 finally:
                     waiter.cancel()
                     frames.get_waiter = None
+                    # The future keeps the EOFError, whose traceback keeps this frame: a
+                    # cycle holding the socket until the collector's next full pass.
+                    del waiter
             if queue:
                 head = queue[0]
                 data = head.data

@@ -8,18 +8,26 @@ ways; and sessions of every ending leave no fd, task or process behind.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from relay.connections.agent import AgentProcess
+from relay.connections.connection import Connection
+from relay.connections.watchers import Watching
+from relay.observe.observer import ConnectionObserver
+from relay.serve.httpedge import GuardedConnection
 from tests.support.agents import AGENTS, STUBBORN
 from tests.support.http import upgrade_request
 from tests.support.live import live_relay, make_ticket, until_idle
 from tests.support.processes import agents_running, bytes_written
+from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with, one_echo
 from tests.support.waiting import until, until_gone, until_steady
+from tests.support.watch import Watcher
 
 CAT = ("cat",)
 MiB = 1024 * 1024
@@ -167,3 +175,44 @@ async def test_sessions_leave_no_fds_tasks_or_processes() -> None:
         # closed transports release their fds a moment later
         await until(lambda: held() == (fds, tasks), seconds=5, what=lambda: f"{held()} back")
         assert held() == (fds, tasks)
+
+
+def _still_held() -> dict[str, int]:
+    """The relay's per-connection objects and server sockets still in memory, by class."""
+    counted = (Connection, Watching, ConnectionObserver, AgentProcess, GuardedConnection)
+    held: dict[str, int] = {}
+    for thing in gc.get_objects():
+        if issubclass(type(thing), counted):  # not isinstance: weak proxies raise
+            name = type(thing).__name__
+            held[name] = held.get(name, 0) + 1
+    return held
+
+
+async def test_ended_connections_are_freed_without_the_cycle_collector() -> None:
+    """Ended connections (every ending, watched, resumable) go at once, not at the next full GC."""
+    exit3 = (sys.executable, str(AGENTS / "exit_with.py"), "3", "{}")
+    async with live_relay(CAT) as live, live_relay(exit3) as failing:
+        await one_echo(live.ticket_url())
+        gc.collect()
+        gc.disable()  # what is in a reference cycle now stays, and is counted
+        try:
+            for _ in range(3):
+                await one_echo(live.ticket_url())
+                ws = await connect(live.ticket_url())
+                ws.transport.abort()
+                async with connect(failing.ticket_url()) as ws:
+                    assert (await closed_with(ws))[0] == 1011
+            async with connect(live.ticket_url()) as controller:
+                assert controller.response is not None
+                named = controller.response.headers["Acp-Connection-Id"]
+                watcher = await Watcher.open(live, named)
+                await controller.send("{}")
+                assert await controller.recv() == "{}"
+            assert (await closed_with(watcher.ws))[0] == 1000
+            resumable = await ResumeClient.open(failing.ticket_url())
+            assert (await closed_with(resumable.ws))[0] == 1011
+            assert await until_idle(live.relay)
+            assert await until_idle(failing.relay)
+            await until(lambda: not _still_held(), seconds=5, what=lambda: f"{_still_held()} gone")
+        finally:
+            gc.enable()
