@@ -160,6 +160,77 @@ def test_the_ticket_commands_exec_to_exit_is_a_start_up_row() -> None:
     assert row(lines, "ticket: exec to exit ms (median)")[1:] == ["61.3", "—", "—", "—", "—"]
 
 
+def test_rate_rows_show_every_servers_cpu_per_message() -> None:
+    """The 200 B rows carry the CPU µs per message of each server that has it measured."""
+    found = figures(1000, 1000, 1.0)
+    found["acp-relay"]["rate_200B_x1"]["cpu_us_per_message"] = 31.25
+    found["websocketd"]["rate_200B_x1"]["cpu_us_per_message"] = 12.5
+    found["websocat"]["rate_200B_x64"]["cpu_us_per_message"] = 2.0
+    lines = figures_table({"machine": MACHINE, "plan": PLAN, "figures": found})
+    assert row(lines, "server CPU µs per message, 200 B, 1 in flight")[1:] == [
+        "31.2", "12.5", "—", "—", "—"
+    ]  # fmt: skip
+    assert row(lines, "server CPU µs per message, 200 B, 64 in flight")[1:] == [
+        "—", "—", "2.0", "—", "—"
+    ]  # fmt: skip
+
+
+def features(watched: float, history: float) -> dict[str, Any]:
+    """The figures of tests/bench/features.py, ``watched`` the rate with 4 watchers."""
+    return {
+        "paths_text": {"rate": 60_000.0, "cpu_us_per_message": 6.5, "size": 320},
+        "paths_tool": {"rate": 5_000.0, "cpu_us_per_message": 140.0, "size": 320},
+        "watchers_0": {"rate": 100_000.0, "cpu_us_per_message": 6.0,
+                       "clients_cpu_us_per_message": 6.0},
+        "watchers_4": {"rate": watched, "cpu_us_per_message": 8.5,
+                       "clients_cpu_us_per_message": 14.0},
+        "watcher_memory_100": {"kib_per_watcher": 19.7},
+        "history_off": {"peak_growth_kib": 388, "history_bytes": 0.0,
+                        "rounds": [{"mb": 100.0}]},
+        "history_on": {"peak_growth_kib": 2052, "history_bytes": history,
+                       "rounds": [{"mb": 100.0}]},
+    }  # fmt: skip
+
+
+def test_feature_rows_pair_each_feature_off_and_on() -> None:
+    """The paths, watchers, memory per watcher and flood rows reach the relay-only table,
+    named by their counts and sizes; the memory per watcher is a row of one figure."""
+    lines = relay_table({"acp-relay": features(watched=70_000.0, history=1_048_391.0)})
+    assert row(lines, "streamed messages/s, 320 B, text / tool-call locations translated")[1:] == [
+        "60,000",
+        "5,000",
+    ]
+    assert row(lines, "relay CPU µs per controller message, no watcher / 4 watchers")[1:] == [
+        "6.0",
+        "8.5",
+    ]
+    assert row(lines, "KiB RSS per watcher (100 reading one connection)")[1:] == ["19.7", ""]
+    assert row(lines, "relay RSS growth KiB at the peak of a 100 MB flood, sharing off / on")[
+        1:
+    ] == ["388", "2,052"]
+    assert row(lines, "history bytes kept after the flood, sharing off / on")[1:] == [
+        "0",
+        "1,048,391",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("watched", "history", "verdicts"),
+    [
+        (80_000.0, 1_048_576.0, ["met", "met"]),
+        (79_000.0, 1_048_577.0, ["**not met**", "**not met**"]),
+    ],
+)
+def test_watchers_and_history_targets(watched: float, history: float, verdicts: list[str]) -> None:
+    """4 watchers must leave the controller 0.8x its rate; the history kept stays within
+    --watch-history (1 MiB): both met at the bound, not past it."""
+    lines = targets_table({"acp-relay": features(watched, history)})
+    assert row(lines, "controller's streaming rate, 4 watchers vs none")[3] == verdicts[0]
+    assert (
+        row(lines, "history kept under a flood, over --watch-history (1 MiB)")[3] == (verdicts[1])
+    )
+
+
 @pytest.mark.parametrize(
     ("check", "expected"),
     [

@@ -8,12 +8,21 @@
 //                   for a line on stdin before the measured ones (for profilers);
 //                   `resume`: speak the acp-relay.resume.v1 profile (docs/resume.md)
 //   bulk        {url, size, count, inflight, timeout} MB/s for large messages, or an error
-//   stream      {url, updates, size, warmup?, gate?, timeout}
-//                   one prompt, answered by `updates` notifications (tests/bench/streamer.py):
-//                   messages/s delivered to this client
+//   stream      {url, updates, size, mode?, sample?, warmup?, gate?, hold?, timeout}
+//                   one prompt, answered by `updates` notifications (tests/bench/streamer.py,
+//                   `mode` "text" or "tool"): messages/s delivered to this client; `gate`:
+//                   after the warm-up print {"warm":true,"connection":ID} (ID: the 101's
+//                   Acp-Connection-Id) and wait for a line on stdin; `hold`: print the result,
+//                   then keep the socket open until stdin closes; `sample`: the first
+//                   notification as received, in `first`
 //   aggregate   {urls, updates, size, timeout}  `stream` on every URL at once: total messages/s
 //   first_byte  {urls}                          connect -> first agent byte, per URL
 //   idle        {urls}                          open all, print {"open": n}, hold until stdin closes
+//   watch       {urls, until?, timeout}         attach every URL as a watcher
+//                   (acp-relay.watch.v1), print {"open": n} once each has read its history,
+//                   then read on; with `until` (a request id), print {"done": true} once every
+//                   watcher has seen the agent's answer to it; frames read and close codes
+//                   when stdin closes
 import { readFileSync } from "node:fs";
 import WebSocket from "ws";
 
@@ -25,6 +34,9 @@ const RESUME_PROTOCOLS = ["acp-relay.resume.v1", "acp.v1"];
 function open(url, protocols) {
   return new Promise((resolve, reject) => {
     const ws = protocols ? new WebSocket(url, protocols, OPTIONS) : new WebSocket(url, OPTIONS);
+    ws.once("upgrade", (res) => {
+      ws.connectionId = res.headers["acp-connection-id"] || null;
+    });
     ws.once("open", () => resolve(ws));
     ws.once("error", reject);
     ws.once("unexpected-response", (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
@@ -145,30 +157,31 @@ async function rate({ url, size, inflight, seconds, count, warmup, gate, resume 
 
 // One prompt, answered by `updates` notifications then the answer; resolves with the
 // figures once the answer came, after checking that every notification came, in order.
-function prompt(ws, id, updates, size) {
+function prompt(ws, id, updates, size, mode = "text", sample = false) {
   return new Promise((resolve, reject) => {
     let got = 0;
+    let first;
     const start = now();
     const onMessage = (data) => {
       if (data.length < 100 && data.includes('"result"')) {
         ws.off("message", onMessage);
         if (got !== updates) reject(new Error(`${got} of ${updates} notifications came`));
-        else resolve({ messages: got, seconds: (now() - start) / 1000 });
+        else resolve({ messages: got, seconds: (now() - start) / 1000, first });
         return;
       }
-      const text = data.toString("latin1", 0, 200);
-      const at = text.indexOf('"text":"') + 8;
-      const number = Number(text.slice(at, at + 7));
+      const at = data.indexOf('"text":"') + 8;
+      const number = Number(data.toString("latin1", at, at + 7));
       if (number !== got) {
         ws.off("message", onMessage);
         reject(new Error(`notification ${got} expected, ${number} came (${data.length} B)`));
         return;
       }
+      if (got === 0 && sample) first = data.toString();
       got += 1;
     };
     ws.on("message", onMessage);
     ws.once("close", (code) => reject(new Error(`closed ${code} after ${got} notifications`)));
-    const params = { sessionId: "sess_bench", prompt: [], updates, size };
+    const params = { sessionId: "sess_bench", prompt: [], updates, size, mode };
     ws.send(JSON.stringify({ jsonrpc: "2.0", id, method: "session/prompt", params }));
   });
 }
@@ -181,16 +194,20 @@ function withTimeout(promise, seconds) {
   return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
 }
 
-async function stream({ url, updates, size, warmup, gate, timeout }) {
+async function stream({ url, updates, size, mode, sample, warmup, gate, hold, timeout }) {
   const ws = await open(url);
   try {
-    if (warmup) await withTimeout(prompt(ws, 0, warmup, size), timeout);
+    if (warmup) await withTimeout(prompt(ws, 0, warmup, size, mode), timeout);
     if (gate) {
-      process.stdout.write(JSON.stringify({ warm: true }) + "\n");
+      process.stdout.write(JSON.stringify({ warm: true, connection: ws.connectionId }) + "\n");
       await stdinLine();
     }
-    const got = await withTimeout(prompt(ws, 1, updates, size), timeout);
-    return { ...got, rate: got.messages / got.seconds };
+    const got = await withTimeout(prompt(ws, 1, updates, size, mode, sample), timeout);
+    const result = { ...got, rate: got.messages / got.seconds };
+    if (!hold) return result;
+    process.stdout.write(JSON.stringify(result) + "\n");
+    await stdinEnd();
+    return { held: true };
   } finally {
     ws.terminate();
   }
@@ -286,16 +303,71 @@ async function idle({ urls }) {
     sockets.push(...(await Promise.all(urls.slice(k, k + 25).map((u) => open(u)))));
   }
   process.stdout.write(JSON.stringify({ open: sockets.length }) + "\n");
-  await new Promise((resolve) => {
-    process.stdin.on("end", resolve);
-    process.stdin.on("close", resolve);
-    process.stdin.resume();
-  });
+  await stdinEnd();
   sockets.forEach((ws) => ws.terminate());
   return { closed: sockets.length };
 }
 
-const COMMANDS = { rate, bulk, stream, aggregate, first_byte: firstByte, idle };
+function stdinEnd() {
+  return new Promise((resolve) => {
+    process.stdin.on("end", resolve);
+    process.stdin.on("close", resolve);
+    process.stdin.resume();
+  });
+}
+
+const WATCH_PROTOCOLS = ["acp-relay.watch.v1"];
+
+// One watcher: counts the frames it reads; `caughtUp` once the history announced by its
+// first frame has come, `answered` once the agent's answer to request `until` has.
+// Listening from the start: the history comes right after the 101.
+async function watcher(url, until) {
+  const ws = new WebSocket(url, WATCH_PROTOCOLS, OPTIONS);
+  const state = { ws, frames: 0, closed: null };
+  let history = Infinity;
+  let caughtUp;
+  let answered;
+  state.caughtUp = new Promise((resolve) => { caughtUp = resolve; });
+  state.answered = new Promise((resolve) => { answered = resolve; });
+  const end = `"id":${until},"result"`;
+  ws.on("message", (data) => {
+    state.frames += 1;
+    if (state.frames === 1) {
+      history = JSON.parse(data.toString()).history.messages;
+    }
+    if (state.frames === history + 1) caughtUp();
+    if (until !== undefined && data.length < 160 && data.includes(end)) answered();
+  });
+  ws.once("close", (code) => {
+    state.closed = code;
+    caughtUp();
+    answered();
+  });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+    ws.once("unexpected-response", (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+  });
+  return state;
+}
+
+async function watch({ urls, until, timeout }) {
+  const states = [];
+  for (let k = 0; k < urls.length; k += 25) {
+    states.push(...(await Promise.all(urls.slice(k, k + 25).map((u) => watcher(u, until)))));
+  }
+  await withTimeout(Promise.all(states.map((s) => s.caughtUp)), timeout);
+  process.stdout.write(JSON.stringify({ open: states.length }) + "\n");
+  if (until !== undefined) {
+    await withTimeout(Promise.all(states.map((s) => s.answered)), timeout);
+    process.stdout.write(JSON.stringify({ done: true }) + "\n");
+  }
+  await stdinEnd();
+  states.forEach((s) => s.ws.terminate());
+  return { frames: states.map((s) => s.frames), closed: states.map((s) => s.closed) };
+}
+
+const COMMANDS = { rate, bulk, stream, aggregate, first_byte: firstByte, idle, watch };
 const arg = process.argv[2];
 const command = JSON.parse(arg.startsWith("@") ? readFileSync(arg.slice(1), "utf8") : arg);
 COMMANDS[command.command](command)

@@ -38,6 +38,7 @@ ROOT = HERE.parent.parent
 PEERS_VENV = HERE / ".peers"
 PEERS_PINS = HERE / "peers.txt"
 SECRET = "bench-secret-0123456789abcdef0123"
+STREAMER = f"{sys.executable} {HERE / 'streamer.py'}"  # the streaming agent
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 RELAY = "acp-relay"
+MIB = 1 << 20
 PEERS = ("websocketd", "websocat", "acpremote")
 SERVERS = (RELAY, *PEERS, "ceiling")
 
@@ -74,6 +75,8 @@ ROWS: tuple[Row, ...] = (
     ("round trip p50 ms, 1 in flight", "rate_200B_x1", "p50_ms", 3),
     ("round trip p99 ms, 1 in flight", "rate_200B_x1", "p99_ms", 3),
     ("round trip p50 ms, 64 in flight", "rate_200B_x64", "p50_ms", 3),
+    ("server CPU µs per message, 200 B, 1 in flight", "rate_200B_x1", "cpu_us_per_message", 1),
+    ("server CPU µs per message, 200 B, 64 in flight", "rate_200B_x64", "cpu_us_per_message", 1),
     ("streamed messages/s, 1 socket", "stream", "rate", 0),
     ("server CPU ms per 1,000 streamed messages, 1 socket", "stream", "cpu_ms_per_1000", 1),
     ("streamed messages/s, all sockets at once", "aggregate", "rate", 0),
@@ -100,9 +103,26 @@ def startup_rows() -> tuple[Sequence[Row], Callable[[dict[str, Any]], list[Check
     return getattr(startup, "ROWS", ()), getattr(startup, "targets", lambda _figures: [])
 
 
-def _idle_key(figures: dict[str, Any]) -> str | None:
-    keys = [k for k in figures.get(RELAY, {}) if k.startswith("idle_")]
+def _numbered_key(figures: dict[str, Any], prefix: str, skip: str = "") -> str | None:
+    """The relay's first figure named ``prefix`` and a count (``idle_1000``), ``skip`` aside."""
+    keys = [
+        k for k in figures.get(RELAY, {})
+        if k.startswith(prefix) and k.removeprefix(prefix).isdigit() and k != skip
+    ]  # fmt: skip
     return keys[0] if keys else None
+
+
+def _idle_key(figures: dict[str, Any]) -> str | None:
+    return _numbered_key(figures, "idle_")
+
+
+def _watched_key(figures: dict[str, Any]) -> str:
+    """The watchers row with watchers attached (``watchers_4``)."""
+    return _numbered_key(figures, "watchers_", skip="watchers_0") or "watchers_4"
+
+
+def _memory_key(figures: dict[str, Any]) -> str:
+    return _numbered_key(figures, "watcher_memory_") or "watcher_memory"
 
 
 def figures_table(payload: dict[str, Any]) -> list[str]:
@@ -144,6 +164,11 @@ def _vs_fastest(
     return Check(name, value, goal, bound, higher_is_better, shown)
 
 
+def _count_in(key: str) -> str:
+    """The count a numbered key ends with (``watchers_4``: ``4``)."""
+    return key.rsplit("_", 1)[-1]
+
+
 def _relay_ratio(figures: dict[str, Any], key: str, other: str, field: str) -> float | None:
     return _ratio(_get(figures, RELAY, key, field), _get(figures, RELAY, other, field))
 
@@ -182,6 +207,12 @@ def checks(figures: dict[str, Any]) -> list[Check]:
         Check("/metrics scraped vs not, 200 B x64 throughput",
               _relay_ratio(figures, "scrape_on_200B_x64", "scrape_off_200B_x64", "rate"),
               ">= 0.95x", 0.95, True),
+        Check(f"controller's streaming rate, {_count_in(_watched_key(figures))} watchers vs "
+              "none", _relay_ratio(figures, _watched_key(figures), "watchers_0", "rate"),
+              ">= 0.8x", 0.8, True),
+        Check("history kept under a flood, over --watch-history (1 MiB)",
+              _ratio(_get(figures, RELAY, "history_on", "history_bytes"), float(MIB)),
+              "<= 1.0x", 1.0, False),
         *startup_rows()[1](figures),
     ]  # fmt: skip
 
@@ -206,8 +237,10 @@ def _ms(figures: dict[str, Any], key: str, field: str, digits: int = 1) -> str:
     return "—" if number is None else f"{number:,.{digits}f}"
 
 
-# The rows only the relay has: (title, (key, field) of the left cell, of the right, digits).
-RELAY_ROWS = (
+# The rows only the relay has: (title, (key, field) of the left cell, of the right or None
+# for a row of one figure, digits).
+RelayRow = tuple[str, tuple[str, str], tuple[str, str] | None, int]
+RELAY_ROWS: tuple[RelayRow, ...] = (
     ("messages/s, 200 B x64, resume profile off / on",
      ("resume_off_200B_x64", "rate"), ("resume_on_200B_x64", "rate"), 0),
     ("round trip p50 ms, 200 B x64, resume profile off / on",
@@ -231,15 +264,49 @@ RELAY_ROWS = (
 )  # fmt: skip
 
 
+def feature_rows(figures: dict[str, Any]) -> tuple[RelayRow, ...]:
+    """The rows of tests/bench/features.py: tool-call locations translated, watchers, the
+    memory per watcher and the history under a flood (keys named by their counts)."""
+    watched, memory = _watched_key(figures), _memory_key(figures)
+    count, held = _count_in(watched), _count_in(memory)
+    text = figures.get(RELAY, {}).get("paths_text", {})
+    size = text.get("size", "?") if isinstance(text, dict) else "?"
+    flood = figures.get(RELAY, {}).get("history_on", {})
+    rounds = flood.get("rounds") if isinstance(flood, dict) else None
+    flooded = rounds[0].get("mb") if rounds and isinstance(rounds[0], dict) else None
+    mb = f"{flooded:,.0f} MB" if isinstance(flooded, int | float) else "lines"
+    return (
+        (f"streamed messages/s, {size} B, text / tool-call locations translated",
+         ("paths_text", "rate"), ("paths_tool", "rate"), 0),
+        ("relay CPU µs per streamed message, text / tool-call locations translated",
+         ("paths_text", "cpu_us_per_message"), ("paths_tool", "cpu_us_per_message"), 1),
+        (f"controller's streamed messages/s, no watcher / {count} watchers",
+         ("watchers_0", "rate"), (watched, "rate"), 0),
+        (f"relay CPU µs per controller message, no watcher / {count} watchers",
+         ("watchers_0", "cpu_us_per_message"), (watched, "cpu_us_per_message"), 1),
+        (f"load generator CPU µs per controller message, no watcher / {count} watchers",
+         ("watchers_0", "clients_cpu_us_per_message"),
+         (watched, "clients_cpu_us_per_message"), 1),
+        (f"KiB RSS per watcher ({held} reading one connection)",
+         (memory, "kib_per_watcher"), None, 1),
+        (f"relay RSS growth KiB at the peak of a {mb} flood, sharing off / on",
+         ("history_off", "peak_growth_kib"), ("history_on", "peak_growth_kib"), 0),
+        ("history bytes kept after the flood, sharing off / on",
+         ("history_off", "history_bytes"), ("history_on", "history_bytes"), 0),
+    )  # fmt: skip
+
+
 def relay_table(figures: dict[str, Any]) -> list[str]:
-    """The figures only the relay has: the resume profile and the /metrics scrape loop."""
+    """The figures only the relay has: the resume profile, the /metrics scrape loop, and
+    the features' rows (:func:`feature_rows`)."""
     rows = [
-        (title, _ms(figures, *left, digits), _ms(figures, *right, digits))
-        for title, left, right, digits in RELAY_ROWS
-    ]
+        (title, _ms(figures, *left, digits),
+         "" if right is None else _ms(figures, *right, digits))
+        for title, left, right, digits in (*RELAY_ROWS, *feature_rows(figures))
+    ]  # fmt: skip
     lines = ["| acp-relay alone | | |", "|---|---|---|"]
     for title, a, b in rows:
-        if (a, b) != ("—", "—"):
+        if a != "—" or b not in ("—", ""):
             lines.append(f"| {title} | {a} | {b} |")
     return lines if len(lines) > 2 else []
 

@@ -14,9 +14,17 @@ are computed pair by pair within the run, since absolute figures vary with the
 machine's load. A peer that cannot do something gets its failure in the cell.
 
 The relay alone also gets: the resume profile on vs off (issue 12), the time from the
-network coming back to the first replayed message (:mod:`tests.bench.resume_gap`), and
-200 B x64 with a /metrics scrape loop running vs without (issue 16). Start-up rows come
-from ``tests/bench/startup.py`` when it is there (:func:`measure_startup`).
+network coming back to the first replayed message (:mod:`tests.bench.resume_gap`),
+200 B x64 with a /metrics scrape loop running vs without (issue 16), and the rows of
+:mod:`tests.bench.features`: tool-call locations translated while streaming (issue 21),
+streaming with watchers attached, the memory per watcher, and the history under a flood
+(issue 23). Start-up rows come from ``tests/bench/startup.py`` when it is there
+(:func:`measure_startup`). Every 200 B and streaming row has each server's CPU time per
+message beside its rate: on a busy machine it moves less than the rate.
+
+Each section runs alone with ``--only``. Several runs, before and after a change,
+alternated on a quiet machine: :mod:`tests.bench.alternate`; their ranges:
+:mod:`tests.bench.spread`.
 
 Writes ``results/latest.json`` and ``results/latest.md`` (``quick.*`` with --quick).
 Loopback only.
@@ -32,7 +40,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,10 +48,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.bench import resume_gap
+from tests.bench import features, resume_gap
+from tests.bench.client import cpu_seconds, loadgen, loadgen_file
 from tests.bench.peers import (
     HERE,
     SECRET,
+    STREAMER,
     Peers,
     Server,
     prepare,
@@ -57,7 +66,6 @@ from tests.support.processes import rss_kib
 __all__ = ["HERE", "SECRET", "STREAMER", "wait_for_port", "with_group_killed"]
 
 FIRST_BYTE_AGENT = "sh -c 'echo ready; exec cat'"
-STREAMER = f"{sys.executable} {HERE / 'streamer.py'}"  # the streaming agent
 KiB, MiB = 1024, 1024 * 1024
 
 
@@ -76,6 +84,13 @@ class Plan:
     resume_trials: int
     scrape_every: float  # seconds between two GET /metrics of the scrape loop
     rounds: int  # on/off comparisons alternate this many times
+    paths_updates: int  # notifications per measured prompt of the paths rows
+    paths_size: int  # bytes per notification there (a tool call with a location needs ~300)
+    watch_updates: int  # notifications per measured prompt of the watchers rows
+    watchers: int  # watchers attached in the watchers rows
+    memory_watchers: int  # watchers attached to one connection for the memory per watcher
+    flood_updates: int  # lines of 200 B the agent floods in the history rows
+    feature_rounds: int  # rounds of the paths and watchers rows, alternating
 
 
 FULL = Plan(
@@ -83,12 +98,14 @@ FULL = Plan(
     ((32 * KiB, 1000, 1), (32 * KiB, 2000, 8), (MiB, 100, 1), (MiB, 200, 4),
      (16 * MiB, 6, 1), (16 * MiB, 12, 2)),
     15.0, 1000, 50, 20_000, 50, 2_000, 5, 0.5, 2,
+    20_000, 320, 20_000, 4, 100, 500_000, 3,
 )  # fmt: skip
 QUICK = Plan(
     0.5,
     ((32 * KiB, 100, 1), (32 * KiB, 200, 8), (MiB, 10, 1), (MiB, 20, 4),
      (16 * MiB, 2, 1), (16 * MiB, 2, 2)),
     10.0, 20, 5, 2_000, 10, 200, 1, 0.5, 1,
+    2_000, 320, 2_000, 4, 10, 20_000, 1,
 )  # fmt: skip
 
 
@@ -103,40 +120,6 @@ class Results:
     def put(self, server: str, key: str, value: Any) -> None:
         self.figures.setdefault(server, {})[key] = value
         print(f"  {server:10} {key:28} {json.dumps(value)}", file=sys.stderr, flush=True)
-
-
-def loadgen(command: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
-    argv = ["node", str(HERE / "loadgen.mjs"), json.dumps(command)]
-    try:
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-            check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return {"error": f"no result within {timeout:g} s"}
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    if not last:
-        return {"error": f"load generator failed: {done.stderr.strip()[-500:]}"}
-    result: dict[str, Any] = json.loads(last)
-    return result
-
-
-def loadgen_file(command: dict[str, Any]) -> list[str]:
-    """argv for a command too long for argv itself (many URLs): written to a file."""
-    path = Path(tempfile.mkstemp(suffix=".json")[1])
-    path.write_text(json.dumps(command))
-    return ["node", str(HERE / "loadgen.mjs"), f"@{path}"]
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of the process's live threads, to the nanosecond (schedstat), else to the
-    tick (stat)."""
-    try:
-        tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
-        return sum(int(task.read_text().split()[0]) for task in tasks) / 1e9
-    except (OSError, ValueError, IndexError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def label(size: int) -> str:
@@ -164,7 +147,7 @@ def rate_and_cpu(server: Server, plan: Plan, inflight: int, **extra: Any) -> dic
 
 def measure_rates(server: Server, plan: Plan, results: Results) -> None:
     for inflight in (1, 64):
-        results.put(server.name, f"rate_200B_x{inflight}", rate(server, plan, inflight))
+        results.put(server.name, f"rate_200B_x{inflight}", rate_and_cpu(server, plan, inflight))
 
 
 def measure_bulk(server: Server, plan: Plan, results: Results) -> None:
@@ -377,6 +360,24 @@ def run(plan: Plan, only: str | None = None) -> Results:
         "resume": lambda: measure_resume_profile(plan, results),
         "scrape": lambda: measure_scrape_cost(plan, results),
         "startup": lambda: measure_startup(plan, results),
+        "paths": lambda: features.measure_paths(
+            results.put,
+            updates=plan.paths_updates,
+            size=plan.paths_size,
+            rounds=plan.feature_rounds,
+        ),
+        "watchers": lambda: features.measure_watchers(
+            results.put,
+            updates=plan.watch_updates,
+            watchers=plan.watchers,
+            rounds=plan.feature_rounds,
+        ),
+        "watcher_memory": lambda: features.measure_watcher_memory(
+            results.put, count=plan.memory_watchers
+        ),
+        "history": lambda: features.measure_history(
+            results.put, updates=plan.flood_updates, rounds=plan.rounds
+        ),
     }
     for name, section in sections.items():
         if only is None or name == only:
@@ -394,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts, a smoke check")
     parser.add_argument("--only", help="one section: rates, streams, idle, first_byte, "
-                        "resume, scrape or startup")  # fmt: skip
+                        "resume, scrape, startup, paths, watchers, watcher_memory or "
+                        "history")  # fmt: skip
     parser.add_argument("--out", type=Path, default=HERE / "results", help="output folder")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
