@@ -418,6 +418,8 @@ class Boundary:
     ) -> bytes | Rewritten | FrameRefused | ToAgent:
         """The rows of one message carried out: translated whole, or the first refusal."""
         rows = rows_for(direction, kind, method, self.files)
+        if not (b"\\" in line and KEY_ESCAPE.search(line)):
+            rows = tuple(row for row in rows if row.may_be_in(line))
         if not rows:
             return line
         work = _Work(RewriteReport(method))

@@ -132,6 +132,30 @@ class Crossing:
             m == method or (m.endswith("/*") and method.startswith(m[:-1])) for m in self.methods
         )
 
+    def may_be_in(self, line: bytes) -> bool:
+        """False: ``line``, spelled without escapes, lacks a key or a value the field's
+        steps need (so walking its message would find nothing)."""
+        for names in _names(self.field):
+            for name in names:
+                if name in line:
+                    break
+            else:
+                return False
+        return True
+
+
+@cache
+def _names(field: str) -> tuple[tuple[bytes, ...], ...]:
+    """Per step of ``field``, last step first (the rarest names): the quoted names of which
+    the line must hold one."""
+    needs: list[tuple[bytes, ...]] = []
+    for step in parse_field(field):
+        if isinstance(step, Key):
+            needs.append(_quoted(step.name))
+        elif isinstance(step, When):
+            needs.append(_quoted(*sorted(step.values)))
+    return tuple(reversed(needs))
+
 
 def _quoted(*methods: str) -> tuple[bytes, ...]:
     return tuple(f'"{m}"'.encode() for m in methods)
@@ -241,24 +265,30 @@ def rows_for(
 def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
     """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name)."""
     if not steps:
-        return
-    step, rest = steps[0], steps[1:]
-    if isinstance(step, Key):
-        if isinstance(value, dict) and step.name in value:
-            name = f"{where}.{step.name}" if where else step.name
-            if rest:
-                yield from walk(value[step.name], rest, name)
-            else:
-                yield value, step.name, name
-    elif isinstance(step, Each):
-        if isinstance(value, list):
-            for index, item in enumerate(value):
-                if rest:
-                    yield from walk(item, rest, f"{where}[{index}]")
-                else:
-                    yield value, index, f"{where}[{index}]"
-    elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
-        yield from walk(value, rest, where)
+        return iter(())
+    # Breadth first over (container, key, value, name); the last step's places are the answer.
+    places: list[tuple[Any, Any, Any, str]] = [(None, None, value, where)]
+    for step in steps:
+        places = _step(places, step)
+        if not places:
+            return iter(())
+    return ((container, key, name) for container, key, _value, name in places)
+
+
+def _step(places: list[tuple[Any, Any, Any, str]], step: Step) -> list[tuple[Any, Any, Any, str]]:
+    found: list[tuple[Any, Any, Any, str]] = []
+    for place in places:
+        value, where = place[2], place[3]
+        if isinstance(step, Key):
+            if isinstance(value, dict) and step.name in value:
+                name = f"{where}.{step.name}" if where else step.name
+                found.append((value, step.name, value[step.name], name))
+        elif isinstance(step, Each):
+            if isinstance(value, list):
+                found.extend((value, i, item, f"{where}[{i}]") for i, item in enumerate(value))
+        elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
+            found.append(place)
+    return found
 
 
 def _is_one_of(value: Any, values: frozenset[str]) -> bool:

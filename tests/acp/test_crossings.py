@@ -63,3 +63,14 @@ def test_bad_field_spellings_are_refused() -> None:
     """A row's field is checked when the table is read: a typo cannot pass unnoticed."""
     with pytest.raises(ValueError, match="bad field"):
         parse_field("params.locations[ ].path")
+
+
+@pytest.mark.parametrize("row", CROSSINGS, ids=lambda row: f"{row.methods[0]} {row.field}")
+def test_a_row_is_looked_for_in_every_line_that_holds_it(row: Crossing) -> None:
+    """``may_be_in`` never skips a row whose field is in the line; it skips lines without
+    the field's last name."""
+    for message, _model in samples_of(row):
+        assert row.may_be_in(line(message))
+    steps = parse_field(row.field)
+    if steps:
+        assert not row.may_be_in(b'{"jsonrpc":"2.0","method":"x","params":{}}')

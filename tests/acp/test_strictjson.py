@@ -100,3 +100,37 @@ def test_any_json_round_trips(value: Any) -> None:
     """Whatever valid JSON comes in goes back out with the same meaning."""
     text = json.dumps(value, ensure_ascii=False).encode()
     assert json.loads(dumps(loads(text))) == json.loads(text)
+
+
+text_only_values = st.recursive(
+    st.none() | st.booleans() | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(text_only_values)
+def test_a_value_without_numbers_is_written_as_compact_json(value: Any) -> None:
+    """Without numbers, the output is the standard compact form, characters unescaped."""
+    assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        (b'{"a":[{"b":"x \\ud800 y"}]}', True),
+        (b'["\\\\ud800"]', False),  # a backslash, then the letters "ud800"
+        (b'["\\ud83d\\ude00"]', False),
+        (b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, False),
+        (b'"' + b"[" * (MAX_DEPTH + 5) + b'"', False),  # brackets inside a string
+    ],
+)
+def test_surrogates_and_depth_are_judged_whatever_the_shortcut(text: bytes, refused: bool) -> None:
+    """Lone surrogates deep inside are refused; look-alikes and exactly MAX_DEPTH pass."""
+    if refused:
+        with pytest.raises(JsonRefused):
+            loads(text)
+    else:
+        assert loads(text) == json.loads(text)
