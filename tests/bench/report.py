@@ -210,6 +210,11 @@ def checks(figures: dict[str, Any]) -> list[Check]:
         Check(f"controller's streaming rate, {_count_in(_watched_key(figures))} watchers vs "
               "none", _relay_ratio(figures, _watched_key(figures), "watchers_0", "rate"),
               ">= 0.8x", 0.8, True),
+        # The relay's own share of the goal above: with a core to itself, its rate would
+        # fall by no more than its CPU per message rose (clients share the cores here).
+        Check(f"relay CPU per controller message, {_count_in(_watched_key(figures))} "
+              "watchers vs none", _relay_ratio(figures, _watched_key(figures), "watchers_0",
+                                                "cpu_us_per_message"), "<= 1.25x", 1.25, False),
         Check("history kept under a flood, over --watch-history (1 MiB)",
               _ratio(_get(figures, RELAY, "history_on", "history_bytes"), float(MIB)),
               "<= 1.0x", 1.0, False),
