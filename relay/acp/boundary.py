@@ -26,9 +26,11 @@ other field and its order kept. A message is translated whole or not at all.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
 from relay.acp import strictjson
@@ -141,18 +143,12 @@ class Boundary:
         self.parses = 0
         files: Files = "pass" if policy is None else policy.files
         self.files = files
-        self._client_must = markers(TO_AGENT, files, must=True)
-        self._client_may = markers(TO_AGENT, files, must=False)
-        self._agent_must = markers(TO_EDITOR, files, must=True)
-        self._agent_may = markers(TO_EDITOR, files, must=False)
-        answers = [
-            row for row in CROSSINGS if row.message == "response" and files in row.action.policies
-        ]
-        self._answered = frozenset(m for row in answers for m in row.methods)
-        self._answers = tuple({m for row in answers for m in row.markers}) + ANSWER_MARKERS
-        # One pass of byte tests says whether anything may be there at all (_agent_may_hold).
-        self._client_markers = self._client_must + self._client_may
-        self._agent_markers = self._agent_must + self._agent_may
+        plan = _plan(files)  # shared by every connection under the same policy
+        self._client_must, self._client_may = plan.client_must, plan.client_may
+        self._agent_must, self._agent_may = plan.agent_must, plan.agent_may
+        self._answered, self._answers = plan.answered, plan.answers
+        self._client_markers, self._agent_markers = plan.client_markers, plan.agent_markers
+        self._client_seek, self._agent_seekers = plan.client_seek, plan.agent_seekers
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
@@ -233,23 +229,20 @@ class Boundary:
 
     def _client_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        for marker in self._client_markers:
-            if marker in data:
-                return True
+        if self._client_seek.search(data) is not None:
+            return True
         if self.pending and CANCEL in data:
             return True
         return b"\\" in data and self._client_escape.search(data) is not None
 
     def _agent_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        for marker in self._agent_markers:
-            if marker in data:
-                return True
-        if self.pending:
-            for marker in self._answers:
-                if marker in data:
-                    return True
-        if self.sessions.watches_agent and CAPABILITIES in data:
+        state = (bool(self.pending), self.sessions.watches_agent)
+        seek = self._agent_seekers.get(state)
+        if seek is None:
+            markers = self._agent_markers + (self._answers if state[0] else ())
+            seek = self._agent_seekers[state] = seeker(markers + (CAPABILITIES,) * state[1])
+        if seek.search(data) is not None:
             return True
         escape = self._agent_escape
         return escape is not None and b"\\" in data and escape.search(data) is not None
@@ -432,6 +425,51 @@ class Boundary:
         count = "translated_to_agent" if direction == TO_AGENT else "translated_to_editor"
         self.counts[count] += len(work.report.translations)
         return Rewritten(strictjson.dumps(message), work.report)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one ``--files`` policy looks for in lines, made once per policy."""
+
+    client_must: tuple[bytes, ...]
+    client_may: tuple[bytes, ...]
+    agent_must: tuple[bytes, ...]
+    agent_may: tuple[bytes, ...]
+    answered: frozenset[str]  # methods whose responses cross
+    answers: tuple[bytes, ...]  # and their markers
+    client_markers: tuple[bytes, ...] = ()
+    agent_markers: tuple[bytes, ...] = ()
+    # (pending session/list, watching the agent's capabilities) -> its search, made on use
+    agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "client_markers", self.client_must + self.client_may)
+        object.__setattr__(self, "agent_markers", self.agent_must + self.agent_may)
+
+    @property
+    def client_seek(self) -> re.Pattern[bytes]:
+        return seeker(self.client_markers)
+
+
+@cache
+def _plan(files: Files) -> _Plan:
+    answers = [
+        row for row in CROSSINGS if row.message == "response" and files in row.action.policies
+    ]
+    return _Plan(
+        markers(TO_AGENT, files, must=True),
+        markers(TO_AGENT, files, must=False),
+        markers(TO_EDITOR, files, must=True),
+        markers(TO_EDITOR, files, must=False),
+        frozenset(m for row in answers for m in row.methods),
+        tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
+    )
+
+
+@cache
+def seeker(markers: Sequence[bytes]) -> re.Pattern[bytes]:
+    """One search for any of ``markers``: a pass over a long line, not one per marker."""
+    return re.compile(b"|".join(re.escape(marker) for marker in sorted(set(markers))))
 
 
 def _param(message: dict[str, Any], name: str) -> Any:

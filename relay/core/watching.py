@@ -208,6 +208,9 @@ def _message(data: bytes) -> Any:
 # -- the conversation so far --------------------------------------------------------------
 
 
+_CODES = tuple(bytes((code,)) for code in range(8))  # origins a history tells apart
+
+
 class History:
     """The conversation so far, bounded by bytes: the oldest whole lines go first.
 
@@ -216,12 +219,17 @@ class History:
     within the limit plus one line.
     """
 
+    __slots__ = ("_lines", "_names", "_origins", "dropped", "last", "limit", "size")
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.size = 0
         self.dropped = 0  # lines no longer kept
         self.last = 0  # the number of the last line recorded
-        self._lines: deque[tuple[bytes, bytes]] = deque()  # (origin, line)
+        self._lines: deque[bytes] = deque()
+        # Beside each line kept, its origin's index in _names: a byte, not a tuple per line.
+        self._origins = bytearray()
+        self._names: list[bytes] = []
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -231,14 +239,28 @@ class History:
         the first."""
         first = self.last + 1
         self.last += len(lines)
-        kept = self._lines
-        kept.extend((origin, line) for line in lines)
-        self.size += sum(map(len, lines))
-        if self.size > self.limit:
-            while self.size > self.limit and len(kept) > 1:
-                self.size -= len(kept.popleft()[1])
-                self.dropped += 1
+        self._lines.extend(lines)
+        self._origins += _CODES[self._code(origin)] * len(lines)
+        size = self.size + sum(map(len, lines))
+        if size > self.limit:
+            kept, dropped = self._lines, 0
+            while size > self.limit and len(kept) > 1:
+                size -= len(kept.popleft())
+                dropped += 1
+            del self._origins[:dropped]
+            self.dropped += dropped
+        self.size = size
         return first
+
+    def _code(self, origin: bytes) -> int:
+        names = self._names
+        for code, name in enumerate(names):
+            if name == origin:
+                return code
+        if len(names) == len(_CODES):
+            raise ValueError(f"more than {len(_CODES)} origins")
+        names.append(origin)
+        return len(names) - 1
 
     @property
     def first(self) -> int:
@@ -250,7 +272,9 @@ class History:
         first = self.first
         return [
             conversation_frame(first + i, origin, line)
-            for i, (origin, line) in enumerate(self._lines)
+            for i, (origin, line) in enumerate(
+                zip(map(self._names.__getitem__, self._origins), self._lines, strict=True)
+            )
         ]
 
 
@@ -324,8 +348,10 @@ class Answers:
     def agent_lines(self, lines: Iterable[bytes]) -> None:
         """Note the answerable requests among the agent's ``lines``."""
         for line in lines:
-            if any(marker in line for marker in _MARKERS):
-                self._note(line)
+            for marker in _MARKERS:
+                if marker in line:
+                    self._note(line)
+                    break
 
     def _note(self, line: bytes) -> None:
         try:

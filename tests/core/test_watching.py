@@ -192,6 +192,30 @@ def test_history_never_holds_more_than_its_limit_and_one_line(
     assert history.dropped + len(history) == len(lines)
 
 
+@given(
+    st.integers(min_value=1, max_value=200),
+    st.lists(
+        st.tuples(
+            st.sampled_from([FROM_CLIENT, FROM_AGENT, b"watcher"]),
+            st.lists(st.binary(max_size=40), min_size=1, max_size=5),
+        ),
+        max_size=30,
+    ),
+)
+def test_history_frames_keep_each_lines_origin_through_drops(
+    limit: int, batches: list[tuple[bytes, list[bytes]]]
+) -> None:
+    """Batches from several origins: the frames are the newest lines kept, each with the
+    origin and number it was recorded with."""
+    history = History(limit)
+    every = []
+    for origin, lines in batches:
+        first = history.add(origin, lines)
+        every += [(first + i, origin, line) for i, line in enumerate(lines)]
+    kept = every[len(every) - len(history) :]
+    assert history.frames() == [conversation_frame(n, o, line) for n, o, line in kept]
+
+
 @pytest.mark.parametrize(
     ("value", "key"),
     [
