@@ -10,6 +10,9 @@ trial:
 3. after ``OUTAGE`` seconds the proxy accepts again: the network is back;
 4. the clock stops when the first replayed message reaches connect's stdout.
 
+Trials are ``SETTLE_SECONDS`` apart: connect takes a socket lost sooner after its resume
+for a relay that welcomes then drops, and resumes ever more slowly (a flap pause).
+
 Reported per trial: network back -> first message; the proxy's first accepted connection
 after it (connect's next attempt, which its backoff step decides) -> first message, that
 is the resume itself; and the backoff wait in between.
@@ -26,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from relay.core.windows import SETTLE_SECONDS
 from tests.bench.peers import SECRET, relay_argv, wait_for_port, with_group_killed
 from tests.support.connect import editor
 from tests.support.env import clean_env
@@ -81,6 +85,8 @@ async def _trials(port: int, count: int) -> list[dict[str, float]]:
             for _ in range(UPDATES + 1):
                 await ed.receive_line()
             for trial in range(count):
+                if trial:  # an outage of its own: a loss before the resume settled is a flap
+                    await asyncio.sleep(SETTLE_SECONDS + 0.5)
                 await ed.send(_prompt(trial))
                 await asyncio.sleep(DELAY / 3)  # the prompt reaches the agent before the cut
                 net.cut()
