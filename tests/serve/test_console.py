@@ -374,6 +374,13 @@ def events(page: Page) -> Locator:
     return page.locator('#log li[data-dir="event"] .summary')
 
 
+def not_from_the_cut(problems: list[str]) -> list[str]:
+    """``problems`` but Chromium's own line for a request on a pooled connection that the
+    test's network cut reset (a ticket or boundary record fetched as the cut came: the
+    page fetches again)."""
+    return [p for p in problems if p != "Failed to load resource: net::ERR_CONNECTION_RESET"]
+
+
 async def open_console(context: BrowserContext, url: str, problems: list[str]) -> Page:
     """The console at ``url``, open; page errors go into ``problems``."""
     page = await context.new_page()
@@ -426,7 +433,7 @@ async def test_console_resumes_a_long_answer_across_a_network_cut(
         assert lost == "connection lost (lost (no close frame)), resuming within 60 s"
         assert len(relay.events("connection opened")) == 1
         await relay.wait_event("connection resumed")
-    assert problems == []
+    assert not_from_the_cut(problems) == []
     assert token not in "\n".join(relay.stderr)
 
 
