@@ -118,12 +118,17 @@ def error(request_id: Any, code: int, message: str, data: dict[str, Any]) -> byt
 
 def id_key(request_id: Any) -> tuple[str, object] | None:
     """A request id as the key it is matched by: a string as it is, a number by its value
-    (``1E2`` and ``100`` are one id); None for an id the relay does not track."""
+    (``1E2`` and ``100`` are one id, as agents read them); None for what cannot be an id."""
     if isinstance(request_id, str):
         return ("s", request_id)
-    if isinstance(request_id, strictjson.Number):
-        try:
-            return ("n", Decimal(request_id.text))
-        except InvalidOperation:
-            return None
-    return None
+    if isinstance(request_id, bool):
+        return None
+    text = request_id.text if isinstance(request_id, strictjson.Number) else None
+    if isinstance(request_id, int):
+        text = str(request_id)
+    if text is None:
+        return None
+    try:
+        return ("n", Decimal(text))
+    except InvalidOperation:
+        return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.acp import strictjson
+from relay.acp.refusals import id_key
 from relay.acp.showing import (
     AGENT_REQUESTS,
     CLIENT_REQUESTS,
@@ -48,10 +49,10 @@ from relay.core.watching import (
     DETACHED,
     RESUMED,
     Frame,
+    Key,
     Opening,
     Said,
     Told,
-    id_key,
 )
 
 MAX_PARSED_BYTES = 8 << 20  # a larger line is named, not read
@@ -90,7 +91,7 @@ class Transcript:
         self._at_line_start = True
         self._history_left = 0
         self._tools: OrderedDict[str, _Tool] = OrderedDict()
-        self._requests: OrderedDict[tuple[str, str], _Request] = OrderedDict()  # (asker, id)
+        self._requests: OrderedDict[tuple[str, Key], _Request] = OrderedDict()  # (asker, id)
 
     def show(self, frame: Frame) -> str:
         """The text for ``frame`` (ending without a newline while a paragraph is open)."""

@@ -32,10 +32,10 @@ import json
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from relay.acp import strictjson
+from relay.acp.refusals import id_key
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
 
 WATCH_PROFILE = "acp-relay.watch.v1"
@@ -286,12 +286,15 @@ def conversation_frames(first: int, origin: bytes, lines: Sequence[bytes]) -> li
 # -- answers to the agent's requests ------------------------------------------------------
 
 
+Key = tuple[str, object]  # a request id as matched (relay.acp.refusals.id_key)
+
+
 @dataclass(frozen=True)
 class Taken:
     """The first answer to agent request ``key``: ``line`` goes to the agent, ``notice`` to
     every attached socket."""
 
-    key: str
+    key: Key
     line: bytes
     notice: bytes
 
@@ -300,7 +303,7 @@ class Taken:
 class Late:
     """An answer to a request that was answered already: dropped."""
 
-    key: str
+    key: Key
 
 
 @dataclass(frozen=True)
@@ -309,24 +312,6 @@ class Refused:
 
     reply: bytes
     reason: str
-
-
-def id_key(value: Any) -> str | None:
-    """A request id as a key (``1E2`` and ``100`` are one id, as agents read them); None
-    for what cannot be an id."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, str):
-        return "s" + value
-    text = value.text if isinstance(value, strictjson.Number) else None
-    if isinstance(value, int | Decimal):
-        text = str(value)
-    if text is None:
-        return None
-    try:
-        return "n" + str(Decimal(text).normalize())
-    except InvalidOperation:
-        return None
 
 
 class Answers:
@@ -338,8 +323,8 @@ class Answers:
     """
 
     def __init__(self) -> None:
-        self._pending: OrderedDict[str, str] = OrderedDict()  # key -> method
-        self._answered: OrderedDict[str, None] = OrderedDict()
+        self._pending: OrderedDict[Key, str] = OrderedDict()  # key -> method
+        self._answered: OrderedDict[Key, None] = OrderedDict()
 
     @property
     def pending(self) -> int:
@@ -415,7 +400,7 @@ class Answers:
         return taken
 
     def _answer(
-        self, response: tuple[str, Any, dict[str, Any]], line: bytes, role: str, by: str
+        self, response: tuple[Key, Any, dict[str, Any]], line: bytes, role: str, by: str
     ) -> Taken | Late | None:
         key, request_id, message = response
         if self._pending.pop(key, None) is not None:
@@ -430,7 +415,7 @@ class Answers:
         return None
 
 
-def _response(line: bytes) -> tuple[str, Any, dict[str, Any]] | None:
+def _response(line: bytes) -> tuple[Key, Any, dict[str, Any]] | None:
     try:
         message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
     except strictjson.JsonRefused:
@@ -438,7 +423,7 @@ def _response(line: bytes) -> tuple[str, Any, dict[str, Any]] | None:
     return _response_of(message) if isinstance(message, dict) else None
 
 
-def _response_of(message: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
+def _response_of(message: dict[str, Any]) -> tuple[Key, Any, dict[str, Any]] | None:
     """(key, id, message) of a JSON-RPC response; None for anything else."""
     if "method" in message or ("result" in message) == ("error" in message):
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -65,4 +66,21 @@ def test_too_many_pending_requests_are_refused_with_their_id() -> None:
 )
 def test_ids_are_keyed_by_value(value: object, key: object) -> None:
     """String ids as they are, numbers by value; anything else is not tracked."""
+    assert id_key(value) == key
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        (1, ("n", Decimal(1))),
+        ("1", ("s", "1")),
+        (strictjson.Number("1E2"), ("n", Decimal(100))),
+        (True, None),
+        (None, None),
+        ([1], None),
+    ],
+)
+def test_id_keys(value: object, key: tuple[str, object] | None) -> None:
+    """Numbers and strings are ids of their own kinds, a number by its value; nothing else
+    is an id."""
     assert id_key(value) == key

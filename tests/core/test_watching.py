@@ -24,7 +24,6 @@ from relay.core.watching import (
     closed_record,
     conversation_frame,
     conversation_frames,
-    id_key,
     raw_record,
     read_frame,
     relay_frame,
@@ -214,21 +213,6 @@ def test_history_frames_keep_each_lines_origin_through_drops(
         every += [(first + i, origin, line) for i, line in enumerate(lines)]
     kept = every[len(every) - len(history) :]
     assert history.frames() == [conversation_frame(n, o, line) for n, o, line in kept]
-
-
-@pytest.mark.parametrize(
-    ("value", "key"),
-    [
-        (1, "n1"),
-        ("1", "s1"),
-        (True, None),
-        (None, None),
-        ([1], None),
-    ],
-)
-def test_id_keys(value: object, key: str | None) -> None:
-    """Numbers and strings are ids of their own kinds; nothing else is an id."""
-    assert id_key(value) == key
 
 
 def test_spellings_of_one_number_are_one_id() -> None:
