@@ -143,12 +143,7 @@ class Boundary:
         self.parses = 0
         files: Files = "pass" if policy is None else policy.files
         self.files = files
-        plan = _plan(files)  # shared by every connection under the same policy
-        self._client_must, self._client_may = plan.client_must, plan.client_may
-        self._agent_must, self._agent_may = plan.agent_must, plan.agent_may
-        self._answered, self._answers = plan.answered, plan.answers
-        self._client_markers, self._agent_markers = plan.client_markers, plan.agent_markers
-        self._client_seek, self._agent_seekers = plan.client_seek, plan.agent_seekers
+        self._plan = _plan(files)  # shared by every connection under the same policy
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
@@ -229,7 +224,7 @@ class Boundary:
 
     def _client_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        if self._client_seek.search(data) is not None:
+        if self._plan.client_seek.search(data) is not None:
             return True
         if self.pending and CANCEL in data:
             return True
@@ -237,11 +232,7 @@ class Boundary:
 
     def _agent_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        state = (bool(self.pending), self.sessions.watches_agent)
-        seek = self._agent_seekers.get(state)
-        if seek is None:
-            markers = self._agent_markers + (self._answers if state[0] else ())
-            seek = self._agent_seekers[state] = seeker(markers + (CAPABILITIES,) * state[1])
+        seek = self._plan.agent_seek(bool(self.pending), self.sessions.watches_agent)
         if seek.search(data) is not None:
             return True
         escape = self._agent_escape
@@ -249,19 +240,20 @@ class Boundary:
 
     def _client_interest(self, line: bytes) -> _Interest:
         escaped = b"\\" in line
-        must = any(m in line for m in self._client_must)
+        must = any(m in line for m in self._plan.client_must)
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
-        may = any(m in line for m in self._client_may) or (bool(self.pending) and CANCEL in line)
+        may = any(m in line for m in self._plan.client_may)
+        may = may or (bool(self.pending) and CANCEL in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
         return _Interest(must, may) if must or may else _NONE
 
     def _agent_interest(self, line: bytes) -> _Interest:
         escaped = b"\\" in line
-        must = any(m in line for m in self._agent_must)
+        must = any(m in line for m in self._plan.agent_must)
         if self.files != "pass":
             must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
-        may = any(m in line for m in self._agent_may)
-        may = may or (bool(self.pending) and any(m in line for m in self._answers))
+        may = any(m in line for m in self._plan.agent_may)
+        may = may or (bool(self.pending) and any(m in line for m in self._plan.answers))
         may = may or (self.sessions.watches_agent and CAPABILITIES in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
         return _Interest(must, may) if must or may else _NONE
@@ -289,7 +281,7 @@ class Boundary:
         if method == "$/cancel_request" and not request:
             self._forget(_param(message, "requestId"))
             return line
-        if request and method in self._answered:
+        if request and method in self._plan.answered:
             refused = self._remember(message["id"], method)
             if refused is not None:
                 return refused
@@ -437,18 +429,19 @@ class _Plan:
     agent_may: tuple[bytes, ...]
     answered: frozenset[str]  # methods whose responses cross
     answers: tuple[bytes, ...]  # and their markers
-    client_markers: tuple[bytes, ...] = ()
-    agent_markers: tuple[bytes, ...] = ()
+    client_seek: re.Pattern[bytes]
     # (pending session/list, watching the agent's capabilities) -> its search, made on use
-    agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
+    _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "client_markers", self.client_must + self.client_may)
-        object.__setattr__(self, "agent_markers", self.agent_must + self.agent_may)
-
-    @property
-    def client_seek(self) -> re.Pattern[bytes]:
-        return seeker(self.client_markers)
+    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
+        """The search for the agent's lines while a session/list is ``pending`` and while
+        the agent's ``capabilities`` are still to be learnt."""
+        seek = self._agent_seekers.get((pending, capabilities))
+        if seek is None:
+            found = self.agent_must + self.agent_may + (self.answers if pending else ())
+            seek = seeker(found + ((CAPABILITIES,) if capabilities else ()))
+            self._agent_seekers[(pending, capabilities)] = seek
+        return seek
 
 
 @cache
@@ -456,13 +449,16 @@ def _plan(files: Files) -> _Plan:
     answers = [
         row for row in CROSSINGS if row.message == "response" and files in row.action.policies
     ]
+    client_must = markers(TO_AGENT, files, must=True)
+    client_may = markers(TO_AGENT, files, must=False)
     return _Plan(
-        markers(TO_AGENT, files, must=True),
-        markers(TO_AGENT, files, must=False),
+        client_must,
+        client_may,
         markers(TO_EDITOR, files, must=True),
         markers(TO_EDITOR, files, must=False),
         frozenset(m for row in answers for m in row.methods),
         tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
+        seeker(client_must + client_may),
     )
 
 

@@ -33,6 +33,7 @@ from relay.core.watching import (
     FELL_BEHIND,
     FROM_AGENT,
     FROM_CLIENT,
+    FROM_WATCHER,
     Answers,
     History,
     Late,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from relay.observe.observer import ConnectionObserver
     from relay.streams.pump import Judge
 
-FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
 MIN_LAG_BYTES = 1 << 20  # a watcher may leave at least this much unread before it is dropped
 LAG_HISTORIES = 2  # ... or this many histories' worth
 

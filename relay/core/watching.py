@@ -49,6 +49,8 @@ MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dro
 READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
 FROM_CLIENT = b"client"
 FROM_AGENT = b"agent"
+FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
+ORIGINS = (FROM_CLIENT, FROM_AGENT, FROM_WATCHER)
 MAX_HEADER_BYTES = 4096  # a frame's header (or the first frame) is read up to this size
 _MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
 
@@ -208,7 +210,7 @@ def _message(data: bytes) -> Any:
 # -- the conversation so far --------------------------------------------------------------
 
 
-_CODES = tuple(bytes((code,)) for code in range(8))  # origins a history tells apart
+_CODES = tuple(bytes((code,)) for code in range(len(ORIGINS)))  # a line's origin, kept
 
 
 class History:
@@ -219,7 +221,7 @@ class History:
     within the limit plus one line.
     """
 
-    __slots__ = ("_lines", "_names", "_origins", "dropped", "last", "limit", "size")
+    __slots__ = ("_lines", "_origins", "dropped", "last", "limit", "size")
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -227,9 +229,8 @@ class History:
         self.dropped = 0  # lines no longer kept
         self.last = 0  # the number of the last line recorded
         self._lines: deque[bytes] = deque()
-        # Beside each line kept, its origin's index in _names: a byte, not a tuple per line.
+        # Beside each line kept, its origin's index in ORIGINS: a byte, not a tuple per line.
         self._origins = bytearray()
-        self._names: list[bytes] = []
 
     def __len__(self) -> int:
         return len(self._lines)
@@ -240,7 +241,7 @@ class History:
         first = self.last + 1
         self.last += len(lines)
         self._lines.extend(lines)
-        self._origins += _CODES[self._code(origin)] * len(lines)
+        self._origins += _CODES[ORIGINS.index(origin)] * len(lines)
         size = self.size + sum(map(len, lines))
         if size > self.limit:
             kept, dropped = self._lines, 0
@@ -251,16 +252,6 @@ class History:
             self.dropped += dropped
         self.size = size
         return first
-
-    def _code(self, origin: bytes) -> int:
-        names = self._names
-        for code, name in enumerate(names):
-            if name == origin:
-                return code
-        if len(names) == len(_CODES):
-            raise ValueError(f"more than {len(_CODES)} origins")
-        names.append(origin)
-        return len(names) - 1
 
     @property
     def first(self) -> int:
@@ -273,7 +264,7 @@ class History:
         return [
             conversation_frame(first + i, origin, line)
             for i, (origin, line) in enumerate(
-                zip(map(self._names.__getitem__, self._origins), self._lines, strict=True)
+                zip(map(ORIGINS.__getitem__, self._origins), self._lines, strict=True)
             )
         ]
 

@@ -71,21 +71,16 @@ from acp import (
 )
 from acp.interfaces import Client
 from acp.schema import (
-    AcpMcpServer,
     AgentCapabilities,
-    AudioContentBlock,
     AuthenticateResponse,
     ClientCapabilities,
     CloseSessionResponse,
     EmbeddedResourceContentBlock,
     ForkSessionResponse,
-    HttpMcpServer,
-    ImageContentBlock,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
-    McpServerStdio,
     NewSessionResponse,
     PermissionOption,
     PromptCapabilities,
@@ -97,11 +92,12 @@ from acp.schema import (
     SessionListCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
-    SseMcpServer,
     TextContentBlock,
     ToolCallLocation,
     ToolCallUpdate,
 )
+
+from relay.demo_agent.reports import ContentBlock, McpServer
 
 AGENT_NAME = "acp-relay-boundary-test"
 REPORT_PREFIX = "boundary report: "
@@ -109,15 +105,6 @@ STEPS = ("tools", "permission", "read", "write", "terminal", "links")
 NOTES = "notes.txt"
 OUTSIDE = "/etc/hostname"  # a box path no mapping is expected to hold
 NEW_TEXT = "written by the boundary agent\n"
-
-McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
-ContentBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
 
 
 @dataclass
