@@ -2,8 +2,9 @@
 
 Beside its controlling socket, a connection may have up to ``--max-watchers`` watchers.
 :class:`Watching` keeps the conversation so far for them (the lines the controller sent
-to the agent and the lines the agent wrote, as the agent received them and as the
-client received them: :class:`relay.core.watching.History`, bounded by
+to the agent and the lines the agent wrote, as the agent received them (the values of
+the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
+:class:`relay.core.watching.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
 relay carries it; and it decides, with :class:`relay.core.watching.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from relay.acp.mcp import hide_injected
 from relay.connections.attachments import Attachment
 from relay.core.outcome import Forward, Outcome, Received, Skip
 from relay.core.tickets import Claims
@@ -43,6 +45,7 @@ from relay.core.watching import (
     relay_frame,
     watching_frame,
 )
+from relay.observe.logs import redactor
 from relay.streams.wsadapter import EncodedFrames, text_frames
 
 if TYPE_CHECKING:
@@ -99,6 +102,11 @@ class Watching:
         first = self.history.add(FROM_CLIENT, (line,))
         if self.watchers:
             self._show(conversation_frames(first, FROM_CLIENT, (line,)))
+
+    def client_rewritten(self, outcome: Forward) -> None:
+        """A line the boundary changed on its way to the agent: shown as the agent got it,
+        but for the values of the MCP servers the relay added (:func:`shown_line`)."""
+        self.client_line(shown_line(outcome))
 
     def agent_lines(self, lines: Sequence[bytes]) -> None:
         """Lines the agent wrote went to the client (as the client got them)."""
@@ -215,6 +223,19 @@ class Watching:
         # than at the garbage collector's next full pass.
         self._tell_controller = self._to_agent = _nowhere
         self.observer.conversation = None
+
+
+def shown_line(outcome: Forward) -> bytes:
+    """The line of ``outcome`` as watchers see it: the agent's, with every header and env
+    value of the relay's own MCP servers ``[redacted]`` and their other strings redacted
+    (:func:`relay.acp.mcp.hide_injected`); the client's frame should that line be
+    unreadable. Only a line the relay merged its servers into is read again."""
+    report = outcome.rewrite
+    injected = report.mcp.injected if report is not None and report.mcp is not None else ()
+    if not injected:
+        return outcome.line
+    hidden = hide_injected(outcome.line, injected, redactor().redact_text)
+    return outcome.frame if hidden is None else hidden[0]
 
 
 async def _nowhere(_: Any) -> None:

@@ -12,8 +12,10 @@ Frames to a watcher, all text:
 - once, first: ``{"type":"watching",...}``, a control frame (no newline) saying which
   connection, whether this watcher may answer, and how much of the history follows;
 - a conversation line: ``{"seq":N,"from":"client"}`` or ``{"seq":N,"from":"agent"}``, a
-  newline, then the line exactly as the agent received it or wrote it. ``seq`` numbers
-  the conversation's lines from 1 since the connection opened;
+  newline, then the line exactly as the agent received it or wrote it, except that the
+  values of the MCP servers the relay added to a session request are hidden
+  (:func:`relay.acp.mcp.hide_injected`: they are the operator's). ``seq`` numbers the
+  conversation's lines from 1 since the connection opened;
 - a line of the relay's own: ``{"from":"relay"}``, a newline, then a JSON-RPC message:
   a notification in an ``_acp-relay/`` extension method (an answer was taken, the
   controller detached or resumed) or the error answering a frame the relay refused.

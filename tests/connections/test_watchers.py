@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import sys
+from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
 from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
-from tests.support.agents import ASKS, ECHO_AGENT
+from tests.support.agents import ASKS, ECHO_AGENT, python_agent
+from tests.support.audit import LogAudit
+from tests.support.cli import serve
+from tests.support.env import secret_env
 from tests.support.http import busy
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.resume import ResumeClient
@@ -250,3 +255,88 @@ async def test_watchers_are_told_the_relay_is_shutting_down() -> None:
         closing = asyncio.create_task(closed_with(watcher.ws))
         await live.relay.shutdown()
         assert await closing == (1001, "the relay is shutting down")
+
+
+# An agent that keeps its exact stdin in a file (its argument) and answers each request:
+# initialize with http MCP servers declared, anything else with a session.
+SAVING_AGENT = python_agent(
+    "import json, sys\n"
+    "with open(sys.argv[1], 'wb') as saved:\n"
+    "    for line in sys.stdin.buffer:\n"
+    "        saved.write(line)\n"
+    "        saved.flush()\n"
+    "        message = json.loads(line)\n"
+    "        result = {'sessionId': 's-1'}\n"
+    "        if message.get('method') == 'initialize':\n"
+    "            caps = {'mcpCapabilities': {'http': True}}\n"
+    "            result = {'protocolVersion': 1, 'agentCapabilities': caps}\n"
+    "        answer = {'jsonrpc': '2.0', 'id': message['id'], 'result': result}\n"
+    "        sys.stdout.write(json.dumps(answer) + '\\n')\n"
+    "        sys.stdout.flush()\n"
+)
+GH_TOKEN = "ghp_watchers-never-see-this-0123"
+FILES_KEY = "files-key-watchers-never-see-4567"
+MCP_SERVERS = [
+    {
+        "type": "http",
+        "name": "github",
+        "url": "https://mcp.example/gh",
+        "headers": [{"name": "Authorization", "value": "Bearer ${GH_TOKEN}"}],
+        "_meta": {"owner": "ops ${GH_TOKEN}"},
+    },
+    {
+        "name": "files",
+        "command": "/usr/bin/files-mcp",
+        "args": ["--key=${FILES_KEY}"],
+        "env": [{"name": "FILES_KEY", "value": "${FILES_KEY}"}],
+    },
+]
+INITIALIZE = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+SESSION_NEW = (
+    '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}'
+)
+
+
+async def test_watchers_never_see_the_relays_mcp_secrets(tmp_path: Path, audit: LogAudit) -> None:
+    """The MCP servers the relay adds to session/new, their ${VAR} values filled in from its
+    environment: the agent gets the values; a watcher attached before and one attached after
+    (from the history) get the same line with every value redacted; neither the trace nor
+    the log holds them."""
+    for secret in (GH_TOKEN, FILES_KEY):
+        audit.secret(secret)
+    servers, saved, traces = tmp_path / "mcp.json", tmp_path / "stdin", tmp_path / "traces"
+    servers.write_text(json.dumps(MCP_SERVERS))
+    traces.mkdir(mode=0o700)
+    agent = shlex.join((*SAVING_AGENT, str(saved)))
+    flags = ("--agent", agent, "--mcp-servers", str(servers), "--trace-dir", str(traces))
+    env = secret_env(GH_TOKEN=GH_TOKEN, FILES_KEY=FILES_KEY)
+    async with serve(*flags, env=env) as relay, connect(relay.ticket_url()) as controller:
+        audit.watch(relay.stderr)
+        await controller.send(INITIALIZE)
+        await controller.recv()
+        before = await Watcher.open(relay.url, connection_id(controller))
+        await controller.send(SESSION_NEW)
+        assert json.loads(await controller.recv())["result"] == {"sessionId": "s-1"}
+        after = await Watcher.open(relay.url, connection_id(controller))
+        live = await before.said(4)  # initialize both ways (history), session/new both ways
+        history = await after.said(4)
+        await controller.close()
+        await relay.until_idle()
+    received = saved.read_bytes()
+    trace = b"".join(path.read_bytes() for path in traces.iterdir())
+    assert GH_TOKEN.encode() in received
+    assert FILES_KEY.encode() in received
+    assert live == history
+    shown = live[2]
+    assert (shown.seq, shown.origin) == (3, "client")
+    assert json.loads(shown.line)["method"] == "session/new"
+    assert json.loads(received.splitlines()[1])["method"] == "session/new"
+    for seen in (b"".join(said.line for said in live), trace, "\n".join(relay.stderr).encode()):
+        assert GH_TOKEN.encode() not in seen
+        assert FILES_KEY.encode() not in seen
+    entries = json.loads(shown.line)["params"]["mcpServers"]
+    assert [entry["name"] for entry in entries] == ["github", "files"]
+    assert entries[0]["headers"] == [{"name": "Authorization", "value": "[redacted]"}]
+    assert entries[0]["_meta"] == {"owner": "ops [redacted]"}
+    assert entries[1]["env"] == [{"name": "FILES_KEY", "value": "[redacted]"}]
+    assert entries[1]["args"] == ["--key=[redacted]"]
