@@ -36,6 +36,9 @@ from relay.core.watching import (
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
+    MAX_REFUSED,
+    TOO_MANY_REFUSED,
+    WATCHER_FRAME_BYTES,
     Answers,
     History,
     Late,
@@ -43,6 +46,7 @@ from relay.core.watching import (
     conversation_frames,
     notification,
     relay_frame,
+    too_many_refused,
     watching_frame,
 )
 from relay.observe.logs import redactor
@@ -165,11 +169,21 @@ class Watching:
             self.observer.watcher_left(watcher.subject, attachment.close_code, len(self.watchers))
 
     async def _receive(self, watcher: Watcher) -> None:
-        """A watcher's frames: answers taken or not, anything else refused, until it goes."""
-        ws = watcher.attachment.ws
+        """A watcher's frames: answers taken or not, anything else refused, until it goes
+        or :data:`MAX_REFUSED` of its frames were refused.
+
+        websockets closes the socket with 1009 on a frame's header over
+        :data:`WATCHER_FRAME_BYTES` (the limit was set at the upgrade: websockets'
+        ``max_size``); a larger frame sent before the upgrade's answer gets here, and is
+        closed the same way without being read."""
+        ws, refused = watcher.attachment.ws, 0
         with suppress(ConnectionClosed):
             async for frame in ws:
                 data = frame if isinstance(frame, bytes) else frame.encode()
+                if len(data) > WATCHER_FRAME_BYTES:
+                    reason = f"frame exceeds limit of {WATCHER_FRAME_BYTES} bytes"
+                    await watcher.attachment.close(CloseCode.MESSAGE_TOO_BIG, reason)
+                    return
                 verdict = self.answers.watcher_frame(
                     data, may_answer=watcher.may_answer, by=watcher.subject
                 )
@@ -184,6 +198,10 @@ class Watching:
                 else:
                     self._send(watcher, text_frames([relay_frame(verdict.reply)]))
                     self.observer.watcher_refused(watcher.subject, verdict.reason)
+                    refused += 1
+                    if refused >= MAX_REFUSED:
+                        await watcher.attachment.close(TOO_MANY_REFUSED, too_many_refused())
+                        return
 
     # -- frames out ------------------------------------------------------------------------
 

@@ -22,7 +22,10 @@ Frames to a watcher, all text:
 
 A watcher sends JSON-RPC responses only: the first answer to an agent's request reaches
 the agent, whoever sends it; later ones are dropped, and every attached socket is told
-which answer was taken (:data:`ANSWERED`).
+which answer was taken (:data:`ANSWERED`). Watchers are untrusted, so what they send
+costs the relay little: a read-only watcher's frames are refused unread, a frame over
+:data:`WATCHER_FRAME_BYTES` is never read (the socket is closed 1009), and a watcher
+whose :data:`MAX_REFUSED`-th frame is refused is closed (:data:`TOO_MANY_REFUSED`).
 
 A watcher's side reads those frames back with :func:`read_frame` (``acp-relay watch``),
 and writes them for scripts as NDJSON records with :func:`raw_record`.
@@ -49,6 +52,9 @@ ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never
 MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
 MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dropped
 READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
+WATCHER_FRAME_BYTES = 4096  # a watcher's frame at most: an answer to a permission request is small
+MAX_REFUSED = 5  # a watcher's frames refused before it is closed
+TOO_MANY_REFUSED = 1008  # close code (policy violation): MAX_REFUSED frames were refused
 FROM_CLIENT = b"client"
 FROM_AGENT = b"agent"
 FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
@@ -357,14 +363,22 @@ class Answers:
         return self._answer(response, line, "controller", by)
 
     def watcher_frame(self, frame: bytes, *, may_answer: bool, by: str) -> Taken | Late | Refused:
-        """A watcher's frame: its answer, taken or late, or why it is refused."""
+        """A watcher's frame: its answer, taken or late, or why it is refused. Only the
+        frame of a watcher allowed to answer is read, within :data:`WATCHER_FRAME_BYTES`."""
+        if not may_answer:
+            return READ_ONLY
+        if len(frame) > WATCHER_FRAME_BYTES:
+            return _refused(
+                f"a watcher's frame is over {WATCHER_FRAME_BYTES} bytes: it is not read",
+                "send an answer to a permission request, in a frame of its own",
+            )
         line = frame_to_line(frame)
         if line is None:
             return _refused("a blank frame carries no message", "send a JSON-RPC response")
         if isinstance(line, FrameRefused):
             return Refused(line.reply, line.reason)
         try:
-            message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
+            message = strictjson.loads(line, max_bytes=WATCHER_FRAME_BYTES)
         except strictjson.JsonRefused as exc:
             return _refused(f"not one readable JSON object: {exc}", "send a JSON-RPC response")
         if not isinstance(message, dict) or "method" in message:
@@ -377,11 +391,6 @@ class Answers:
             return _refused(
                 "not a JSON-RPC response (an id, and a result or an error)",
                 "answer with {jsonrpc, id, result} or {jsonrpc, id, error}",
-            )
-        if not may_answer:
-            return _refused(
-                "this watcher's ticket does not allow answering",
-                "ask for a ticket minted with acp-relay ticket --watch ID --may-answer",
             )
         taken = self._answer(response, line, "watcher", by)
         if taken is None:
@@ -426,3 +435,15 @@ def _response_of(message: dict[str, Any]) -> tuple[Key, Any, dict[str, Any]] | N
 
 def _refused(detail: str, hint: str) -> Refused:
     return Refused(error_reply(-32600, "Invalid request from a watcher", detail, hint), detail)
+
+
+READ_ONLY = _refused(
+    "this watcher's ticket lets it watch only: the relay reads none of its frames",
+    "to answer permission requests, ask for a ticket minted with "
+    "acp-relay ticket --watch ID --may-answer",
+)
+
+
+def too_many_refused() -> str:
+    """The reason a watcher is closed with :data:`TOO_MANY_REFUSED`."""
+    return f"{MAX_REFUSED} frames refused: a watcher sends only answers it may give"

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
+import struct
 import sys
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
+from relay.core.watching import (
+    ANSWERED,
+    DETACHED,
+    FELL_BEHIND,
+    MAX_REFUSED,
+    RESUMED,
+    TOO_MANY_REFUSED,
+    WATCH_PROFILE,
+    WATCHER_FRAME_BYTES,
+)
 from tests.support.agents import ASKS, ECHO_AGENT, python_agent
 from tests.support.audit import LogAudit
 from tests.support.cli import serve
 from tests.support.env import secret_env
-from tests.support.http import busy
+from tests.support.http import busy, upgrade_request
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with
@@ -134,6 +146,87 @@ async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer()
             assert refusal.message["error"]["code"] == -32600
         await controller.send('{"ping":1}')
         assert json.loads(await controller.recv()) == {"ping": 1}  # nothing else came first
+
+
+async def refusals_until_closed(watcher: Watcher) -> tuple[list[Told], int | None, str | None]:
+    """The relay's answers to a watcher's frames until it closes the socket, and how."""
+    told: list[Told] = []
+    with suppress(ConnectionClosed):
+        async with asyncio.timeout(10):
+            while True:
+                frame = await watcher.frame()
+                if isinstance(frame, Told) and "error" in frame.message:
+                    told.append(frame)
+    return told, watcher.ws.close_code, watcher.ws.close_reason
+
+
+@pytest.mark.parametrize("may_answer", [False, True], ids=["read-only", "may answer"])
+async def test_a_watcher_is_closed_after_a_few_refused_frames(may_answer: bool) -> None:
+    """Each refused frame gets its error; the MAX_REFUSED-th also closes the watcher 1008,
+    saying why; the controller carries on."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=may_answer)
+        for n in range(MAX_REFUSED):
+            await watcher.ws.send(f'{{"jsonrpc":"2.0","id":{n},"method":"x"}}')
+        told, code, reason = await refusals_until_closed(watcher)
+        await controller.send('{"ping":1}')
+        assert json.loads(await controller.recv()) == {"ping": 1}
+    assert len(told) == MAX_REFUSED
+    assert code == TOO_MANY_REFUSED
+    assert reason == f"{MAX_REFUSED} frames refused: a watcher sends only answers it may give"
+
+
+def masked_frame_header(length: int) -> bytes:
+    """A client's text frame header announcing ``length`` bytes of payload, with its mask."""
+    return struct.pack("!BBQ", 0x81, 0x80 | 127, length) + os.urandom(4)
+
+
+@pytest.mark.parametrize("how", ["one byte over", "16 MiB announced"])
+async def test_a_watchers_frame_over_the_bound_closes_it_1009(how: str) -> None:
+    """A watcher's frame over WATCHER_FRAME_BYTES closes it with 1009 as soon as its header
+    says so: the relay does not wait for (nor keep) the payload; the controller carries on."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        if how == "one byte over":
+            await watcher.ws.send("x" * (WATCHER_FRAME_BYTES + 1))
+        else:  # only the header goes: the payload never comes
+            watcher.ws.transport.write(masked_frame_header(16 << 20))
+        code, reason = await closed_with(watcher.ws)
+        await controller.send('{"ping":1}')
+        assert json.loads(await controller.recv()) == {"ping": 1}
+    assert code == 1009
+    assert reason is not None
+    assert f"exceeds limit of {WATCHER_FRAME_BYTES} bytes" in reason
+
+
+async def test_a_watchers_frame_sent_before_the_upgrades_answer_is_bounded_too() -> None:
+    """A frame over the bound sent with the upgrade request, before its 101 (which the
+    protocol forbids), also closes the watcher with 1009, unread."""
+    frame = b"x" * (WATCHER_FRAME_BYTES + 1)
+    async with live_relay(ECHO_AGENT) as live, connect(live.ticket_url()) as controller:
+        ticket = make_ticket(watch=connection_id(controller))
+        request = upgrade_request(
+            "/acp", f"Sec-WebSocket-Protocol: {WATCH_PROFILE}", f"Authorization: Bearer {ticket}"
+        )
+        header = struct.pack("!BBH", 0x81, 0x80 | 126, len(frame)) + bytes(4)  # mask 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
+        writer.write(request + header + frame)
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            opening = await reader.readexactly(2)  # the "watching" frame: 126 to 64 KiB
+            size = struct.unpack("!H", await reader.readexactly(2))[0]
+            await reader.readexactly(size)
+            close = await reader.readexactly(2)
+            code_and_reason = await reader.readexactly(close[1])
+        writer.close()
+        await echo(controller, '{"ping":1}')
+    assert head.startswith(b"HTTP/1.1 101")
+    assert opening == b"\x81\x7e"
+    assert close[0] == 0x88
+    assert struct.unpack("!H", code_and_reason[:2])[0] == 1009
+    assert f"exceeds limit of {WATCHER_FRAME_BYTES} bytes".encode() in code_and_reason
 
 
 @pytest.mark.parametrize("case", ["unknown", "no watch subprotocol", "plain ticket"])

@@ -12,6 +12,7 @@ from relay.core.watching import (
     ANSWERED,
     FROM_AGENT,
     FROM_CLIENT,
+    WATCHER_FRAME_BYTES,
     Answers,
     Garbled,
     History,
@@ -270,7 +271,7 @@ def test_the_controllers_other_lines_pass(line: bytes) -> None:
     [
         (b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}', True, "no requests"),
         (b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}', True, "no requests"),
-        (ALLOW % b"1", False, "does not allow answering"),
+        (ALLOW % b"1", False, "watch only"),
         (ALLOW % b"2", True, "no permission request 2"),
         (b'{"jsonrpc":"2.0","id":1}', True, "not a JSON-RPC response"),
         (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', True, "not a JSON-RPC response"),
@@ -307,3 +308,41 @@ def test_pending_requests_are_bounded() -> None:
     assert answers.pending == 256
     assert isinstance(answers.watcher_frame(ALLOW % b"0", may_answer=True, by="w"), Refused)
     assert isinstance(answers.watcher_frame(ALLOW % b"299", may_answer=True, by="w"), Taken)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        ALLOW % b"1",
+        b"{",
+        b"[" + b"{}," * 1000 + b"{}]",
+        b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}',
+        b"",
+        b"\xff\xfe",
+    ],
+    ids=["an answer", "unreadable", "a batch", "a request", "blank", "not UTF-8"],
+)
+def test_a_read_only_watchers_frames_are_refused_unread(frame: bytes) -> None:
+    """Whatever a watcher without the right to answer sends is refused for that alone: the
+    relay reads none of it."""
+    answers = asked(b"1")
+    refused = answers.watcher_frame(frame, may_answer=False, by="w")
+    assert isinstance(refused, Refused)
+    assert "watch only" in refused.reason
+    assert json.loads(refused.reply)["error"]["code"] == -32600
+    assert answers.pending == 1
+
+
+def test_an_answer_over_the_watchers_frame_bound_is_refused_unread() -> None:
+    """A frame of a watcher allowed to answer is read only within WATCHER_FRAME_BYTES: a
+    longer one is refused, however good an answer it would make."""
+    padded = ALLOW.replace(b'"allow"}}', b'"allow"},"_meta":{"pad":"%b"}}')
+    fits = padded % (b"1", b"x" * (WATCHER_FRAME_BYTES - len(padded % (b"1", b""))))
+    assert len(fits) == WATCHER_FRAME_BYTES
+    answers = asked(b"1", b"2")
+    assert isinstance(answers.watcher_frame(fits, may_answer=True, by="w"), Taken)
+    over = padded % (b"2", b"x" * (WATCHER_FRAME_BYTES + 1 - len(padded % (b"2", b""))))
+    refused = answers.watcher_frame(over, may_answer=True, by="w")
+    assert isinstance(refused, Refused)
+    assert f"over {WATCHER_FRAME_BYTES} bytes" in refused.reason
+    assert answers.pending == 1
