@@ -50,7 +50,7 @@ from relay.core.watching import (
     watching_frame,
 )
 from relay.observe.logs import redactor
-from relay.streams.wsadapter import EncodedFrames, text_frames
+from relay.streams.wsadapter import EncodedFrames, Receiver, text_frames
 
 if TYPE_CHECKING:
     from relay.observe.observer import ConnectionObserver
@@ -176,10 +176,10 @@ class Watching:
         :data:`WATCHER_FRAME_BYTES` (the limit was set at the upgrade: websockets'
         ``max_size``); a larger frame sent before the upgrade's answer gets here, and is
         closed the same way without being read."""
-        ws, refused = watcher.attachment.ws, 0
+        receive, refused = Receiver(watcher.attachment.ws), 0
         with suppress(ConnectionClosed):
-            async for frame in ws:
-                data = frame if isinstance(frame, bytes) else frame.encode()
+            while True:
+                data = await receive()  # a text frame's bytes, or a binary frame's size
                 if len(data) > WATCHER_FRAME_BYTES:
                     reason = f"frame exceeds limit of {WATCHER_FRAME_BYTES} bytes"
                     await watcher.attachment.close(CloseCode.MESSAGE_TOO_BIG, reason)

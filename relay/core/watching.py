@@ -42,6 +42,7 @@ from typing import Any
 from relay.acp import strictjson
 from relay.acp.refusals import id_key
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
+from relay.core.outcome import Binary, Received
 
 WATCH_PROFILE = "acp-relay.watch.v1"
 FELL_BEHIND = 4429  # close code: a watcher that did not read fast enough is dropped
@@ -362,11 +363,16 @@ class Answers:
             return None
         return self._answer(response, line, "controller", by)
 
-    def watcher_frame(self, frame: bytes, *, may_answer: bool, by: str) -> Taken | Late | Refused:
+    def watcher_frame(
+        self, frame: Received, *, may_answer: bool, by: str
+    ) -> Taken | Late | Refused:
         """A watcher's frame: its answer, taken or late, or why it is refused. Only the
-        frame of a watcher allowed to answer is read, within :data:`WATCHER_FRAME_BYTES`."""
+        text frame of a watcher allowed to answer is read, within
+        :data:`WATCHER_FRAME_BYTES`; answers are text frames, as the controller's are."""
         if not may_answer:
             return READ_ONLY
+        if isinstance(frame, Binary):
+            return BINARY
         if len(frame) > WATCHER_FRAME_BYTES:
             return _refused(
                 f"a watcher's frame is over {WATCHER_FRAME_BYTES} bytes: it is not read",
@@ -441,6 +447,12 @@ READ_ONLY = _refused(
     "this watcher's ticket lets it watch only: the relay reads none of its frames",
     "to answer permission requests, ask for a ticket minted with "
     "acp-relay ticket --watch ID --may-answer",
+)
+
+
+BINARY = _refused(
+    "a binary frame: answers are text frames, as the controller's are",
+    "send the JSON-RPC response as a text frame",
 )
 
 

@@ -160,15 +160,22 @@ async def refusals_until_closed(watcher: Watcher) -> tuple[list[Told], int | Non
     return told, watcher.ws.close_code, watcher.ws.close_reason
 
 
-@pytest.mark.parametrize("may_answer", [False, True], ids=["read-only", "may answer"])
-async def test_a_watcher_is_closed_after_a_few_refused_frames(may_answer: bool) -> None:
+@pytest.mark.parametrize(
+    ("may_answer", "binary"),
+    [(False, False), (True, False), (True, True)],
+    ids=["read-only", "may answer", "binary frames"],
+)
+async def test_a_watcher_is_closed_after_a_few_refused_frames(
+    may_answer: bool, binary: bool
+) -> None:
     """Each refused frame gets its error; the MAX_REFUSED-th also closes the watcher 1008,
     saying why; the controller carries on."""
     async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
         await controller.recv()  # the permission request
         watcher = await Watcher.open(live, connection_id(controller), may_answer=may_answer)
         for n in range(MAX_REFUSED):
-            await watcher.ws.send(f'{{"jsonrpc":"2.0","id":{n},"method":"x"}}')
+            frame = f'{{"jsonrpc":"2.0","id":{n},"method":"x"}}'
+            await watcher.ws.send(frame.encode() if binary else frame)
         told, code, reason = await refusals_until_closed(watcher)
         await controller.send('{"ping":1}')
         assert json.loads(await controller.recv()) == {"ping": 1}
@@ -227,6 +234,28 @@ async def test_a_watchers_frame_sent_before_the_upgrades_answer_is_bounded_too()
     assert close[0] == 0x88
     assert struct.unpack("!H", code_and_reason[:2])[0] == 1009
     assert f"exceeds limit of {WATCHER_FRAME_BYTES} bytes".encode() in code_and_reason
+
+
+async def test_a_watchers_binary_frame_is_refused_even_when_it_holds_an_answer() -> None:
+    """Answers are text frames, the controller's as a watcher's: an answer sent as a binary
+    frame gets a -32600 and never reaches the agent; the same answer as text is taken."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        await watcher.said(1)
+        await watcher.ws.send(ALLOW.encode())
+        refusal = await watcher.frame()
+        await watcher.ws.send(ALLOW)
+        notice = await watcher.told(ANSWERED)
+        await controller.send('{"ping":1}')  # the agent reads in order: the answer is in
+        seen: list[dict[str, object]] = []
+        while not seen or seen[-1] != {"ping": 1}:
+            seen.append(json.loads(await controller.recv()))
+    assert isinstance(refusal, Told)
+    assert refusal.message["error"]["code"] == -32600
+    assert "binary" in refusal.message["error"]["data"]["detail"]
+    assert notice["params"]["by"] == "watcher"
+    assert sorted(str(message["method"]) for message in seen[:-1]) == sorted([ANSWERED, "answered"])
 
 
 @pytest.mark.parametrize("case", ["unknown", "no watch subprotocol", "plain ticket"])

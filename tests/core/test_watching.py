@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.core.outcome import Binary
 from relay.core.watching import (
     ANSWERED,
     FROM_AGENT,
@@ -345,4 +346,14 @@ def test_an_answer_over_the_watchers_frame_bound_is_refused_unread() -> None:
     refused = answers.watcher_frame(over, may_answer=True, by="w")
     assert isinstance(refused, Refused)
     assert f"over {WATCHER_FRAME_BYTES} bytes" in refused.reason
+    assert answers.pending == 1
+
+
+@pytest.mark.parametrize(("may_answer", "detail"), [(True, "binary"), (False, "watch only")])
+def test_a_watchers_binary_frame_is_refused(may_answer: bool, detail: str) -> None:
+    """Answers are text frames: a binary frame, whatever it holds, is refused unread."""
+    answers = asked(b"1")
+    refused = answers.watcher_frame(Binary(len(ALLOW % b"1")), may_answer=may_answer, by="w")
+    assert isinstance(refused, Refused)
+    assert detail in refused.reason
     assert answers.pending == 1
