@@ -6,7 +6,7 @@ to the agent and the lines the agent wrote, as the agent received them (the valu
 the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
 :class:`relay.core.watching.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
-relay carries it; and it decides, with :class:`relay.core.watching.Answers`, which answer
+relay carries it; and it decides, with :class:`relay.core.answers.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
 watcher allowed to answer.
 
@@ -29,6 +29,15 @@ from websockets.frames import CloseCode
 
 from relay.acp.mcp import hide_injected
 from relay.connections.attachments import Attachment
+from relay.core.answers import (
+    MAX_REFUSED,
+    TOO_MANY_REFUSED,
+    WATCHER_FRAME_BYTES,
+    Answers,
+    Late,
+    Taken,
+    too_many_refused,
+)
 from relay.core.outcome import Forward, Outcome, Received, Skip
 from relay.core.tickets import Claims
 from relay.core.watching import (
@@ -36,17 +45,10 @@ from relay.core.watching import (
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
-    MAX_REFUSED,
-    TOO_MANY_REFUSED,
-    WATCHER_FRAME_BYTES,
-    Answers,
     History,
-    Late,
-    Taken,
     conversation_frames,
     notification,
     relay_frame,
-    too_many_refused,
     watching_frame,
 )
 from relay.observe.logs import redactor

@@ -29,10 +29,11 @@ from websockets.typing import Subprotocol
 from relay.config.resolved import RelayConfig
 from relay.connections.attachments import Attachment
 from relay.core.admission import Refusal, admit, ticket_from_request
+from relay.core.answers import WATCHER_FRAME_BYTES
 from relay.core.profile import PROFILE
 from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
 from relay.core.upgrade import ACP_V1, Shape, check_upgrade, duplicated
-from relay.core.watching import WATCH_PROFILE, WATCHER_FRAME_BYTES
+from relay.core.watching import WATCH_PROFILE
 from relay.observe.logs import Logger
 from relay.observe.stats import RelayStats
 from relay.serve import browsermodule, devconsole
