@@ -38,7 +38,7 @@ from relay.core.answers import (
     Taken,
     too_many_refused,
 )
-from relay.core.outcome import Forward, Outcome, Received, Skip
+from relay.core.outcome import Forward, Outcome, Received, Refuse, Skip
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,
@@ -123,7 +123,8 @@ class Watching:
 
     def controller_judge(self, judge: Judge, subject: str) -> Judge:
         """``judge`` for the controller's frames, with its answers to the agent's permission
-        requests checked: the first answer goes on, a late one is dropped."""
+        requests checked: the first answer goes on, a late one is dropped, one the relay
+        cannot read is refused."""
 
         def judged(frame: Received) -> Outcome:
             outcome = judge(frame)
@@ -131,12 +132,16 @@ class Watching:
                 return outcome
             assert isinstance(outcome, Forward)
             verdict = self.answers.controller_line(outcome.line, by=subject)
+            if verdict is None:
+                return outcome
             if isinstance(verdict, Taken):
                 self.observer.answer_taken("controller", subject)
                 self._announce(verdict.notice)
             elif isinstance(verdict, Late):
                 self.observer.answer_late("controller", subject)
                 return Skip("answered", len(outcome.line))
+            else:
+                return Refuse(verdict.reply, verdict.reason, outcome.frame)
             return outcome
 
         return judged

@@ -4,14 +4,19 @@ or from a watcher allowed to answer (``acp-relay.watch.v1``, :mod:`relay.core.wa
 Pure. The agent's requests a watcher may answer (:data:`ANSWERABLE`) are noted from its
 lines; the controller's lines and the watchers' frames that answer one are judged: the
 first answer is :class:`Taken` (it goes to the agent, and every attached socket is told),
-a later one :class:`Late` (dropped). Watchers are untrusted, so what they send costs the
-relay little: a read-only watcher's frames are refused unread, a frame over
+a later one :class:`Late` (dropped). A controller line is judged by what it is once read
+(:mod:`relay.acp.strictjson`: a top-level ``method`` makes a request, escaped keys read as
+the agent reads them), and read only while it matters: while an answer may come, for a
+line whose bytes may hold a response (:func:`might_answer`), up to
+:data:`ANSWER_MAX_BYTES`. Watchers are untrusted, so what they send costs the relay
+little: a read-only watcher's frames are refused unread, a frame over
 :data:`WATCHER_FRAME_BYTES` is never read (the socket is closed 1009), and a watcher
 whose :data:`MAX_REFUSED`-th frame is refused is closed (:data:`TOO_MANY_REFUSED`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,8 +34,10 @@ MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dro
 READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
 WATCHER_FRAME_BYTES = 4096  # a watcher's frame at most: an answer to a permission request is small
 MAX_REFUSED = 5  # a watcher's frames refused before it is closed
+ANSWER_MAX_BYTES = 64 << 10  # a longer controller line is passed on unread: no answer is as long
 TOO_MANY_REFUSED = 1008  # close code (policy violation): MAX_REFUSED frames were refused
 _MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
+_LETTER_ESCAPE = re.compile(rb"\\u00[67][0-9a-fA-F]")  # a lowercase ASCII letter, escaped
 
 Key = tuple[str, object]  # a request id as matched (relay.acp.refusals.id_key)
 
@@ -54,7 +61,8 @@ class Late:
 
 @dataclass(frozen=True)
 class Refused:
-    """A watcher's frame the relay does not pass on; ``reply`` (a JSON-RPC error) says why."""
+    """A watcher's frame (or a controller's line) the relay does not pass on; ``reply`` (a
+    JSON-RPC error) says why."""
 
     reply: bytes
     reason: str
@@ -65,12 +73,14 @@ class Answers:
 
     The agent's lines are shown to :meth:`agent_lines`; only a line that names an
     answerable method is parsed. The controller's lines are shown to :meth:`controller_line`
-    and parsed only while a request is pending or was answered lately.
+    and read only while an answer may come from it: a request is pending, or a watcher's
+    answer was taken and the controller's own (late, to be dropped) is still to come.
     """
 
     def __init__(self) -> None:
         self._pending: OrderedDict[Key, str] = OrderedDict()  # key -> method
         self._answered: OrderedDict[Key, None] = OrderedDict()
+        self._controller_late: OrderedDict[Key, None] = OrderedDict()  # a watcher's taken
 
     @property
     def pending(self) -> int:
@@ -98,15 +108,23 @@ class Answers:
         while len(self._pending) > MAX_PENDING:
             self._pending.popitem(last=False)
 
-    def controller_line(self, line: bytes, *, by: str) -> Taken | Late | None:
-        """The controller's line: None to pass it on as it is (nearly always)."""
-        if not (self._pending or self._answered) or b'"id"' not in line:
+    def controller_line(self, line: bytes, *, by: str) -> Taken | Late | Refused | None:
+        """The controller's line: None to pass it on as it is (nearly always).
+
+        Read only while an answer may come from the controller, when its bytes may hold a
+        response (:func:`might_answer`) and within :data:`ANSWER_MAX_BYTES`; what cannot be
+        read unambiguously then is refused, as the agent might read it as the answer."""
+        if not (self._pending or self._controller_late):
             return None
-        if b'"method"' in line:
-            return None  # a request or a notification of its own (a prompt), not an answer
-        response = _response(line)
+        if len(line) > ANSWER_MAX_BYTES or not might_answer(line):
+            return None
+        try:
+            message = strictjson.loads(line, max_bytes=ANSWER_MAX_BYTES)
+        except strictjson.JsonRefused as exc:
+            return _unreadable_answer(exc)
+        response = _response_of(message) if isinstance(message, dict) else None
         if response is None:
-            return None
+            return None  # a request or a notification (a top-level method), or no response
         return self._answer(response, line, "controller", by)
 
     def watcher_frame(
@@ -158,23 +176,47 @@ class Answers:
     ) -> Taken | Late | None:
         key, request_id, message = response
         if self._pending.pop(key, None) is not None:
-            self._answered[key] = None
-            while len(self._answered) > MAX_ANSWERED:
-                self._answered.popitem(last=False)
+            _remember(self._answered, key)
+            if role == "watcher":
+                _remember(self._controller_late, key)
             params: dict[str, Any] = {"id": request_id, "by": role, "subject": by}
             params.update({k: message[k] for k in ("result", "error") if k in message})
             return Taken(key, line, notification(ANSWERED, params))
         if key in self._answered:
+            if role == "controller":
+                self._controller_late.pop(key, None)
             return Late(key)
         return None
 
 
-def _response(line: bytes) -> tuple[Key, Any, dict[str, Any]] | None:
-    try:
-        message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
-    except strictjson.JsonRefused:
-        return None
-    return _response_of(message) if isinstance(message, dict) else None
+def _remember(keys: OrderedDict[Key, None], key: Key) -> None:
+    keys[key] = None
+    while len(keys) > MAX_ANSWERED:
+        keys.popitem(last=False)
+
+
+def might_answer(line: bytes) -> bool:
+    """Cheap test on raw bytes: False means the line certainly is no JSON-RPC response (it
+    has no ``id`` key, or neither ``result`` nor ``error``), however its keys are spelled.
+
+    A key is a JSON string: spelled without escapes, its quotes are around it; with
+    escapes, a letter of it is ``\\u0061`` to ``\\u007a``.
+    """
+    if b'"id"' in line and (b'"result"' in line or b'"error"' in line):
+        return True
+    return b"\\u00" in line and _LETTER_ESCAPE.search(line) is not None
+
+
+def _unreadable_answer(problem: strictjson.JsonRefused) -> Refused:
+    """The -32600 to a controller line that may answer a permission request, unreadable."""
+    reason = f"a line that may answer a permission request is not readable JSON: {problem}"
+    reply = error_reply(
+        -32600,
+        "Invalid request: the relay cannot check this answer",
+        reason,
+        "send each answer as one JSON object, each key once, with valid Unicode text",
+    )
+    return Refused(reply, reason)
 
 
 def _response_of(message: dict[str, Any]) -> tuple[Key, Any, dict[str, Any]] | None:

@@ -120,6 +120,52 @@ async def test_the_first_answer_is_the_one_taken_and_everyone_is_told() -> None:
     assert notices[0]["params"]["id"] == "perm-1"
 
 
+async def until_echoed(ws: ClientConnection, line: str) -> list[dict[str, object]]:
+    """Send ``line`` through the agent and read up to its echo: what came before it too."""
+    await ws.send(line)
+    seen: list[dict[str, object]] = []
+    async with asyncio.timeout(10):
+        while not seen or seen[-1] != json.loads(line):
+            seen.append(json.loads(await ws.recv()))
+    return seen
+
+
+DENY = ALLOW.replace('"allow"', '"deny"')
+CONTROLLER_ANSWERS = {
+    "_meta.method": ALLOW.replace("}}}", '},"_meta":{"method":"x"}}}'),
+    "escaped id": ALLOW.replace('"id"', '"\\u0069d"'),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROLLER_ANSWERS))
+async def test_the_controllers_answer_is_taken_however_it_is_spelled(case: str) -> None:
+    """The controller answers first with an answer holding "method" in its _meta, or its
+    "id" key escaped; a watcher answers next: exactly one answer reaches the agent, the
+    controller's, and the watchers and the metrics say it was the controller's."""
+    answer = CONTROLLER_ANSWERS[case]
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        await watcher.said(1)
+        await controller.send(answer)
+        seen = await until_echoed(controller, '{"ping":1}')  # the agent has the answer
+        await watcher.ws.send(DENY)
+        await watcher.ws.send('{"jsonrpc":"2.0","id":9,"method":"x"}')  # refused, after DENY
+        frames = [await watcher.frame()]
+        while not (isinstance(frames[-1], Told) and "error" in frames[-1].message):
+            frames.append(await watcher.frame())
+        seen += await until_echoed(controller, '{"ping":2}')  # the agent has all it got
+        counted = dict(live.relay.stats.watch)
+    notices = [f.message for f in frames if isinstance(f, Told) and "method" in f.message]
+    notice = notices[0]
+    reports = [message["params"] for message in seen if message.get("method") == "answered"]
+    assert reports == [json.loads(answer)["result"]]
+    assert notice["params"]["by"] == "controller"
+    assert notice["params"]["result"] == json.loads(answer)["result"]
+    assert counted.get("answer_controller") == counted.get("answer_late") == 1
+    assert "answer_watcher" not in counted
+
+
 async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer() -> None:
     """A watcher's request, notification, or answer without the right gets a JSON-RPC error
     and never reaches the agent."""

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from relay.core.answers import WATCHER_FRAME_BYTES, Answers, Late, Refused, Taken
+from relay.core.answers import (
+    ANSWER_MAX_BYTES,
+    WATCHER_FRAME_BYTES,
+    Answers,
+    Late,
+    Refused,
+    Taken,
+    might_answer,
+)
 from relay.core.outcome import Binary
 from relay.core.watching import ANSWERED
 
@@ -161,3 +169,103 @@ def test_a_watchers_binary_frame_is_refused(may_answer: bool, detail: str) -> No
     assert isinstance(refused, Refused)
     assert detail in refused.reason
     assert answers.pending == 1
+
+
+ANSWERS_HOWEVER_SPELLED = {
+    "_meta.method": ALLOW.replace(b"}}}", b'},"_meta":{"method":"x"}}}'),
+    "escaped id": ALLOW.replace(b'"id"', b'"\\u0069d"'),
+    "escaped result": ALLOW.replace(b'"result"', b'"r\\u0065sult"'),
+    "spaced": ALLOW.replace(b",", b" , ").replace(b":", b" : "),
+    "method in the answer's text": ALLOW.replace(b'"allow"', b'"\\"method\\":1"'),
+}
+
+
+@pytest.mark.parametrize("case", list(ANSWERS_HOWEVER_SPELLED))
+def test_the_controllers_answer_is_taken_however_it_is_spelled(case: str) -> None:
+    """An answer is read as the agent reads it: "method" below its top level, an escaped key
+    or spaces make it no less the answer; a watcher's next is late."""
+    answers = asked(b"7")
+    taken = answers.controller_line(ANSWERS_HOWEVER_SPELLED[case] % b"7", by="alice")
+    assert isinstance(taken, Taken)
+    assert json.loads(taken.notice)["params"]["by"] == "controller"
+    assert isinstance(answers.watcher_frame(ALLOW % b"7", may_answer=True, by="w"), Late)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"result":1,"error":2}}',
+        b'{"jsonrpc":"2.0","\\u0069d":7,"m\\u0065thod":"x","result":{}}',
+        b'{"jsonrpc":"2.0","method":"x","params":{"id":7,"result":{}}}',
+        b'{"jsonrpc":"2.0","id":8,"result":{}}',
+        b'{"jsonrpc":"2.0","id":7}',
+        b"[" + ALLOW % b"7" + b"]",
+    ],
+    ids=["request", "escaped request", "notification", "another id", "no result", "array"],
+)
+def test_the_controllers_requests_and_other_responses_pass(line: bytes) -> None:
+    """A top-level method makes a request or a notification, whatever it holds; a response
+    to another request passes too: the permission request still awaits its answer."""
+    answers = asked(b"7")
+    assert answers.controller_line(line, by="alice") is None
+    assert answers.pending == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"jsonrpc":"2.0","id":"x","id":7,"result":{}}',
+        b'{"jsonrpc":"2.0","id":7,"result":{"a":"\\ud800"}}',
+        b'{"jsonrpc":"2.0","id":7,"result":NaN}',
+        b'{"jsonrpc":"2.0","id":7,"result":',
+    ],
+    ids=["id twice", "lone surrogate", "NaN", "cut short"],
+)
+def test_a_controller_line_that_may_answer_but_cannot_be_read_is_refused(line: bytes) -> None:
+    """While an answer is awaited, a line that may be one but is not readable unambiguously
+    (the agent might read an answer in it) is refused with a -32600 and goes nowhere."""
+    answers = asked(b"7")
+    refused = answers.controller_line(line, by="alice")
+    assert isinstance(refused, Refused)
+    assert json.loads(refused.reply)["error"]["code"] == -32600
+    assert answers.pending == 1
+    assert Answers().controller_line(line, by="alice") is None  # nothing awaited: not read
+
+
+def test_a_controller_line_over_the_bound_is_passed_on_unread() -> None:
+    """A line longer than ANSWER_MAX_BYTES is not read (no answer is that long): it passes,
+    and the permission request still awaits its answer."""
+    padded = ALLOW.replace(b"}}}", b'},"_meta":{"pad":"%b"}}}')
+    line = padded % (b"7", b"x" * ANSWER_MAX_BYTES)
+    answers = asked(b"7")
+    assert answers.controller_line(line, by="alice") is None
+    assert answers.pending == 1
+
+
+def test_the_controllers_late_answer_is_dropped_then_its_lines_are_no_longer_read() -> None:
+    """A watcher answered first: the controller's answer is late, once; with nothing else
+    awaited, its lines are passed on unread again."""
+    answers = asked(b"7")
+    assert isinstance(answers.watcher_frame(ALLOW % b"7", may_answer=True, by="w"), Taken)
+    unreadable = b'{"jsonrpc":"2.0","id":7,"result":'
+    assert isinstance(answers.controller_line(unreadable, by="alice"), Refused)
+    assert isinstance(answers.controller_line(ALLOW % b"7", by="alice"), Late)
+    assert answers.controller_line(unreadable, by="alice") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "may"),
+    [
+        (ALLOW % b"1", True),
+        (ANSWERS_HOWEVER_SPELLED["escaped id"], True),
+        (b'{"jsonrpc":"2.0","id":1,"error":{}}', True),
+        (b'{"jsonrpc":"2.0","r\\u0065sult":{},"id":1}', True),
+        (b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}', False),
+        (b'{"jsonrpc":"2.0","method":"x","params":{"text":"\\n\\u00e9\\u001b"}}', False),
+        (b'{"jsonrpc":"2.0","method":"x","params":{"text":"\\"result\\" \\"id\\""}}', False),
+    ],
+)
+def test_might_answer_tells_apart_what_cannot_be_a_response(line: bytes, may: bool) -> None:
+    """Only a line with an id key and a result or error key, or with a letter escaped, may
+    be a response: a prompt, or text holding those words, is not read."""
+    assert might_answer(line) == may
