@@ -31,10 +31,10 @@ from relay.core.watching import ANSWERED, notification
 ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal
 MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
 MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dropped
-READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
+READ_MAX_BYTES = 8 << 20  # a larger permission request is not read: the controller answers it
+ANSWER_MAX_BYTES = 64 << 10  # a longer controller line is passed on unread: no answer is as long
 WATCHER_FRAME_BYTES = 4096  # a watcher's frame at most: an answer to a permission request is small
 MAX_REFUSED = 5  # a watcher's frames refused before it is closed
-ANSWER_MAX_BYTES = 64 << 10  # a longer controller line is passed on unread: no answer is as long
 TOO_MANY_REFUSED = 1008  # close code (policy violation): MAX_REFUSED frames were refused
 _MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
 _LETTER_ESCAPE = re.compile(rb"\\u00[67][0-9a-fA-F]")  # a lowercase ASCII letter, escaped
