@@ -35,13 +35,14 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy
 from relay.acp.rewrite import RewritePolicy
+from relay.core.watching import WATCH_PROFILE
 from relay.streams.pipewriter import PEER_CHECK_SECONDS
 from tests.support.agents import CRASH_MID_LINE, LONG_LINES, READ_AHEAD, python_agent
 from tests.support.audit import LogAudit
 from tests.support.cli import RelayRun, serve
 from tests.support.env import secret_env
 from tests.support.figures import elapsed_ms, record
-from tests.support.http import busy, exchange, status_of, upgrade_request
+from tests.support.http import busy, exchange, http_get, status_of, upgrade_request
 from tests.support.live import live_relay, until_idle
 from tests.support.processes import (
     agents_running,
@@ -933,6 +934,81 @@ async def test_oversized_or_broken_requests_get_a_prompt_clean_answer(
     if status is None:
         assert answer == b""
     assert took < OPEN_TIMEOUT + MARGIN
+
+
+# -- watchers -------------------------------------------------------------------------------------
+
+WATCHER_FLOOD = b"[" + b"{}," * (8 * MiB // 3 - 1) + b"{}]"  # under the old 8 MiB read bound
+WATCHER_SMALL_FLOOD = b"[" + b"{}," * 1300 + b"{}]"  # within a watcher's frame bound: read
+FLOOD_LARGE, FLOOD_SMALL = 12, 40  # frames sent (the issue's freeze took 10 large ones)
+
+
+async def test_watchers_flooding_frames_cannot_freeze_the_relay(audit: LogAudit) -> None:
+    """Watchers sending frames of [{},{},...] again and again, 8 MiB ones (read-only or
+    allowed to answer) and ones within their bound: each is refused or closed at once,
+    and meanwhile another connection's round trip and /healthz keep answering."""
+    sent = {WATCHER_FLOOD: 0, WATCHER_SMALL_FLOOD: 0}
+    async with relay_process(audit) as relay:
+        watched = await connect(relay.ticket_url(audit.ticket()))
+        assert watched.response is not None
+        conn = watched.response.headers["Acp-Connection-Id"]
+        other = await connect(relay.ticket_url(audit.ticket()))
+
+        async def flood(may_answer: bool, frame: bytes) -> None:
+            """Attach a watcher and send ``frame`` until it is closed; again, for good."""
+            while True:
+                ticket = audit.ticket(watch=conn, may_answer=may_answer)
+                try:
+                    ws = await connect(
+                        relay.url,
+                        subprotocols=[WATCH_PROFILE],  # type: ignore[list-item]
+                        additional_headers={"Authorization": f"Bearer {ticket}"},
+                        close_timeout=0.5,
+                    )
+                except InvalidStatus:
+                    continue  # all watchers taken for a moment (503): the closed ones go
+                with suppress(ConnectionClosed):
+                    while True:
+                        sent[frame] += 1
+                        await ws.send(frame, text=True)
+                ws.transport.abort()
+
+        async def probe() -> tuple[float, float]:
+            """The slowest round trip on ``other`` and /healthz, while the flood goes on."""
+            trip = health = 0.0
+            while sent[WATCHER_FLOOD] < FLOOD_LARGE or sent[WATCHER_SMALL_FLOOD] < FLOOD_SMALL:
+                started = time.monotonic()
+                await other.send('{"other":1}')
+                assert await other.recv() == '{"other":1}'
+                trip = max(trip, time.monotonic() - started)
+                started = time.monotonic()
+                assert (await http_get(relay.port, "/healthz")).status == 200
+                health = max(health, time.monotonic() - started)
+            return trip, health
+
+        floods = [
+            asyncio.create_task(flood(False, WATCHER_FLOOD)),
+            asyncio.create_task(flood(True, WATCHER_FLOOD)),
+            asyncio.create_task(flood(True, WATCHER_SMALL_FLOOD)),
+        ]
+        try:
+            async with asyncio.timeout(60):
+                trip, health = await probe()
+        finally:
+            for task in floods:
+                task.cancel()
+            await asyncio.gather(*floods, return_exceptions=True)
+        await watched.close()
+        await other.close()
+    assert trip < MARGIN
+    assert health < MARGIN
+    record(
+        "watchers flooding [{},...] frames",
+        large_frames=sent[WATCHER_FLOOD],
+        small_frames=sent[WATCHER_SMALL_FLOOD],
+        slowest_round_trip_ms=round(trip * 1000, 1),
+        slowest_healthz_ms=round(health * 1000, 1),
+    )
 
 
 # -- leaks ----------------------------------------------------------------------------------------

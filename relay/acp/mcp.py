@@ -1,18 +1,23 @@
-"""The agent's own MCP servers: the ``--mcp-servers`` file, and merging them into a request.
+"""The agent's own MCP servers: the ``--mcp-servers`` file, merging them into a request,
+and hiding their values from everyone but the agent.
 
 Pure. The file is a JSON array of ACP v1 McpServer objects; ``${VAR}`` in any string
 is expanded from the environment passed in, so tokens stay out of the file. Merging
 follows ``--mcp-merge`` and ``--drop-client-stdio-mcp``, and withholds transports the
-agent did not declare in ``agentCapabilities.mcpCapabilities``.
+agent did not declare in ``agentCapabilities.mcpCapabilities``. A request the relay
+merged its servers into is shown to watchers and traces by :func:`hide_injected`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from relay.acp import strictjson
+from relay.core.redaction import REDACTED
 
 Merge = Literal["append", "replace"]
 MERGES: tuple[Merge, ...] = ("append", "replace")
@@ -210,3 +215,88 @@ def _client_kept(
 def _name(server: Any) -> str:
     name = server.get("name") if isinstance(server, dict) else None
     return name if isinstance(name, str) else "(unnamed)"
+
+
+# -- the relay's servers, hidden --------------------------------------------------------
+
+
+def hide_injected(
+    line: bytes, injected: Sequence[str], redact_text: Callable[[str], str]
+) -> tuple[bytes, list[str]] | None:
+    """A session request the relay merged its servers into, as watchers and traces see it.
+
+    The servers named in ``injected`` (the merge's ``injected``) came from the relay's
+    ``--mcp-servers`` file, where ``${VAR}`` may have put tokens into any string, and the
+    file itself may hold literal ones. In each of them every header and env value becomes
+    ``[redacted]``, a URL's userinfo too, and every other string (URL, command, args,
+    header and env names, ``_meta``) goes through ``redact_text``, which removes every
+    expanded value (each registered as a secret when the file was read). The line is
+    written again as the rewrite wrote it (:func:`relay.acp.strictjson.dumps`), so
+    nothing else changes. Returns the line and the names of the servers whose values
+    were hidden; None when the line cannot be read (the caller then shows nothing of it).
+    """
+    if not injected:
+        return line, []
+    try:
+        message = strictjson.loads(line, max_bytes=len(line))
+    except strictjson.JsonRefused:
+        return None
+    params = message.get("params") if isinstance(message, dict) else None
+    entries = params.get("mcpServers") if isinstance(params, dict) else None
+    if not isinstance(entries, list):
+        return line, []
+    names = set(injected)
+    hidden = []
+    for i, entry in enumerate(entries):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name in names:
+            shown = _hidden_server(entry, redact_text)
+            if shown != entry:
+                entries[i] = shown
+                hidden.append(name)
+    if not hidden:
+        return line, []
+    return strictjson.dumps(message), hidden
+
+
+def _hidden_server(server: dict[str, Any], redact_text: Callable[[str], str]) -> dict[str, Any]:
+    shown: dict[str, Any] = {}
+    for key, value in server.items():
+        if key in ("headers", "env") and isinstance(value, list):
+            shown[key] = [_hidden_pair(pair, redact_text) for pair in value]
+        elif key == "url" and isinstance(value, str):
+            shown[key] = redact_text(_without_userinfo(value))
+        else:
+            shown[key] = _hidden_strings(value, redact_text)
+    return shown
+
+
+def _hidden_pair(pair: Any, redact_text: Callable[[str], str]) -> Any:
+    """A header or env entry: its value hidden whatever it is, the rest redacted."""
+    if not isinstance(pair, dict):
+        return _hidden_strings(pair, redact_text)
+    return {
+        key: REDACTED if key == "value" else _hidden_strings(value, redact_text)
+        for key, value in pair.items()
+    }
+
+
+def _hidden_strings(value: Any, redact_text: Callable[[str], str]) -> Any:
+    """``value`` with ``redact_text`` applied to every string in it (its keys are the
+    file's own: ``${VAR}`` expands values only)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, list):
+        return [_hidden_strings(member, redact_text) for member in value]
+    if isinstance(value, dict):
+        return {key: _hidden_strings(member, redact_text) for key, member in value.items()}
+    return value
+
+
+def _without_userinfo(url: str) -> str:
+    """``https://user:token@host/...`` as ``https://[redacted]@host/...``."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if not sep or "@" not in authority:
+        return url
+    return f"{scheme}://{REDACTED}@{authority.rpartition('@')[2]}{slash}{path}"

@@ -44,12 +44,12 @@ from relay.acp.showing import (
     remember,
     text_of,
 )
+from relay.core.answers import Key
 from relay.core.watching import (
     ANSWERED,
     DETACHED,
     RESUMED,
     Frame,
-    Key,
     Opening,
     Said,
     Told,

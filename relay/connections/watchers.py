@@ -2,10 +2,11 @@
 
 Beside its controlling socket, a connection may have up to ``--max-watchers`` watchers.
 :class:`Watching` keeps the conversation so far for them (the lines the controller sent
-to the agent and the lines the agent wrote, as the agent received them and as the
-client received them: :class:`relay.core.watching.History`, bounded by
+to the agent and the lines the agent wrote, as the agent received them (the values of
+the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
+:class:`relay.core.watching.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
-relay carries it; and it decides, with :class:`relay.core.watching.Answers`, which answer
+relay carries it; and it decides, with :class:`relay.core.answers.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
 watcher allowed to answer.
 
@@ -26,24 +27,32 @@ from typing import TYPE_CHECKING, Any
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from relay.acp.mcp import hide_injected
 from relay.connections.attachments import Attachment
-from relay.core.outcome import Forward, Outcome, Received, Skip
+from relay.core.answers import (
+    MAX_REFUSED,
+    TOO_MANY_REFUSED,
+    WATCHER_FRAME_BYTES,
+    Answers,
+    Late,
+    Taken,
+    too_many_refused,
+)
+from relay.core.outcome import Forward, Outcome, Received, Refuse, Skip
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
-    Answers,
     History,
-    Late,
-    Taken,
     conversation_frames,
     notification,
     relay_frame,
     watching_frame,
 )
-from relay.streams.wsadapter import EncodedFrames, text_frames
+from relay.observe.logs import redactor
+from relay.streams.wsadapter import EncodedFrames, Receiver, text_frames
 
 if TYPE_CHECKING:
     from relay.observe.observer import ConnectionObserver
@@ -100,6 +109,11 @@ class Watching:
         if self.watchers:
             self._show(conversation_frames(first, FROM_CLIENT, (line,)))
 
+    def client_rewritten(self, outcome: Forward) -> None:
+        """A line the boundary changed on its way to the agent: shown as the agent got it,
+        but for the values of the MCP servers the relay added (:func:`shown_line`)."""
+        self.client_line(shown_line(outcome))
+
     def agent_lines(self, lines: Sequence[bytes]) -> None:
         """Lines the agent wrote went to the client (as the client got them)."""
         self.answers.agent_lines(lines)
@@ -109,7 +123,8 @@ class Watching:
 
     def controller_judge(self, judge: Judge, subject: str) -> Judge:
         """``judge`` for the controller's frames, with its answers to the agent's permission
-        requests checked: the first answer goes on, a late one is dropped."""
+        requests checked: the first answer goes on, a late one is dropped, one the relay
+        cannot read is refused."""
 
         def judged(frame: Received) -> Outcome:
             outcome = judge(frame)
@@ -117,12 +132,16 @@ class Watching:
                 return outcome
             assert isinstance(outcome, Forward)
             verdict = self.answers.controller_line(outcome.line, by=subject)
+            if verdict is None:
+                return outcome
             if isinstance(verdict, Taken):
                 self.observer.answer_taken("controller", subject)
                 self._announce(verdict.notice)
             elif isinstance(verdict, Late):
                 self.observer.answer_late("controller", subject)
                 return Skip("answered", len(outcome.line))
+            else:
+                return Refuse(verdict.reply, verdict.reason, outcome.frame)
             return outcome
 
         return judged
@@ -157,11 +176,21 @@ class Watching:
             self.observer.watcher_left(watcher.subject, attachment.close_code, len(self.watchers))
 
     async def _receive(self, watcher: Watcher) -> None:
-        """A watcher's frames: answers taken or not, anything else refused, until it goes."""
-        ws = watcher.attachment.ws
+        """A watcher's frames: answers taken or not, anything else refused, until it goes
+        or :data:`MAX_REFUSED` of its frames were refused.
+
+        websockets closes the socket with 1009 on a frame's header over
+        :data:`WATCHER_FRAME_BYTES` (the limit was set at the upgrade: websockets'
+        ``max_size``); a larger frame sent before the upgrade's answer gets here, and is
+        closed the same way without being read."""
+        receive, refused = Receiver(watcher.attachment.ws), 0
         with suppress(ConnectionClosed):
-            async for frame in ws:
-                data = frame if isinstance(frame, bytes) else frame.encode()
+            while True:
+                data = await receive()  # a text frame's bytes, or a binary frame's size
+                if len(data) > WATCHER_FRAME_BYTES:
+                    reason = f"frame exceeds limit of {WATCHER_FRAME_BYTES} bytes"
+                    await watcher.attachment.close(CloseCode.MESSAGE_TOO_BIG, reason)
+                    return
                 verdict = self.answers.watcher_frame(
                     data, may_answer=watcher.may_answer, by=watcher.subject
                 )
@@ -176,6 +205,10 @@ class Watching:
                 else:
                     self._send(watcher, text_frames([relay_frame(verdict.reply)]))
                     self.observer.watcher_refused(watcher.subject, verdict.reason)
+                    refused += 1
+                    if refused >= MAX_REFUSED:
+                        await watcher.attachment.close(TOO_MANY_REFUSED, too_many_refused())
+                        return
 
     # -- frames out ------------------------------------------------------------------------
 
@@ -215,6 +248,19 @@ class Watching:
         # than at the garbage collector's next full pass.
         self._tell_controller = self._to_agent = _nowhere
         self.observer.conversation = None
+
+
+def shown_line(outcome: Forward) -> bytes:
+    """The line of ``outcome`` as watchers see it: the agent's, with every header and env
+    value of the relay's own MCP servers ``[redacted]`` and their other strings redacted
+    (:func:`relay.acp.mcp.hide_injected`); the client's frame should that line be
+    unreadable. Only a line the relay merged its servers into is read again."""
+    report = outcome.rewrite
+    injected = report.mcp.injected if report is not None and report.mcp is not None else ()
+    if not injected:
+        return outcome.line
+    hidden = hide_injected(outcome.line, injected, redactor().redact_text)
+    return outcome.frame if hidden is None else hidden[0]
 
 
 async def _nowhere(_: Any) -> None:

@@ -1,5 +1,5 @@
-"""Watchers of a connection (``acp-relay.watch.v1``): their frames, the conversation so far,
-and which answer to an agent's request is taken.
+"""Watchers of a connection (``acp-relay.watch.v1``): their frames and the conversation so
+far.
 
 Pure. A connection has its controlling socket and may have watchers: sockets that see
 the conversation (the lines the controller sent to the agent and the lines the agent
@@ -12,15 +12,16 @@ Frames to a watcher, all text:
 - once, first: ``{"type":"watching",...}``, a control frame (no newline) saying which
   connection, whether this watcher may answer, and how much of the history follows;
 - a conversation line: ``{"seq":N,"from":"client"}`` or ``{"seq":N,"from":"agent"}``, a
-  newline, then the line exactly as the agent received it or wrote it. ``seq`` numbers
-  the conversation's lines from 1 since the connection opened;
+  newline, then the line exactly as the agent received it or wrote it, except that the
+  values of the MCP servers the relay added to a session request are hidden
+  (:func:`relay.acp.mcp.hide_injected`: they are the operator's). ``seq`` numbers the
+  conversation's lines from 1 since the connection opened;
 - a line of the relay's own: ``{"from":"relay"}``, a newline, then a JSON-RPC message:
   a notification in an ``_acp-relay/`` extension method (an answer was taken, the
   controller detached or resumed) or the error answering a frame the relay refused.
 
-A watcher sends JSON-RPC responses only: the first answer to an agent's request reaches
-the agent, whoever sends it; later ones are dropped, and every attached socket is told
-which answer was taken (:data:`ANSWERED`).
+A watcher sends JSON-RPC responses only, and which answer to an agent's request is taken
+is :mod:`relay.core.answers`'s; every attached socket is told (:data:`ANSWERED`).
 
 A watcher's side reads those frames back with :func:`read_frame` (``acp-relay watch``),
 and writes them for scripts as NDJSON records with :func:`raw_record`.
@@ -29,30 +30,23 @@ and writes them for scripts as NDJSON records with :func:`raw_record`.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict, deque
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from relay.acp import strictjson
-from relay.acp.refusals import id_key
-from relay.core.framing import FrameRefused, error_reply, frame_to_line
 
 WATCH_PROFILE = "acp-relay.watch.v1"
 FELL_BEHIND = 4429  # close code: a watcher that did not read fast enough is dropped
 ANSWERED = "_acp-relay/answered"
 DETACHED = "_acp-relay/detached"
 RESUMED = "_acp-relay/resumed"
-ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal
-MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
-MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dropped
-READ_MAX_BYTES = 8 << 20  # a larger request or answer is not read: the controller answers it
 FROM_CLIENT = b"client"
 FROM_AGENT = b"agent"
 FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
 ORIGINS = (FROM_CLIENT, FROM_AGENT, FROM_WATCHER)
 MAX_HEADER_BYTES = 4096  # a frame's header (or the first frame) is read up to this size
-_MARKERS = tuple(f'"{method}"'.encode() for method in ANSWERABLE)
 
 
 def conversation_frame(seq: int, origin: bytes, line: bytes) -> bytes:
@@ -272,155 +266,3 @@ class History:
 def conversation_frames(first: int, origin: bytes, lines: Sequence[bytes]) -> list[bytes]:
     """The frames of ``lines`` from ``origin``, numbered from ``first``."""
     return [conversation_frame(first + i, origin, line) for i, line in enumerate(lines)]
-
-
-# -- answers to the agent's requests ------------------------------------------------------
-
-
-Key = tuple[str, object]  # a request id as matched (relay.acp.refusals.id_key)
-
-
-@dataclass(frozen=True)
-class Taken:
-    """The first answer to agent request ``key``: ``line`` goes to the agent, ``notice`` to
-    every attached socket."""
-
-    key: Key
-    line: bytes
-    notice: bytes
-
-
-@dataclass(frozen=True)
-class Late:
-    """An answer to a request that was answered already: dropped."""
-
-    key: Key
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A watcher's frame the relay does not pass on; ``reply`` (a JSON-RPC error) says why."""
-
-    reply: bytes
-    reason: str
-
-
-class Answers:
-    """The agent's requests a watcher may answer, pending and answered, for one connection.
-
-    The agent's lines are shown to :meth:`agent_lines`; only a line that names an
-    answerable method is parsed. The controller's lines are shown to :meth:`controller_line`
-    and parsed only while a request is pending or was answered lately.
-    """
-
-    def __init__(self) -> None:
-        self._pending: OrderedDict[Key, str] = OrderedDict()  # key -> method
-        self._answered: OrderedDict[Key, None] = OrderedDict()
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def agent_lines(self, lines: Iterable[bytes]) -> None:
-        """Note the answerable requests among the agent's ``lines``."""
-        for line in lines:
-            for marker in _MARKERS:
-                if marker in line:
-                    self._note(line)
-                    break
-
-    def _note(self, line: bytes) -> None:
-        try:
-            message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
-        except strictjson.JsonRefused:
-            return  # the controller's SDK answers it; nobody else can
-        if not isinstance(message, dict) or message.get("method") not in ANSWERABLE:
-            return
-        key = id_key(message.get("id"))
-        if key is None:
-            return
-        self._pending[key] = message["method"]
-        while len(self._pending) > MAX_PENDING:
-            self._pending.popitem(last=False)
-
-    def controller_line(self, line: bytes, *, by: str) -> Taken | Late | None:
-        """The controller's line: None to pass it on as it is (nearly always)."""
-        if not (self._pending or self._answered) or b'"id"' not in line:
-            return None
-        if b'"method"' in line:
-            return None  # a request or a notification of its own (a prompt), not an answer
-        response = _response(line)
-        if response is None:
-            return None
-        return self._answer(response, line, "controller", by)
-
-    def watcher_frame(self, frame: bytes, *, may_answer: bool, by: str) -> Taken | Late | Refused:
-        """A watcher's frame: its answer, taken or late, or why it is refused."""
-        line = frame_to_line(frame)
-        if line is None:
-            return _refused("a blank frame carries no message", "send a JSON-RPC response")
-        if isinstance(line, FrameRefused):
-            return Refused(line.reply, line.reason)
-        try:
-            message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
-        except strictjson.JsonRefused as exc:
-            return _refused(f"not one readable JSON object: {exc}", "send a JSON-RPC response")
-        if not isinstance(message, dict) or "method" in message:
-            return _refused(
-                "a watcher sends no requests nor notifications to the agent",
-                "answer a permission request of the agent with a JSON-RPC response",
-            )
-        response = _response_of(message)
-        if response is None:
-            return _refused(
-                "not a JSON-RPC response (an id, and a result or an error)",
-                "answer with {jsonrpc, id, result} or {jsonrpc, id, error}",
-            )
-        if not may_answer:
-            return _refused(
-                "this watcher's ticket does not allow answering",
-                "ask for a ticket minted with acp-relay ticket --watch ID --may-answer",
-            )
-        taken = self._answer(response, line, "watcher", by)
-        if taken is None:
-            shown = strictjson.dumps(response[1])[:64].decode("utf-8", "replace")
-            return _refused(
-                f"no permission request {shown} of the agent awaits an answer",
-                "answer a request from the conversation that no one has answered yet",
-            )
-        return taken
-
-    def _answer(
-        self, response: tuple[Key, Any, dict[str, Any]], line: bytes, role: str, by: str
-    ) -> Taken | Late | None:
-        key, request_id, message = response
-        if self._pending.pop(key, None) is not None:
-            self._answered[key] = None
-            while len(self._answered) > MAX_ANSWERED:
-                self._answered.popitem(last=False)
-            params: dict[str, Any] = {"id": request_id, "by": role, "subject": by}
-            params.update({k: message[k] for k in ("result", "error") if k in message})
-            return Taken(key, line, notification(ANSWERED, params))
-        if key in self._answered:
-            return Late(key)
-        return None
-
-
-def _response(line: bytes) -> tuple[Key, Any, dict[str, Any]] | None:
-    try:
-        message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)
-    except strictjson.JsonRefused:
-        return None
-    return _response_of(message) if isinstance(message, dict) else None
-
-
-def _response_of(message: dict[str, Any]) -> tuple[Key, Any, dict[str, Any]] | None:
-    """(key, id, message) of a JSON-RPC response; None for anything else."""
-    if "method" in message or ("result" in message) == ("error" in message):
-        return None
-    key = id_key(message.get("id"))
-    return None if key is None else (key, message["id"], message)
-
-
-def _refused(detail: str, hint: str) -> Refused:
-    return Refused(error_reply(-32600, "Invalid request from a watcher", detail, hint), detail)

@@ -143,6 +143,8 @@ class Conversation(Protocol):
 
     def client_line(self, line: bytes) -> None: ...
 
+    def client_rewritten(self, outcome: Forward) -> None: ...
+
     def agent_lines(self, lines: Sequence[bytes]) -> None: ...
 
 
@@ -180,7 +182,7 @@ class ConnectionObserver(PumpObserver):
                 self.conversation.client_line(outcome.line)
         else:
             if self.conversation is not None and isinstance(outcome, Forward):
-                self.conversation.client_line(outcome.line)
+                self.conversation.client_rewritten(outcome)
             super().frame(outcome)
             if self.boundary is not None and isinstance(outcome, Forward) and outcome.rewrite:
                 self.boundary.client(outcome.rewrite)

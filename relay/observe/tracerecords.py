@@ -37,12 +37,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring  # the C string encoder json.dumps uses
 from typing import Any
 
 from relay.config.defaults import MIN_TRACE_MAX_BYTES
-from relay.core.redaction import REDACTED
 
 FORMAT_VERSION = 1
 TO_AGENT = "to_agent"
@@ -127,68 +126,6 @@ def client_frame(record: Mapping[str, Any]) -> bytes | None:
     else:
         return None
     return text.encode("utf-8") if isinstance(text, str) else None
-
-
-def redact_injected(
-    line: bytes, servers: Sequence[str], redact_text: Callable[[str], str]
-) -> tuple[bytes, list[str]]:
-    """Hide the values of the relay's own MCP servers in a rewritten session request.
-
-    The servers named in ``servers`` (the rewrite's ``injected``) came from the relay's
-    ``--mcp-servers`` file, where ``${VAR}`` may have put tokens into any string. Header
-    and env values become ``[redacted]``, URL userinfo too, and ``url``, ``command`` and
-    every ``args`` entry go through ``redact_text`` (which removes every expanded value,
-    each registered as a secret when the file was read). The line
-    is re-serialized exactly as the rewrite serialized it, so nothing else changes.
-    Returns the line and the names of the servers whose values were hidden.
-    """
-    if not servers:
-        return line, []
-    message_ = json.loads(line)
-    params = message_.get("params") if isinstance(message_, dict) else None
-    entries = params.get("mcpServers") if isinstance(params, dict) else None
-    if not isinstance(entries, list):
-        return line, []
-    hidden = []
-    for entry in entries:
-        if isinstance(entry, dict) and entry.get("name") in servers and _hide(entry, redact_text):
-            hidden.append(entry["name"])
-    if not hidden:
-        return line, []
-    return json.dumps(message_, ensure_ascii=False, separators=(",", ":")).encode(), hidden
-
-
-def _hide(server: dict[str, Any], redact_text: Callable[[str], str]) -> bool:
-    changed = False
-    for key in ("headers", "env"):
-        for pair in server.get(key) or ():
-            if isinstance(pair, dict) and isinstance(pair.get("value"), str):
-                changed = changed or pair["value"] != REDACTED
-                pair["value"] = REDACTED
-    url = server.get("url")
-    if isinstance(url, str):
-        hidden = redact_text(_without_userinfo(url))
-        changed = changed or hidden != url
-        server["url"] = hidden
-    command = server.get("command")
-    if isinstance(command, str) and redact_text(command) != command:
-        server["command"] = redact_text(command)
-        changed = True
-    args = server.get("args")
-    if isinstance(args, list):
-        hidden_args = [redact_text(a) if isinstance(a, str) else a for a in args]
-        changed = changed or hidden_args != args
-        server["args"] = hidden_args
-    return changed
-
-
-def _without_userinfo(url: str) -> str:
-    """``https://user:token@host/...`` as ``https://[redacted]@host/...``."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if not sep or "@" not in authority:
-        return url
-    return f"{scheme}://{REDACTED}@{authority.rpartition('@')[2]}{slash}{path}"
 
 
 class BoundedTrace:

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay import __version__
+from relay.acp.mcp import hide_injected
 from relay.acp.rewrite import RewriteReport, Rewritten
 from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse
-from relay.core.redaction import Redactor
+from relay.core.redaction import REDACTED, Redactor
 from relay.observe.logs import Logger, redactor
 from relay.streams.pump import answered
 
@@ -36,7 +37,6 @@ from relay.observe.tracerecords import (
     BoundedTrace,
     event,
     message,
-    redact_injected,
 )
 
 FLUSH_BYTES = 1 << 16
@@ -249,8 +249,11 @@ class ConnectionTrace:
         self.file.write(self.bounded.add(now, record, size_hint))
 
     def _hide_injected(self, line: bytes, report: RewriteReport) -> tuple[bytes, list[str]]:
+        """The line with the relay's own MCP servers' values hidden (all of it, should it be
+        unreadable: ``before`` has the client's frame)."""
         injected = report.mcp.injected if report.mcp is not None else []
-        return redact_injected(line, injected, self.redactor.redact_text)
+        hidden = hide_injected(line, injected, self.redactor.redact_text)
+        return (REDACTED.encode(), list(injected)) if hidden is None else hidden
 
 
 def crossed(report: RewriteReport) -> list[dict[str, str]]:

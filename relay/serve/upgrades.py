@@ -29,6 +29,7 @@ from websockets.typing import Subprotocol
 from relay.config.resolved import RelayConfig
 from relay.connections.attachments import Attachment
 from relay.core.admission import Refusal, admit, ticket_from_request
+from relay.core.answers import WATCHER_FRAME_BYTES
 from relay.core.profile import PROFILE
 from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
 from relay.core.upgrade import ACP_V1, Shape, check_upgrade, duplicated
@@ -38,6 +39,7 @@ from relay.observe.stats import RelayStats
 from relay.serve import browsermodule, devconsole
 from relay.serve.httpedge import json_response, response, text_response
 from relay.serve.spenttickets import SpentTickets
+from relay.streams.wsadapter import limit_messages
 
 if TYPE_CHECKING:
     from relay.connections.connection import Connection
@@ -235,4 +237,6 @@ class Upgrades:
             self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
         conn_id = claims.watch or str(uuid.uuid4())
         self.pending[ws] = PendingSocket(conn_id, claims, shape.select)
+        if shape.select == WATCH_PROFILE:  # before the 101: its first frame is bounded too
+            limit_messages(ws, WATCHER_FRAME_BYTES)
         return None

@@ -6,9 +6,11 @@ asyncio connection does not offer publicly: the frames of several lines written 
 system call (:class:`TextFrames`, through the connection's ``send_context``, ``drain``
 and ``transport``), a text frame received as the bytes it came in, without a ``str``
 made of it (:class:`Receiver`, through its receive queue, ``recv_messages``), the length
-of that queue (:func:`frames_waiting`), and whether the peer's close frame came first
-(:func:`socket_end`, the protocol's ``close_rcvd_then_sent``). Everything else in the
-relay uses websockets' documented API; a new websockets version is checked here.
+of that queue (:func:`frames_waiting`), whether the peer's close frame came first
+(:func:`socket_end`, the protocol's ``close_rcvd_then_sent``), and a smaller message limit
+for one socket than the server's (:func:`limit_messages`, the protocol's
+``max_message_size``). Everything else in the relay uses websockets' documented API; a
+new websockets version is checked here.
 """
 
 from __future__ import annotations
@@ -216,6 +218,18 @@ def is_utf8(data: bytes, piece: int = UTF8_PIECE) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def limit_messages(ws: Connection, max_bytes: int) -> None:
+    """Take no message over ``max_bytes`` on ``ws`` from its next frame on.
+
+    The server's ``max_size`` is one for every socket; this sets one socket's own, which
+    websockets' parser reads before each frame (the protocol's ``max_message_size``): a
+    frame whose header announces more, or a fragment taking its message past it, closes
+    the socket with 1009 before its payload is read. Call it before the upgrade is
+    answered (a peer's frames come after), e.g. in ``process_request``.
+    """
+    ws.protocol.max_message_size = max_bytes
 
 
 def peer_closed_first(ws: Connection) -> bool:

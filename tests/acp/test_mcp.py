@@ -1,4 +1,5 @@
-"""Tests for relay.acp.mcp: the --mcp-servers file, ${VAR} expansion, merging and gating."""
+"""Tests for relay.acp.mcp: the --mcp-servers file, ${VAR} expansion, merging and gating, and
+the relay's servers hidden from everyone but the agent."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from relay.acp.mcp import (
     McpConfigError,
     McpPolicy,
     expanded_values,
+    hide_injected,
     load_servers,
     merge,
 )
+from relay.core.redaction import Redactor
 
 ENV = {"TOKEN": "s3cr3t", "HOME": "/home/relay"}
 STDIO = {"name": "files", "command": "/usr/bin/mcp-files", "args": ["--root", "/w"], "env": []}
@@ -158,3 +161,139 @@ def test_expanded_values_are_what_the_file_named() -> None:
     text = '[{"name":"a","command":"x","args":["${TOKEN}","${EMPTY}","$NOT"]}]'
     env = {"TOKEN": "t-123", "EMPTY": "", "OTHER": "o"}
     assert expanded_values(text, env) == {"t-123"}
+
+
+# -- the relay's servers, hidden ------------------------------------------------------------
+
+PATTERNS_ONLY = Redactor()  # query values and bearer tokens only: no secret registered
+GITHUB = {
+    "type": "http",
+    "name": "github",
+    "url": "https://mcp.example/gh?token=abc123",
+    "headers": [{"name": "Authorization", "value": "Bearer ghp-secret"}],
+}
+FILES = {
+    "name": "files",
+    "command": "/bin/files",
+    "args": ["--x"],
+    "env": [{"name": "K", "value": "v1"}],
+}
+CLIENT_OWN = {
+    "name": "notes",
+    "command": "/bin/notes",
+    "args": [],
+    "env": [{"name": "K", "value": "v2"}],
+}
+
+
+def session_new(*servers: Any) -> bytes:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": 2, "method": "session/new"}
+    request["params"] = {"cwd": "/w", "mcpServers": list(servers)}
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize(
+    ("servers", "injected", "hidden", "kept"),
+    [
+        ([GITHUB], ["github"], ["github"], []),
+        ([CLIENT_OWN, FILES], ["files"], ["files"], ["v2"]),  # the client's own values stay
+        ([CLIENT_OWN], [], [], ["v2"]),
+        ([CLIENT_OWN, GITHUB], ["files"], [], ["v2", "ghp-secret", "abc123"]),  # not injected
+    ],
+)
+def test_injected_server_values_are_hidden(
+    servers: list[dict[str, Any]], injected: list[str], hidden: list[str], kept: list[str]
+) -> None:
+    """Header and env values of the relay's injected servers become [redacted], nothing else."""
+    line = session_new(*servers)
+    shown = hide_injected(line, injected, PATTERNS_ONLY.redact_text)
+    assert shown is not None
+    out, names = shown
+    assert names == hidden
+    if not hidden:
+        assert out is line
+    text = out.decode()
+    for secret in ("ghp-secret", "abc123", "v1"):
+        assert (secret in text) == (secret in kept)
+    for value in kept:
+        assert value in text
+    parsed = json.loads(out)
+    assert [s["name"] for s in parsed["params"]["mcpServers"]] == [s["name"] for s in servers]
+    if hidden:  # only the values changed: same text once they are put back
+        restored = json.loads(line)
+        for server in restored["params"]["mcpServers"]:
+            if server["name"] in hidden:
+                for pair in server.get("headers", []) + server.get("env", []):
+                    pair["value"] = "[redacted]"
+                if "url" in server:
+                    server["url"] = PATTERNS_ONLY.redact_text(server["url"])
+        assert out == json.dumps(restored, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
+    """A ${VAR} token in args, command, URL userinfo, a header's name or _meta is as hidden
+    as one in a header's value."""
+    redactor = Redactor()
+    redactor.add_secret("tok-from-env-123")
+    server = {
+        "type": "http",
+        "name": "api",
+        "url": "https://bot:pa55word@mcp.example/x?key=tok-from-env-123",
+        "headers": [
+            {"name": "X-tok-from-env-123", "value": "v", "_meta": {"k": "tok-from-env-123"}}
+        ],
+        "_meta": {"auth": ["tok-from-env-123", 1]},
+    }
+    stdio = {
+        "name": "cli",
+        "command": "/opt/tok-from-env-123/bin/mcp",
+        "args": ["--token", "tok-from-env-123", "--verbose"],
+        "env": [],
+    }
+    shown = hide_injected(session_new(server, stdio), ["api", "cli"], redactor.redact_text)
+    assert shown is not None
+    out, names = shown
+    text = out.decode()
+    assert names == ["api", "cli"]
+    assert "tok-from-env-123" not in text
+    assert "pa55word" not in text
+    assert "bot:" not in text
+    parsed = json.loads(out)["params"]["mcpServers"]
+    assert parsed[0]["url"].startswith("https://[redacted]@mcp.example/x")
+    assert parsed[0]["_meta"] == {"auth": ["[redacted]", 1]}
+    assert parsed[0]["headers"] == [
+        {"name": "X-[redacted]", "value": "[redacted]", "_meta": {"k": "[redacted]"}}
+    ]
+    assert parsed[1]["args"] == ["--token", "[redacted]", "--verbose"]
+
+
+def test_hiding_keeps_every_other_byte_as_the_rewrite_wrote_it() -> None:
+    """Numbers keep their spelling and the other fields their order: only values change."""
+    line = (
+        b'{"jsonrpc":"2.0","id":1E2,"method":"session/new","params":{"cwd":"/w","n":1.50,'
+        b'"mcpServers":[{"name":"files","command":"c","args":[],'
+        b'"env":[{"name":"K","value":"v1"}]}]}}'
+    )
+    shown = hide_injected(line, ["files"], PATTERNS_ONLY.redact_text)
+    assert shown == (line.replace(b'"v1"', b'"[redacted]"'), ["files"])
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"{not json", b'{"jsonrpc":"2.0","id":1,"params":' + b"[" * 300 + b"]" * 300 + b"}"],
+    ids=["unreadable", "too deep"],
+)
+def test_a_line_that_cannot_be_read_again_is_not_shown(line: bytes) -> None:
+    """A line the relay cannot read again is shown to nobody (None), never as it is."""
+    assert hide_injected(line, ["files"], PATTERNS_ONLY.redact_text) is None
+
+
+@pytest.mark.parametrize(
+    "servers",
+    [[{"name": ["files"], "env": [{"name": "K", "value": "v2"}]}], ["files"], [7]],
+    ids=["a list for a name", "a string", "a number"],
+)
+def test_odd_entries_the_client_sent_are_left_as_they_are(servers: list[Any]) -> None:
+    """Entries that are not the relay's servers, whatever their shape, pass unchanged."""
+    line = session_new(*servers)
+    assert hide_injected(line, ["files"], PATTERNS_ONLY.redact_text) == (line, [])

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
+import struct
 import sys
+from contextlib import suppress
+from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from relay.core.answers import MAX_REFUSED, TOO_MANY_REFUSED, WATCHER_FRAME_BYTES
 from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
-from tests.support.agents import ASKS, ECHO_AGENT
-from tests.support.http import busy
+from tests.support.agents import ASKS, ECHO_AGENT, python_agent
+from tests.support.audit import LogAudit
+from tests.support.cli import serve
+from tests.support.env import secret_env
+from tests.support.http import busy, upgrade_request
 from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with
@@ -111,6 +120,52 @@ async def test_the_first_answer_is_the_one_taken_and_everyone_is_told() -> None:
     assert notices[0]["params"]["id"] == "perm-1"
 
 
+async def until_echoed(ws: ClientConnection, line: str) -> list[dict[str, object]]:
+    """Send ``line`` through the agent and read up to its echo: what came before it too."""
+    await ws.send(line)
+    seen: list[dict[str, object]] = []
+    async with asyncio.timeout(10):
+        while not seen or seen[-1] != json.loads(line):
+            seen.append(json.loads(await ws.recv()))
+    return seen
+
+
+DENY = ALLOW.replace('"allow"', '"deny"')
+CONTROLLER_ANSWERS = {
+    "_meta.method": ALLOW.replace("}}}", '},"_meta":{"method":"x"}}}'),
+    "escaped id": ALLOW.replace('"id"', '"\\u0069d"'),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROLLER_ANSWERS))
+async def test_the_controllers_answer_is_taken_however_it_is_spelled(case: str) -> None:
+    """The controller answers first with an answer holding "method" in its _meta, or its
+    "id" key escaped; a watcher answers next: exactly one answer reaches the agent, the
+    controller's, and the watchers and the metrics say it was the controller's."""
+    answer = CONTROLLER_ANSWERS[case]
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        await watcher.said(1)
+        await controller.send(answer)
+        seen = await until_echoed(controller, '{"ping":1}')  # the agent has the answer
+        await watcher.ws.send(DENY)
+        await watcher.ws.send('{"jsonrpc":"2.0","id":9,"method":"x"}')  # refused, after DENY
+        frames = [await watcher.frame()]
+        while not (isinstance(frames[-1], Told) and "error" in frames[-1].message):
+            frames.append(await watcher.frame())
+        seen += await until_echoed(controller, '{"ping":2}')  # the agent has all it got
+        counted = dict(live.relay.stats.watch)
+    notices = [f.message for f in frames if isinstance(f, Told) and "method" in f.message]
+    notice = notices[0]
+    reports = [message["params"] for message in seen if message.get("method") == "answered"]
+    assert reports == [json.loads(answer)["result"]]
+    assert notice["params"]["by"] == "controller"
+    assert notice["params"]["result"] == json.loads(answer)["result"]
+    assert counted.get("answer_controller") == counted.get("answer_late") == 1
+    assert "answer_watcher" not in counted
+
+
 async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer() -> None:
     """A watcher's request, notification, or answer without the right gets a JSON-RPC error
     and never reaches the agent."""
@@ -129,6 +184,116 @@ async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer()
             assert refusal.message["error"]["code"] == -32600
         await controller.send('{"ping":1}')
         assert json.loads(await controller.recv()) == {"ping": 1}  # nothing else came first
+
+
+async def refusals_until_closed(watcher: Watcher) -> tuple[list[Told], int | None, str | None]:
+    """The relay's answers to a watcher's frames until it closes the socket, and how."""
+    told: list[Told] = []
+    with suppress(ConnectionClosed):
+        async with asyncio.timeout(10):
+            while True:
+                frame = await watcher.frame()
+                if isinstance(frame, Told) and "error" in frame.message:
+                    told.append(frame)
+    return told, watcher.ws.close_code, watcher.ws.close_reason
+
+
+@pytest.mark.parametrize(
+    ("may_answer", "binary"),
+    [(False, False), (True, False), (True, True)],
+    ids=["read-only", "may answer", "binary frames"],
+)
+async def test_a_watcher_is_closed_after_a_few_refused_frames(
+    may_answer: bool, binary: bool
+) -> None:
+    """Each refused frame gets its error; the MAX_REFUSED-th also closes the watcher 1008,
+    saying why; the controller carries on."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=may_answer)
+        for n in range(MAX_REFUSED):
+            frame = f'{{"jsonrpc":"2.0","id":{n},"method":"x"}}'
+            await watcher.ws.send(frame.encode() if binary else frame)
+        told, code, reason = await refusals_until_closed(watcher)
+        await controller.send('{"ping":1}')
+        assert json.loads(await controller.recv()) == {"ping": 1}
+    assert len(told) == MAX_REFUSED
+    assert code == TOO_MANY_REFUSED
+    assert reason == f"{MAX_REFUSED} frames refused: a watcher sends only answers it may give"
+
+
+def masked_frame_header(length: int) -> bytes:
+    """A client's text frame header announcing ``length`` bytes of payload, with its mask."""
+    return struct.pack("!BBQ", 0x81, 0x80 | 127, length) + os.urandom(4)
+
+
+@pytest.mark.parametrize("how", ["one byte over", "16 MiB announced"])
+async def test_a_watchers_frame_over_the_bound_closes_it_1009(how: str) -> None:
+    """A watcher's frame over WATCHER_FRAME_BYTES closes it with 1009 as soon as its header
+    says so: the relay does not wait for (nor keep) the payload; the controller carries on."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        if how == "one byte over":
+            await watcher.ws.send("x" * (WATCHER_FRAME_BYTES + 1))
+        else:  # only the header goes: the payload never comes
+            watcher.ws.transport.write(masked_frame_header(16 << 20))
+        code, reason = await closed_with(watcher.ws)
+        await controller.send('{"ping":1}')
+        assert json.loads(await controller.recv()) == {"ping": 1}
+    assert code == 1009
+    assert reason is not None
+    assert f"exceeds limit of {WATCHER_FRAME_BYTES} bytes" in reason
+
+
+async def test_a_watchers_frame_sent_before_the_upgrades_answer_is_bounded_too() -> None:
+    """A frame over the bound sent with the upgrade request, before its 101 (which the
+    protocol forbids), also closes the watcher with 1009, unread."""
+    frame = b"x" * (WATCHER_FRAME_BYTES + 1)
+    async with live_relay(ECHO_AGENT) as live, connect(live.ticket_url()) as controller:
+        ticket = make_ticket(watch=connection_id(controller))
+        request = upgrade_request(
+            "/acp", f"Sec-WebSocket-Protocol: {WATCH_PROFILE}", f"Authorization: Bearer {ticket}"
+        )
+        header = struct.pack("!BBH", 0x81, 0x80 | 126, len(frame)) + bytes(4)  # mask 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", live.relay.port)
+        writer.write(request + header + frame)
+        async with asyncio.timeout(10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            opening = await reader.readexactly(2)  # the "watching" frame: 126 to 64 KiB
+            size = struct.unpack("!H", await reader.readexactly(2))[0]
+            await reader.readexactly(size)
+            close = await reader.readexactly(2)
+            code_and_reason = await reader.readexactly(close[1])
+        writer.close()
+        await echo(controller, '{"ping":1}')
+    assert head.startswith(b"HTTP/1.1 101")
+    assert opening == b"\x81\x7e"
+    assert close[0] == 0x88
+    assert struct.unpack("!H", code_and_reason[:2])[0] == 1009
+    assert f"exceeds limit of {WATCHER_FRAME_BYTES} bytes".encode() in code_and_reason
+
+
+async def test_a_watchers_binary_frame_is_refused_even_when_it_holds_an_answer() -> None:
+    """Answers are text frames, the controller's as a watcher's: an answer sent as a binary
+    frame gets a -32600 and never reaches the agent; the same answer as text is taken."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        await watcher.said(1)
+        await watcher.ws.send(ALLOW.encode())
+        refusal = await watcher.frame()
+        await watcher.ws.send(ALLOW)
+        notice = await watcher.told(ANSWERED)
+        await controller.send('{"ping":1}')  # the agent reads in order: the answer is in
+        seen: list[dict[str, object]] = []
+        while not seen or seen[-1] != {"ping": 1}:
+            seen.append(json.loads(await controller.recv()))
+    assert isinstance(refusal, Told)
+    assert refusal.message["error"]["code"] == -32600
+    assert "binary" in refusal.message["error"]["data"]["detail"]
+    assert notice["params"]["by"] == "watcher"
+    assert sorted(str(message["method"]) for message in seen[:-1]) == sorted([ANSWERED, "answered"])
 
 
 @pytest.mark.parametrize("case", ["unknown", "no watch subprotocol", "plain ticket"])
@@ -250,3 +415,88 @@ async def test_watchers_are_told_the_relay_is_shutting_down() -> None:
         closing = asyncio.create_task(closed_with(watcher.ws))
         await live.relay.shutdown()
         assert await closing == (1001, "the relay is shutting down")
+
+
+# An agent that keeps its exact stdin in a file (its argument) and answers each request:
+# initialize with http MCP servers declared, anything else with a session.
+SAVING_AGENT = python_agent(
+    "import json, sys\n"
+    "with open(sys.argv[1], 'wb') as saved:\n"
+    "    for line in sys.stdin.buffer:\n"
+    "        saved.write(line)\n"
+    "        saved.flush()\n"
+    "        message = json.loads(line)\n"
+    "        result = {'sessionId': 's-1'}\n"
+    "        if message.get('method') == 'initialize':\n"
+    "            caps = {'mcpCapabilities': {'http': True}}\n"
+    "            result = {'protocolVersion': 1, 'agentCapabilities': caps}\n"
+    "        answer = {'jsonrpc': '2.0', 'id': message['id'], 'result': result}\n"
+    "        sys.stdout.write(json.dumps(answer) + '\\n')\n"
+    "        sys.stdout.flush()\n"
+)
+GH_TOKEN = "ghp_watchers-never-see-this-0123"
+FILES_KEY = "files-key-watchers-never-see-4567"
+MCP_SERVERS = [
+    {
+        "type": "http",
+        "name": "github",
+        "url": "https://mcp.example/gh",
+        "headers": [{"name": "Authorization", "value": "Bearer ${GH_TOKEN}"}],
+        "_meta": {"owner": "ops ${GH_TOKEN}"},
+    },
+    {
+        "name": "files",
+        "command": "/usr/bin/files-mcp",
+        "args": ["--key=${FILES_KEY}"],
+        "env": [{"name": "FILES_KEY", "value": "${FILES_KEY}"}],
+    },
+]
+INITIALIZE = '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}'
+SESSION_NEW = (
+    '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}'
+)
+
+
+async def test_watchers_never_see_the_relays_mcp_secrets(tmp_path: Path, audit: LogAudit) -> None:
+    """The MCP servers the relay adds to session/new, their ${VAR} values filled in from its
+    environment: the agent gets the values; a watcher attached before and one attached after
+    (from the history) get the same line with every value redacted; neither the trace nor
+    the log holds them."""
+    for secret in (GH_TOKEN, FILES_KEY):
+        audit.secret(secret)
+    servers, saved, traces = tmp_path / "mcp.json", tmp_path / "stdin", tmp_path / "traces"
+    servers.write_text(json.dumps(MCP_SERVERS))
+    traces.mkdir(mode=0o700)
+    agent = shlex.join((*SAVING_AGENT, str(saved)))
+    flags = ("--agent", agent, "--mcp-servers", str(servers), "--trace-dir", str(traces))
+    env = secret_env(GH_TOKEN=GH_TOKEN, FILES_KEY=FILES_KEY)
+    async with serve(*flags, env=env) as relay, connect(relay.ticket_url()) as controller:
+        audit.watch(relay.stderr)
+        await controller.send(INITIALIZE)
+        await controller.recv()
+        before = await Watcher.open(relay.url, connection_id(controller))
+        await controller.send(SESSION_NEW)
+        assert json.loads(await controller.recv())["result"] == {"sessionId": "s-1"}
+        after = await Watcher.open(relay.url, connection_id(controller))
+        live = await before.said(4)  # initialize both ways (history), session/new both ways
+        history = await after.said(4)
+        await controller.close()
+        await relay.until_idle()
+    received = saved.read_bytes()
+    trace = b"".join(path.read_bytes() for path in traces.iterdir())
+    assert GH_TOKEN.encode() in received
+    assert FILES_KEY.encode() in received
+    assert live == history
+    shown = live[2]
+    assert (shown.seq, shown.origin) == (3, "client")
+    assert json.loads(shown.line)["method"] == "session/new"
+    assert json.loads(received.splitlines()[1])["method"] == "session/new"
+    for seen in (b"".join(said.line for said in live), trace, "\n".join(relay.stderr).encode()):
+        assert GH_TOKEN.encode() not in seen
+        assert FILES_KEY.encode() not in seen
+    entries = json.loads(shown.line)["params"]["mcpServers"]
+    assert [entry["name"] for entry in entries] == ["github", "files"]
+    assert entries[0]["headers"] == [{"name": "Authorization", "value": "[redacted]"}]
+    assert entries[0]["_meta"] == {"owner": "ops [redacted]"}
+    assert entries[1]["env"] == [{"name": "FILES_KEY", "value": "[redacted]"}]
+    assert entries[1]["args"] == ["--key=[redacted]"]

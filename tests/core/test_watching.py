@@ -1,4 +1,4 @@
-"""relay.core.watching: watchers' frames, the bounded history, first answer wins; from tables."""
+"""relay.core.watching: watchers' frames and the bounded history; from tables."""
 
 from __future__ import annotations
 
@@ -9,17 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.core.watching import (
-    ANSWERED,
     FROM_AGENT,
     FROM_CLIENT,
-    Answers,
     Garbled,
     History,
-    Late,
     Opening,
-    Refused,
     Said,
-    Taken,
     Told,
     closed_record,
     conversation_frame,
@@ -29,16 +24,6 @@ from relay.core.watching import (
     relay_frame,
     watching_frame,
 )
-
-ASK = b'{"jsonrpc":"2.0","id":%b,"method":"session/request_permission","params":{"sessionId":"s"}}'
-ALLOW = b'{"jsonrpc":"2.0","id":%b,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}'
-
-
-def asked(*ids: bytes) -> Answers:
-    """An answer book that saw the agent ask permission with each of ``ids``."""
-    answers = Answers()
-    answers.agent_lines([ASK % i for i in ids])
-    return answers
 
 
 def test_frames_carry_the_line_untouched_after_their_header() -> None:
@@ -213,97 +198,3 @@ def test_history_frames_keep_each_lines_origin_through_drops(
         every += [(first + i, origin, line) for i, line in enumerate(lines)]
     kept = every[len(every) - len(history) :]
     assert history.frames() == [conversation_frame(n, o, line) for n, o, line in kept]
-
-
-def test_spellings_of_one_number_are_one_id() -> None:
-    """An answer with id 1E2 answers the request with id 100, as agents read them."""
-    answers = asked(b"100")
-    taken = answers.watcher_frame(ALLOW % b"1E2", may_answer=True, by="lead")
-    assert isinstance(taken, Taken)
-
-
-def test_the_first_answer_wins_and_later_ones_are_late() -> None:
-    """The watcher answers first: its line goes on; the controller's answer is dropped."""
-    answers = asked(b"7")
-    taken = answers.watcher_frame(ALLOW % b"7", may_answer=True, by="lead")
-    assert isinstance(taken, Taken)
-    assert taken.line == ALLOW % b"7"
-    notice = json.loads(taken.notice)
-    assert notice["method"] == ANSWERED
-    assert notice["params"] == {
-        "id": 7,
-        "by": "watcher",
-        "subject": "lead",
-        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
-    }
-    assert answers.controller_line(ALLOW % b"7", by="alice") == Late(taken.key)
-    late = answers.watcher_frame(ALLOW % b"7", may_answer=True, by="bob")
-    assert isinstance(late, Late)
-    assert answers.pending == 0
-
-
-def test_the_controller_answering_first_is_noted_too() -> None:
-    """The controller's answer is taken (passed on) and told; a watcher's then is late."""
-    answers = asked(b'"p1"')
-    taken = answers.controller_line(ALLOW % b'"p1"', by="alice")
-    assert isinstance(taken, Taken)
-    assert json.loads(taken.notice)["params"]["by"] == "controller"
-    assert isinstance(answers.watcher_frame(ALLOW % b'"p1"', may_answer=True, by="w"), Late)
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        b'{"jsonrpc":"2.0","method":"session/update","params":{}}',
-        b'{"jsonrpc":"2.0","id":3,"result":{}}',  # no request pending
-        b"not json",
-    ],
-)
-def test_the_controllers_other_lines_pass(line: bytes) -> None:
-    """Without a pending request, or for anything but a response to one, nothing changes."""
-    assert asked().controller_line(line, by="alice") is None
-    assert asked(b"9").controller_line(line, by="alice") is None
-
-
-@pytest.mark.parametrize(
-    ("frame", "may_answer", "detail"),
-    [
-        (b'{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{}}', True, "no requests"),
-        (b'{"jsonrpc":"2.0","method":"session/cancel","params":{}}', True, "no requests"),
-        (ALLOW % b"1", False, "does not allow answering"),
-        (ALLOW % b"2", True, "no permission request 2"),
-        (b'{"jsonrpc":"2.0","id":1}', True, "not a JSON-RPC response"),
-        (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', True, "not a JSON-RPC response"),
-        (b"[]", True, "no requests"),
-        (b"{", True, "not one readable JSON object"),
-        (b"", True, "blank frame"),
-    ],
-)
-def test_watcher_frames_other_than_an_allowed_answer_are_refused(
-    frame: bytes, may_answer: bool, detail: str
-) -> None:
-    """A watcher's request, notification, unrequested or unallowed answer gets a -32600."""
-    answers = asked(b"1")
-    refused = answers.watcher_frame(frame, may_answer=may_answer, by="w")
-    assert isinstance(refused, Refused)
-    assert detail in refused.reason
-    error = json.loads(refused.reply)
-    assert (error["id"], error["error"]["code"]) == (None, -32600)
-    assert answers.pending == 1  # the request still awaits its answer
-
-
-def test_only_permission_requests_are_answerable() -> None:
-    """An agent's fs or terminal request is the controller's to answer, never a watcher's."""
-    answers = Answers()
-    answers.agent_lines([b'{"jsonrpc":"2.0","id":4,"method":"fs/read_text_file","params":{}}'])
-    assert answers.pending == 0
-    refused = answers.watcher_frame(ALLOW % b"4", may_answer=True, by="w")
-    assert isinstance(refused, Refused)
-
-
-def test_pending_requests_are_bounded() -> None:
-    """The oldest pending requests are forgotten past the bound."""
-    answers = asked(*[b"%d" % i for i in range(300)])
-    assert answers.pending == 256
-    assert isinstance(answers.watcher_frame(ALLOW % b"0", may_answer=True, by="w"), Refused)
-    assert isinstance(answers.watcher_frame(ALLOW % b"299", may_answer=True, by="w"), Taken)

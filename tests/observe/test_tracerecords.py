@@ -21,7 +21,6 @@ from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import RewritePolicy
 from relay.config.defaults import MIN_TRACE_MAX_BYTES
-from relay.core.redaction import Redactor
 from relay.observe.tracerecords import (
     TO_AGENT,
     TO_CLIENT,
@@ -34,7 +33,6 @@ from relay.observe.tracerecords import (
     line_bytes,
     message,
     message_line,
-    redact_injected,
     timestamp,
 )
 from relay.observe.tracewriter import file_name
@@ -45,7 +43,6 @@ from tests.support.live import SECRET, live_relay, make_ticket
 
 CAT = ("cat",)
 NOW = 1_700_000_000.25
-PATTERNS_ONLY = Redactor()  # query values and bearer tokens only: no secret registered
 
 # -- pure: records --------------------------------------------------------------------
 
@@ -217,102 +214,6 @@ def test_bound_has_a_minimum(max_bytes: int) -> None:
     """A bound too small for the open and truncated records is refused."""
     with pytest.raises(ValueError, match="at least 1024"):
         BoundedTrace(max_bytes)
-
-
-# -- pure: hiding the relay's MCP secrets ------------------------------------------------
-
-GITHUB = {
-    "type": "http",
-    "name": "github",
-    "url": "https://mcp.example/gh?token=abc123",
-    "headers": [{"name": "Authorization", "value": "Bearer ghp-secret"}],
-}
-FILES = {
-    "name": "files",
-    "command": "/bin/files",
-    "args": ["--x"],
-    "env": [{"name": "K", "value": "v1"}],
-}
-CLIENT = {
-    "name": "notes",
-    "command": "/bin/notes",
-    "args": [],
-    "env": [{"name": "K", "value": "v2"}],
-}
-
-
-def session_new(*servers: dict[str, Any]) -> bytes:
-    request = {"jsonrpc": "2.0", "id": 2, "method": "session/new"}
-    request["params"] = {"cwd": "/w", "mcpServers": list(servers)}
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-@pytest.mark.parametrize(
-    ("servers", "injected", "hidden", "kept"),
-    [
-        ([GITHUB], ["github"], ["github"], []),
-        ([CLIENT, FILES], ["files"], ["files"], ["v2"]),  # the client's own values stay
-        ([CLIENT], [], [], ["v2"]),
-        (
-            [CLIENT, GITHUB],
-            ["files"],
-            [],
-            ["v2", "ghp-secret", "abc123"],
-        ),  # names not injected: kept
-    ],
-)
-def test_injected_server_values_are_hidden(
-    servers: list[dict[str, Any]], injected: list[str], hidden: list[str], kept: list[str]
-) -> None:
-    """Header and env values of the relay's injected servers become [redacted], nothing else."""
-    line = session_new(*servers)
-    out, names = redact_injected(line, injected, PATTERNS_ONLY.redact_text)
-    assert names == hidden
-    if not hidden:
-        assert out is line
-    text = out.decode()
-    for secret in ("ghp-secret", "abc123", "v1"):
-        assert (secret in text) == (secret in kept)
-    for value in kept:
-        assert value in text
-    parsed = json.loads(out)
-    assert [s["name"] for s in parsed["params"]["mcpServers"]] == [s["name"] for s in servers]
-    if hidden:  # only the values changed: same text once they are put back
-        restored = json.loads(line)
-        for server in restored["params"]["mcpServers"]:
-            if server["name"] in hidden:
-                for pair in server.get("headers", []) + server.get("env", []):
-                    pair["value"] = "[redacted]"
-                if "url" in server:
-                    server["url"] = PATTERNS_ONLY.redact_text(server["url"])
-        assert out == json.dumps(restored, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def test_expanded_values_anywhere_in_an_injected_server_are_hidden() -> None:
-    """A ${VAR} token in args, command or URL userinfo is as hidden as one in a header."""
-    redactor = Redactor()
-    redactor.add_secret("tok-from-env-123")
-    server = {
-        "type": "http",
-        "name": "api",
-        "url": "https://bot:pa55word@mcp.example/x?key=tok-from-env-123",
-        "headers": [],
-    }
-    stdio = {
-        "name": "cli",
-        "command": "/opt/tok-from-env-123/bin/mcp",
-        "args": ["--token", "tok-from-env-123", "--verbose"],
-        "env": [],
-    }
-    out, names = redact_injected(session_new(server, stdio), ["api", "cli"], redactor.redact_text)
-    text = out.decode()
-    assert names == ["api", "cli"]
-    assert "tok-from-env-123" not in text
-    assert "pa55word" not in text
-    assert "bot:" not in text
-    parsed = json.loads(out)["params"]["mcpServers"]
-    assert parsed[0]["url"].startswith("https://[redacted]@mcp.example/x")
-    assert parsed[1]["args"] == ["--token", "[redacted]", "--verbose"]
 
 
 # -- a live relay writing traces ------------------------------------------------------------

@@ -24,6 +24,7 @@ from relay.streams.wsadapter import (
     frame_buffers,
     frames_waiting,
     is_utf8,
+    limit_messages,
     socket_end,
     stall_timeout,
     text_frames,
@@ -259,6 +260,27 @@ async def test_receiver_closes_1007_on_invalid_utf8(payload: bytes) -> None:
             await Receiver(conn)()
         await client.wait_closed()
     assert client.close_code == 1007
+
+
+@pytest.mark.parametrize(
+    "message", ["x" * 101, ["x" * 60, "x" * 41]], ids=["one frame", "fragments"]
+)
+async def test_a_socket_limited_takes_messages_up_to_its_limit_and_closes_1009_past_it(
+    message: str | list[str],
+) -> None:
+    """A socket's own limit, below the server's: a message of the limit comes through; one
+    byte more, in one frame or across fragments, closes the socket with 1009."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        limit_messages(conn, 100)
+        await client.send("y" * 100)
+        assert await Receiver(conn)() == b"y" * 100
+        await client.send(message)
+        with pytest.raises(ConnectionClosed):
+            await Receiver(conn)()
+        await client.wait_closed()
+    assert client.close_code == 1009
+    assert client.close_reason is not None
+    assert client.close_reason.endswith("exceeds limit of 100 bytes")
 
 
 async def test_receiver_raises_connection_closed_once_the_peer_closes() -> None:

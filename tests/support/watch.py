@@ -43,17 +43,18 @@ class Watcher:
     @classmethod
     async def open(
         cls,
-        live: LiveRelay,
+        live: LiveRelay | str,
         connection: str,
         *,
         may_answer: bool = False,
         subject: str = "lead",
         **kwargs: Any,
     ) -> Watcher:
-        """Attach to ``connection`` of ``live`` with a fresh watcher's ticket."""
+        """Attach to ``connection`` of ``live`` (a relay in this loop, or the endpoint URL of
+        one in a subprocess) with a fresh watcher's ticket."""
         ticket = make_ticket(subject=subject, watch=connection, may_answer=may_answer)
         ws = await connect(
-            live.url(),
+            live if isinstance(live, str) else live.url(),
             subprotocols=[WATCH_PROFILE],  # type: ignore[list-item]
             additional_headers={"Authorization": f"Bearer {ticket}"},
             max_size=None,
