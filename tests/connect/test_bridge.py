@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -28,7 +29,8 @@ from websockets.asyncio.client import connect as ws_connect
 
 from relay.cli import main
 from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
-from tests.support.agents import DEMO_AGENT
+from tests.support.agents import DEMO_AGENT, FAILS_LOUDLY
+from tests.support.cli import serve
 from tests.support.clients import RecordingClient
 from tests.support.connect import (
     CONNECT,
@@ -47,8 +49,8 @@ from tests.support.connect import (
     request,
     sdk_refused,
 )
-from tests.support.env import connect_env
-from tests.support.live import live_relay, make_ticket
+from tests.support.env import connect_env, secret_env
+from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.processes import bytes_written
 from tests.support.servers import (
     Behaviour,
@@ -378,6 +380,32 @@ async def test_agent_exit_answers_the_prompt_in_flight(tmp_path: Path) -> None:
     for error in (prompt.value, later.value):
         assert (error.code, str(error), error.data) == (-32603, "agent exited with status 3", data)
     assert proc.returncode == 1
+
+
+async def test_a_failed_agents_last_stderr_line_reaches_the_editor(tmp_path: Path) -> None:
+    """An agent that fails at start-up (run without its venv): the editor's error says its
+    exit and the end of its last stderr line, the reason, with the relay's secret redacted."""
+    line = (
+        "python3: Error while finding module specification for 'relay.demo_agent' "
+        f"(token {SECRET}) (ModuleNotFoundError: No module named 'relay')"
+    )
+    ticket = make_ticket()
+    async with serve("--agent", shlex.join((*FAILS_LOUDLY, line)), env=secret_env()) as relay:
+        url = f"ws://127.0.0.1:{relay.port}/acp"
+        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    message = (
+        "agent exited with status 1: ...ion for 'relay.demo_agent' (token [redacted]) "
+        "(ModuleNotFoundError: No module named 'relay')"
+    )
+    data = {
+        "url": url,
+        "cause": "closed",
+        "closedBy": "relay",
+        "closeCode": 1011,
+        "closeReason": message,
+    }
+    check_refused(refused, message, data, secret=ticket)
+    assert SECRET not in refused.stderr
 
 
 @pytest.mark.slow
