@@ -10,6 +10,9 @@ neither a link nor a heading.
 The recipes (``jq`` on logs and traces, ``curl`` on the endpoints, ``grep``, ``comm``) are
 code: each runs against the JSON logs, the trace and the endpoints of a live relay, with
 the docs' placeholders (a connection id ``6f1c...``, ``my-agent --acp``, port 8765) filled in.
+A recipe that reads the terminal after its own lines (``{ ...; cat; }``, the trace replayed
+into an agent) runs as a person runs it: its output is watched until it holds what the
+document says, then Ctrl-D ends it (its stdin closed).
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
@@ -34,6 +40,7 @@ from tests.support.cli import serve
 from tests.support.env import clean_env, secret_env
 from tests.support.http import busy
 from tests.support.live import live_relay, make_ticket
+from tests.support.waiting import until
 from tests.system import require_packages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,20 +269,22 @@ def test_broken_links_are_named(tmp_path: Path) -> None:
 # -- shell recipes --------------------------------------------------------------------------
 
 RECIPE_COMMANDS = ("jq", "curl", "grep", "comm")  # what reads the relay's logs, traces, endpoints
-SPAN_RECIPE = re.compile(r"(?<!`)`(jq [^`]*'[^`]*)`(?!`)", re.S)
+SPAN_RECIPE = re.compile(r"(?<!`)`((?:\{ )?jq [^`]*'[^`]*)`(?!`)", re.S)
+UNTIL_CTRL_D = "; cat; }"  # a recipe that passes on the terminal after its lines, until Ctrl-D
 SUBJECT = "alice"  # the subject the docs' recipes look for
 
 
 def shell_recipes() -> list[tuple[str, str]]:
     """(document, command) for every recipe: the lines of the fenced blocks that start with
-    one of RECIPE_COMMANDS, and the ``jq ...`` code spans of the prose."""
+    one of RECIPE_COMMANDS (or ``{ `` and one), and the ``jq ...`` (or ``{ jq ...``) code
+    spans of the prose."""
     found: list[tuple[str, str]] = []
     for document in documents():
         text = document.read_text(encoding="utf-8")
         name = str(document.relative_to(ROOT))
         for block in fenced_blocks(text):
             for line in block.splitlines():
-                if line.strip().split(" ", 1)[0] in RECIPE_COMMANDS:
+                if line.strip().removeprefix("{ ").split(" ", 1)[0] in RECIPE_COMMANDS:
                     found.append((name, line.strip()))
         for span in SPAN_RECIPE.finditer("\n".join(prose_lines(text))):
             found.append((name, re.sub(r"\s*\n\s*", " ", span[1])))
@@ -285,10 +294,12 @@ def shell_recipes() -> list[tuple[str, str]]:
 @dataclass
 class Session:
     """What the test client did through the relay, for the recipes' outputs to be checked
-    against: its connection, its frames as sent, the request the agent never answered."""
+    against: its connection, its frames as sent, the ids of its requests, the one the agent
+    never answered."""
 
     connection_id: str
     frames: list[str]
+    requests: list[int]
     unanswered: int
     port: int
 
@@ -324,7 +335,7 @@ def conversation(output: str, session: Session) -> None:
     parsed = [re.fullmatch(r"(\S+Z) (to_agent|to_client) (.*)", line) for line in lines]
     assert all(parsed), lines
     sent = [match[3] for match in parsed if match and match[2] == "to_agent"]
-    assert [json.loads(line)["id"] for line in sent] == [1, 2, session.unanswered]
+    assert [json.loads(line)["id"] for line in sent] == session.requests
     assert any(match and match[2] == "to_client" for match in parsed)
 
 
@@ -339,10 +350,11 @@ def unanswered_ids(output: str, session: Session) -> None:
 
 
 def answers_before_the_hang(output: str, session: Session) -> None:
-    """The agent's JSON-RPC messages, with its answers to initialize and session/new (what the
-    client received, or what the agent answers the trace's stdin replayed into it)."""
+    """The agent's JSON-RPC messages, with its answers to every request but the one it never
+    answered: initialize, session/new and a whole prompt (what the client received, or what
+    the agent answers the trace's stdin replayed into it)."""
     answered = [r.get("id") for r in json_lines(output) if "result" in r]
-    assert answered == [1, 2]
+    assert answered == [n for n in session.requests if n != session.unanswered]
 
 
 def frames_as_sent(output: str, session: Session) -> None:
@@ -365,7 +377,7 @@ CONVERSATION = (
     """jq -r 'select(.dir) | "\\(.t) \\(.dir) \\(.line // "(dropped)")"' """
     "DIR/*-6f1c*.ndjson"
 )
-REPLAY = """jq -j 'select(.dir == "to_agent") | .line + "\\n"' {} | my-agent --acp"""
+REPLAY = """{{ jq -j 'select(.dir == "to_agent") | .line + "\\n"' {}; cat; }} | my-agent --acp"""
 RECIPES: dict[str, Check] = {
     """jq -c 'select(.subject == "alice") | {timestamp, event, connection_id}' relay.log""":
         subject_summary,
@@ -412,8 +424,16 @@ async def request(ws: ClientConnection, frame: str, request_id: int) -> None:
             pass
 
 
+def prompt(request_id: int, session_id: str, text: str) -> str:
+    """A session/prompt frame."""
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+                       "params": params})  # fmt: skip
+
+
 async def hang_a_session(ws: ClientConnection, cwd: str) -> Session:
-    """initialize, session/new, and a prompt the demo agent holds until it is cancelled."""
+    """initialize, session/new, a prompt streamed back in full, and a prompt the demo agent
+    holds until it is cancelled."""
     frames = [
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                     "params": {"protocolVersion": 1}}),
@@ -425,15 +445,15 @@ async def hang_a_session(ws: ClientConnection, cwd: str) -> Session:
     async with asyncio.timeout(10):
         while "result" not in (answer := json.loads(await ws.recv())):
             pass
-    prompt = {"sessionId": answer["result"]["sessionId"],
-              "prompt": [{"type": "text", "text": "/hang"}]}  # fmt: skip
-    frames.append(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-                              "params": prompt}))  # fmt: skip
-    await ws.send(frames[2])
+    session_id = answer["result"]["sessionId"]
+    frames.append(prompt(3, session_id, " ".join(f"word{n}" for n in range(100))))
+    await request(ws, frames[2], 3)
+    frames.append(prompt(4, session_id, "/hang"))
+    await ws.send(frames[3])
     async with asyncio.timeout(10):
         await ws.recv()  # the agent's "waiting for session/cancel"
     assert ws.response is not None
-    return Session(ws.response.headers["Acp-Connection-Id"], frames, 3, 0)
+    return Session(ws.response.headers["Acp-Connection-Id"], frames, [1, 2, 3, 4], 4, 0)
 
 
 def run_recipe(command: str, cwd: Path) -> str:
@@ -449,6 +469,56 @@ def run_recipe(command: str, cwd: Path) -> str:
     )
     assert done.returncode == 0, f"{command}: exit {done.returncode}: {done.stderr}"
     return done.stdout
+
+
+async def run_until_ctrl_d(command: str, cwd: Path, check: Check, session: Session) -> str:
+    """A recipe that reads the terminal, run as a person runs it: its output watched until
+    ``check`` holds, then Ctrl-D (its stdin closed); its whole stdout, once it exited 0."""
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", f"set -o pipefail; {command}", cwd=cwd, env=clean_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    output = bytearray()
+
+    async def read(stdout: asyncio.StreamReader) -> None:
+        while chunk := await stdout.read(65536):
+            output.extend(chunk)
+
+    reading = asyncio.create_task(read(proc.stdout))
+    try:
+        await until(lambda: holds(check, output.decode("utf-8", "replace"), session),
+                    f"{command} to give what its document says", seconds=30)  # fmt: skip
+        proc.stdin.close()  # Ctrl-D
+        async with asyncio.timeout(30):
+            _, err, status = await asyncio.gather(reading, proc.stderr.read(), proc.wait())
+    finally:
+        with suppress(ProcessLookupError):  # what is left of the pipeline, if the test failed
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        reading.cancel()
+    assert status == 0, f"{command}: exit {status}: {err.decode()}"
+    return output.decode()
+
+
+def holds(check: Check, output: str, session: Session) -> bool:
+    """Whether ``output`` (so far) passes ``check``."""
+    try:
+        check(output, session)
+    except (AssertionError, ValueError, KeyError):
+        return False
+    return True
+
+
+async def run_any_recipe(recipe: str, cwd: Path, session: Session) -> str:
+    """A recipe's output, run in ``cwd`` with the session's values, as a person runs it."""
+    command = runnable(recipe, session)
+    if UNTIL_CTRL_D in recipe:
+        return await run_until_ctrl_d(command, cwd, RECIPES[recipe], session)
+    return await asyncio.to_thread(run_recipe, command, cwd)
 
 
 @pytest.mark.slow
@@ -470,7 +540,7 @@ async def test_shell_recipes_return_what_the_docs_say(tmp_path: Path) -> None:
             shutil.copy(trace, tmp_path / name)
         failed = []
         for document, recipe in shell_recipes():
-            output = await asyncio.to_thread(run_recipe, runnable(recipe, session), tmp_path)
+            output = await run_any_recipe(recipe, tmp_path, session)
             try:
                 RECIPES[recipe](output, session)
             except (AssertionError, ValueError, KeyError) as exc:

@@ -35,7 +35,12 @@ from relay.connect.dialing import (
 from relay.connect.editorstdio import editor_stdio
 from relay.connect.resuming import SUBPROTOCOLS, ResumingLink, start_profile
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
-from relay.core.editorerrors import Failure, cannot_connect, closing_unanswered
+from relay.core.editorerrors import (
+    Failure,
+    cannot_connect,
+    closing_unanswered,
+    stopped_unanswered,
+)
 from relay.core.inflight import InFlight, request_id
 from relay.core.outcome import Forward, Outcome, judge_frame
 from relay.core.profile import ProfileError
@@ -49,6 +54,7 @@ __all__ = ["Bridge", "BridgeConfig", "run_bridge"]
 
 T = TypeVar("T")
 ANSWER_WAIT_SECONDS = 10.0  # from stdin's end, how long connect waits for answers owed
+STOPPED = "stopped"  # why connect closes when SIGTERM or SIGINT stopped it
 ONE_OFF_TICKET = (
     "the connection was lost and cannot be resumed: the ticket is a one-off value "
     "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
@@ -63,9 +69,14 @@ class Bridge:
     """One editor's stdio and one relay socket, from the connect to the editor's EOF."""
 
     def __init__(
-        self, config: BridgeConfig, stdin: asyncio.StreamReader, stdout: asyncio.StreamWriter
+        self,
+        config: BridgeConfig,
+        stdin: asyncio.StreamReader,
+        stdout: asyncio.StreamWriter,
+        signals: Sequence[int] = (),
     ) -> None:
         self.config = config
+        self.signals = signals  # the signals that stopped connect, as they come
         self.stdin = stdin
         self.stdout = stdout
         self.in_flight = InFlight()
@@ -82,6 +93,7 @@ class Bridge:
         self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
         self._untracked = False
         self.stdin_ended_at: float | None = None  # time.monotonic() at stdin's end
+        self.cut_short: Failure | None = None  # a stop's answer to requests owed, if any
 
     async def run(self, stop: asyncio.Event) -> int:
         """Connect, then carry lines until the editor closes stdin or ``stop``; exit status."""
@@ -89,6 +101,8 @@ class Bridge:
         status = 0
         if await _unless_stopped(self._connect(), stop):
             status = await self._serve_editor(stop)
+        if self.cut_short is not None:  # stopped while the editor was owed answers
+            status = self.cut_short.exit_status
         self.log.info(
             "connect finished",
             exit_status=status,
@@ -197,18 +211,23 @@ class Bridge:
         ``upstream`` reads the editor's."""
         receiving = asyncio.create_task(downstream)
         stopping = asyncio.create_task(stop.wait())
+        lost = False
         try:
             await asyncio.wait({upstream, receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if upstream.done() and not stopping.done():
                 await self._await_answers(receiving, stop)
-            if receiving.done() and receiving.result():
-                return close_failure(ws, self.config)
-            await self._close_socket(ws, receiving)
-            return None
+            lost = receiving.done() and receiving.result()
+            if not lost:
+                await self._close_socket(ws, receiving)
         finally:
             stopping.cancel()
             receiving.cancel()
             await asyncio.gather(stopping, receiving, return_exceptions=True)
+        if lost:
+            return close_failure(ws, self.config)
+        if stop.is_set():  # after the close: what the relay sent before it was passed on
+            await self.answer_owed(STOPPED)
+        return None
 
     async def _await_answers(self, downstream: asyncio.Task[Any], stop: asyncio.Event) -> None:
         """Stdin ended: wait for the answers still owed (until ANSWER_WAIT_SECONDS from the
@@ -232,9 +251,8 @@ class Bridge:
         finally:
             settled.cancel()
             stopping.cancel()
-        if self.in_flight and not downstream.done():
-            why = "stopped" if stop.is_set() else f"no answer within {ANSWER_WAIT_SECONDS:g} s"
-            await self.answer_owed(why)
+        if self.in_flight and not downstream.done() and not stop.is_set():
+            await self.answer_owed(f"no answer within {ANSWER_WAIT_SECONDS:g} s")
 
     def _answer_wait_left(self) -> float:
         """Seconds left of the wait for answers owed, which counts from stdin's end."""
@@ -255,15 +273,26 @@ class Bridge:
         finally:
             stopping.cancel()
         if stop.is_set():
-            return "stopped"
+            return STOPPED
         if not self.in_flight:
             return "stdin ended"
         return f"the relay was lost and not back within {ANSWER_WAIT_SECONDS:g} s of stdin's end"
 
     async def answer_owed(self, why: str) -> None:
-        """connect is closing: every request still owed an answer gets the closing error."""
-        failure = closing_unanswered(self.config.url, why)
-        for request in self.in_flight.settle_all():
+        """connect is closing: every request still owed an answer gets the closing error,
+        or, when a signal stopped it (``why`` is STOPPED), the error saying so."""
+        if why == STOPPED:
+            signal_number = self.signals[0] if self.signals else None
+            failure = stopped_unanswered(self.config.url, signal_number)
+        else:
+            failure = closing_unanswered(self.config.url, why)
+        owed = self.in_flight.settle_all()
+        if owed and why == STOPPED:
+            self.cut_short = failure
+            self.log.warning(
+                "stopped with answers owed", requests=len(owed), **failure.log_fields()
+            )
+        for request in owed:
             self._write(failure.error_response(request))
         await self._drain()
 
@@ -386,10 +415,17 @@ async def _unless_stopped(
 
 
 async def run_bridge(config: BridgeConfig) -> int:
-    """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF."""
+    """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF,
+    but at once: what the editor is still owed is answered with an error."""
     stop = asyncio.Event()
+    signals: list[int] = []
+
+    def stopped(sig: signal.Signals) -> None:
+        signals.append(sig)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopped, sig)
     async with editor_stdio() as (stdin, stdout):
-        return await Bridge(config, stdin, stdout).run(stop)
+        return await Bridge(config, stdin, stdout, signals).run(stop)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # the configuration's types only: the agent process needs non
     from relay.config.resolved import RelayConfig
 
 PIPE_LIMIT = 1 << 18  # StreamReader pauses the pipe above 2 x this many buffered bytes
-STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its size only
+STDERR_LINE_BYTES = 8192  # a longer stderr line is logged by its start, with its size
 _GROUP_POLL = 0.02
 
 
@@ -295,33 +295,39 @@ def describe_start_error(argv: Sequence[str], cwd: str, exc: OSError) -> str:
 
 async def drain_stderr(stream: asyncio.StreamReader, on_line: Callable[[str], None]) -> None:
     """Hand each stderr line of the agent to ``on_line`` until EOF: blank lines skipped, a line
-    over ``STDERR_LINE_BYTES`` by its size only.
+    over ``STDERR_LINE_BYTES`` cut to its start with a note of its size.
 
     Cancelled, it leaves the unfinished line in ``stream``: a warm agent's stderr is read
     while it waits, then by the connection that takes it, which reads the line whole.
     """
-    overlong = 0  # bytes of a line over the stream's limit, read and dropped so far
+    start = b""  # the start of a line over the stream's limit, kept while the rest is read
+    dropped = 0  # bytes of such a line read and not kept
     while True:
         try:
             line = await stream.readuntil(NEWLINE)
         except asyncio.IncompleteReadError as exc:  # EOF
-            _hand_on(exc.partial, overlong, on_line)
+            _hand_on(start + exc.partial, dropped, on_line)
             return
         except asyncio.LimitOverrunError as exc:
-            overlong += len(await stream.readexactly(exc.consumed))  # buffered: no wait
+            part = await stream.readexactly(exc.consumed)  # buffered: no wait
+            kept = part[: STDERR_LINE_BYTES - len(start)]
+            start += kept
+            dropped += len(part) - len(kept)
             continue
-        _hand_on(line.removesuffix(NEWLINE), overlong, on_line)
-        overlong = 0
+        _hand_on(start + line.removesuffix(NEWLINE), dropped, on_line)
+        start, dropped = b"", 0
 
 
-def _hand_on(line: bytes, overlong: int, on_line: Callable[[str], None]) -> None:
+def _hand_on(line: bytes, dropped: int, on_line: Callable[[str], None]) -> None:
+    """One line on: whole, or its first ``STDERR_LINE_BYTES`` and a note of its size."""
     line = line.removesuffix(b"\r")
-    if overlong or len(line) > STDERR_LINE_BYTES:
-        on_line(stderr_line_not_shown(overlong + len(line)))
+    size = len(line) + dropped
+    if size > STDERR_LINE_BYTES:
+        on_line(stderr_line_cut(line[:STDERR_LINE_BYTES].decode("utf-8", "ignore"), size))
     elif not is_blank(line):
         on_line(line.decode("utf-8", "replace"))
 
 
-def stderr_line_not_shown(size: int) -> str:
-    """What is logged for a stderr line over ``STDERR_LINE_BYTES``: its size only."""
-    return f"[{size} bytes, over {STDERR_LINE_BYTES}: not shown]"
+def stderr_line_cut(start: str, size: int) -> str:
+    """What is logged for a stderr line over ``STDERR_LINE_BYTES``: its start, and its size."""
+    return f"{start}…[{size} bytes, cut at {STDERR_LINE_BYTES}]"

@@ -51,7 +51,6 @@ from relay.core.ending import (
     StopAgent,
     StopChildren,
     Wait,
-    Warn,
     ending,
     what_happened,
 )
@@ -130,6 +129,7 @@ class Connection:
         self.stdout_done = asyncio.Event()  # stdout read to its end, or the sink failed
         self.stdout_eof = asyncio.Event()  # the agent's stdout ended and all of it was sent
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
+        self.stderr_read: asyncio.Task[None] | None = None  # the agent's stderr, to its end
         self._stop_requested = False
         self.carrier = carrier(self)
         self.watching = Watching(
@@ -212,6 +212,7 @@ class Connection:
 
     async def _run(self, agent: AgentProcess) -> None:
         stderr = asyncio.create_task(drain_stderr(agent.stderr, self.observer.agent_stderr))
+        self.stderr_read = stderr
         feeder = asyncio.create_task(self._agent_to_client(agent))
         try:
             await self._supervise(agent, feeder)
@@ -268,7 +269,9 @@ class Connection:
                 if happened is Happened.AGENT_EXITED:
                     self.exit = exited.result()
                     exit_seen_detached = not attached
-                stdout_handled = stdout_handled or happened is Happened.STDOUT_CLOSED
+                if happened is Happened.STDOUT_CLOSED:
+                    stdout_handled = True
+                    self.observer.stdout_closed()
                 self.socket_end = None
                 if happened is Happened.GRACE_EXPIRED:
                     self.observer.expired(self.carrier.grace)
@@ -326,9 +329,7 @@ class Connection:
         )
         try:
             for step in steps:
-                if isinstance(step, Warn):
-                    self.observer.warn(step.event)
-                elif isinstance(step, StopAgent):
+                if isinstance(step, StopAgent):
                     assert agent is not None
                     self.exit = await agent.stop(self.config.kill_grace, eof_first=step.eof_first)
                 elif isinstance(step, StopChildren | FlushOutput):
@@ -381,7 +382,9 @@ class Connection:
         if step.code is not None and step.reason is not None:
             await attachment.close(step.code, step.reason)
         elif self.exit is not None:
-            await attachment.close(self.exit.close_code, self.exit.reason)
+            if self.exit.failed and self.stderr_read is not None:  # its last words, all read
+                await asyncio.wait({self.stderr_read}, timeout=self.config.kill_grace)
+            await attachment.close(self.exit.close_code, self.observer.exit_reason(self.exit))
 
     # -- a socket's side ---------------------------------------------------------------------
 

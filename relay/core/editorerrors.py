@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from relay.core.exits import signal_name
 from relay.core.inflight import RequestId
 from relay.core.redaction import REDACTED
 
@@ -191,6 +192,18 @@ def closing_unanswered(url: str, why: str) -> Failure:
     """The editor closed stdin and connect is closing before the agent answered this request."""
     message = f"connect is closing (stdin ended) and the agent behind {url} did not answer: {why}"
     return Failure(message, {"url": url, "cause": "closing", "detail": why}, exit_status=0)
+
+
+def stopped_unanswered(url: str, signal: int | None) -> Failure:
+    """``signal`` (SIGTERM, SIGINT; None: another stop) ended connect before the agent
+    answered this request. connect then exits as a process that signal interrupted, 128 +
+    its number: the editor's requests were cut short."""
+    by = f" by {signal_name(signal)}" if signal is not None else ""
+    message = f"connect was stopped{by} before the agent behind {url} answered"
+    data: dict[str, Any] = {"url": url, "cause": "stopped"}
+    if signal is not None:
+        data["signal"] = signal_name(signal)
+    return Failure(message, data, exit_status=1 if signal is None else 128 + signal)
 
 
 def could_not_resume(url: str, lost_at: str, grace: float, why: Failure) -> Failure:

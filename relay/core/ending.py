@@ -11,7 +11,8 @@ For every connection:
 - the agent exited: flush what it wrote (stopping what is left of its process group
   meanwhile), then close the socket with its exit status;
 - the agent closed its stdout but runs on (it can say nothing more): stop it, then
-  close with its exit status;
+  close with its exit status (whether it had kept running or was crashing is known only
+  then: :func:`relay.core.exits.ending_event`);
 - the socket closed (the client left, or the relay is shutting down and closed it with
   1001): stop the agent; stdin EOF first unless the relay is shutting down (then
   SIGTERM follows EOF at once);
@@ -116,13 +117,6 @@ class CloseSocket:
 
 
 @dataclass(frozen=True)
-class Warn:
-    """Log ``event`` as a warning."""
-
-    event: str
-
-
-@dataclass(frozen=True)
 class Detach:
     """Keep the agent running without a socket; wait the grace for a resume."""
 
@@ -132,9 +126,7 @@ class End:
     """The connection is over: nothing of it remains once the steps before are done."""
 
 
-Step = FlushOutput | StopAgent | StopChildren | CloseSocket | Warn | Detach | End
-
-STDOUT_CLOSED_WARNING = "agent closed its stdout but is still running: stopping it"
+Step = FlushOutput | StopAgent | StopChildren | CloseSocket | Detach | End
 
 
 def ending(
@@ -161,7 +153,7 @@ def ending(
         return close_with_exit if attached else (StopChildren(),)
     if happened is Happened.STDOUT_CLOSED:
         rest = close_with_exit if attached else ()
-        return (Warn(STDOUT_CLOSED_WARNING), StopAgent(), *rest)
+        return (StopAgent(), *rest)  # how it then ended is named at the close
     if happened is Happened.SOCKET_LOST and resumable and not shutting_down:
         return (Detach(),)
     if happened in (Happened.SOCKET_CLOSED, Happened.SOCKET_LOST, Happened.SHUTDOWN):

@@ -1,6 +1,7 @@
 """How a child process ended, in words: an agent's exit as a WebSocket close, a signal's name.
 
-Pure: the exit status in, the close code and the words out. Used by both sides: ``serve``
+Pure: the exit status (and a failed agent's last stderr line) in, the close code and the
+words out. Used by both sides: ``serve``
 tells a client how its agent ended, ``connect`` tells the editor how its ticket command
 failed. Signal names come from a table, not from the ``signal`` module (which also holds
 the process-wide signal handlers, no business of pure code): the numbers every Unix
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+from relay.core.framing import MAX_CLOSE_REASON_BYTES, end_within
 
 # Numbers POSIX fixes, or that Linux, macOS and the BSDs share.
 _SHARED_SIGNALS = {
@@ -27,6 +30,11 @@ SIGNAL_NAMES = _SHARED_SIGNALS | (_LINUX_SIGNALS if sys.platform == "linux" else
 
 CLOSE_NORMAL = 1000  # RFC 6455 normal closure: the agent exited 0
 CLOSE_INTERNAL_ERROR = 1011  # RFC 6455 internal error: the agent failed
+
+# What the log calls an agent's end, when there is something to say about it.
+AGENT_FAILED = "agent failed"
+AGENT_CRASHED = "agent crashed"
+KEPT_RUNNING = "agent closed its stdout but kept running: stopped it"
 
 
 def signal_name(number: int) -> str:
@@ -58,3 +66,23 @@ class Exit:
         if self.returncode < 0:
             return f"agent killed by {signal_name(-self.returncode)}"
         return f"agent exited with status {self.returncode}"
+
+    def reason_with(self, stderr_line: str) -> str:
+        """The close reason: :attr:`reason`, then for an agent that failed the end of its
+        last stderr line (where a program says why), as much as a close reason holds."""
+        if not self.failed or not stderr_line:
+            return self.reason
+        head = f"{self.reason}: "
+        return head + end_within(stderr_line, MAX_CLOSE_REASON_BYTES - len(head.encode()))
+
+
+def ending_event(exit_: Exit, *, stdout_closed_first: bool) -> str | None:
+    """What the log calls the agent's end (a warning); None when it ended well.
+
+    A signal the relay did not send is a crash, and so is a failure whose exit came after
+    the agent had closed its stdout (it was going down, not running on). An agent that
+    closed its stdout and ended only when the relay stopped it had kept running.
+    """
+    if exit_.failed:
+        return AGENT_CRASHED if exit_.returncode < 0 or stdout_closed_first else AGENT_FAILED
+    return KEPT_RUNNING if stdout_closed_first else None

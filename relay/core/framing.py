@@ -180,6 +180,15 @@ def close_reason(text: str) -> str:
     return data[: MAX_CLOSE_REASON_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
+def end_within(text: str, size: int) -> str:
+    """The end of ``text`` within ``size`` bytes of UTF-8 (whole characters), ``...`` marking
+    a cut at its start: where a message's reason comes last, as in a program's error line."""
+    data = text.encode()
+    if len(data) <= size:
+        return text
+    return "..." + data[len(data) - max(size - 3, 0) :].decode("utf-8", "ignore")
+
+
 def parse_error(detail: str) -> bytes:
     """A JSON-RPC -32700 error (id null) for a frame that could not be forwarded."""
     return error_reply(

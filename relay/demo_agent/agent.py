@@ -140,9 +140,14 @@ class DemoAgent:
         self._cwds: dict[str, str] = {}  # each session's cwd, as it arrived
         self._asks = 0
 
-    async def serve(self) -> None:
-        """Serve ACP on stdin/stdout until stdin closes."""
-        await run_agent(self, use_unstable_protocol=True, observers=[self.on_stream_event])
+    async def serve(
+        self, streams: tuple[asyncio.StreamWriter, asyncio.StreamReader] | None = None
+    ) -> None:
+        """Serve ACP until its input ends: on ``streams`` (what it writes to, what it reads
+        from), else on stdin/stdout."""
+        writer, reader = streams if streams is not None else (None, None)
+        observers = [self.on_stream_event]
+        await run_agent(self, writer, reader, use_unstable_protocol=True, observers=observers)
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn

@@ -1,19 +1,19 @@
 """``python -m relay.demo_agent``'s command line: flags that change what the agent declares,
-a check of its stdin and stdout, then the agent (:mod:`relay.demo_agent.agent`) until
-stdin closes."""
+a check of its stdin and stdout (pipes, sockets, terminals or files:
+:mod:`relay.demo_agent.stdio`), then the agent (:mod:`relay.demo_agent.agent`) until stdin
+closes."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
-import os
-import stat
 import sys
 from collections.abc import Sequence
 
 from relay.demo_agent.agent import DemoAgent
 from relay.demo_agent.reports import AGENT_NAME, build_capabilities
+from relay.demo_agent.stdio import file_stdio, has_a_file, stdio_problem
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,25 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _stdio_problem() -> str | None:
-    """Say why stdin/stdout cannot carry ACP, or None: the SDK needs pipes, sockets or ttys."""
-    for fd, name in ((0, "stdin"), (1, "stdout")):
-        try:
-            mode = os.fstat(fd).st_mode
-        except OSError:
-            return f"{name} is closed"
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-            return f"{name} must be a pipe, a socket or a terminal, not a file"
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo agent on stdin/stdout; return the process exit status."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr, level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s"
     )
-    if (problem := _stdio_problem()) is not None:
+    if (problem := stdio_problem()) is not None:
         print(f"{AGENT_NAME}: {problem}", file=sys.stderr)
         return 2
     agent = DemoAgent(
@@ -75,7 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         word_delay=args.word_delay,
     )
     try:
-        asyncio.run(agent.serve())
+        asyncio.run(_serve(agent))
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+async def _serve(agent: DemoAgent) -> None:
+    """Serve ``agent`` on stdin and stdout, opened by the SDK unless one of them is a file."""
+    await agent.serve(await file_stdio() if has_a_file() else None)

@@ -106,7 +106,10 @@ def get_logger(name: str = "relay", **bound: Any) -> Logger:
 # --- lines for a person at a terminal
 
 VALUE_CHARS = 80  # a longer value is shortened to this many characters
-WHOLE = frozenset({"given"})  # values shown whole: the start-up settings are read in full
+# Values shown whole: the start-up settings are read in full; an agent's stderr line, whose
+# reason often comes last (bounded where it is read: relay.connections.agent).
+WHOLE = frozenset({"given", "line"})
+BELOW = frozenset({"stderr_tail"})  # lists shown one item a line, below the event's line
 SHORT_ID_CHARS = 8  # a connection id is shown by its first characters
 META = frozenset({"event", "level", "logger", "timestamp", "exception", "connection_id"})
 # Who a line is about: shown where the event names it, otherwise implied by connection_id.
@@ -143,6 +146,10 @@ class ReadableLines:
         fields = shown_fields(event)
         if fields:
             line += "  " + " ".join(f"{key}={value}" for key, value in fields)
+        for key in BELOW:
+            items = event.get(key)
+            if isinstance(items, list | tuple):
+                line += "".join("\n    " + escaped(str(item)) for item in items)
         if event.get("exception"):
             line += "\n" + escaped(str(event["exception"]), keep="\n")
         return line
@@ -154,7 +161,9 @@ class ReadableLines:
 def shown_fields(event: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The keys a terminal line shows for ``event``, with their values as shown."""
     name = str(event.get("event", ""))
-    keys = SHOWN.get(name) or [k for k in event if k not in META and k not in CONTEXT]
+    keys = SHOWN.get(name) or [
+        k for k in event if k not in META and k not in CONTEXT and k not in BELOW
+    ]
     fields = [
         (key, _text(event[key]) if key in WHOLE else shortened(_text(event[key])))
         for key in keys

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from relay.core.exits import ending_event
 from relay.core.framing import Dropped
 from relay.core.outcome import Forward, Outcome, Refuse, Skip
-from relay.observe.logs import Logger, shortened
+from relay.observe.logs import Logger, redactor, shortened
 from relay.streams.pump import answered, sent_line
 
 if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without them
@@ -30,7 +31,7 @@ if TYPE_CHECKING:  # serve's alone: connect's pumps use PumpObserver without the
 SUBJECT_CHARS = 64  # a ticket's subject is the client's to choose: its log lines stay short
 STDERR_TAIL_LINES = 20  # an agent that fails: its last stderr lines, logged at warning
 STDERR_TAIL_CHARS = 4096  # ... at most this many characters of them
-STDERR_TAIL_LINE_CHARS = 1024  # ... each line at most this long
+STDERR_TAIL_LINE_CHARS = 1024  # ... each line at most this long (its end: the reason)
 
 
 @dataclass
@@ -166,6 +167,7 @@ class ConnectionObserver(PumpObserver):
         self.stats = stats
         self.started = time.monotonic()
         self._told_stdin_closed = False
+        self._stdout_closed_first = False  # the agent closed its stdout, then was stopped
         self.stderr_tail = StderrTail()
         self.conversation: Conversation | None = None  # the watchers', when sharing is on
         self.boundary: BoundaryRecords | None = None  # the dev console's, under serve --dev
@@ -270,6 +272,18 @@ class ConnectionObserver(PumpObserver):
         self.log.info("agent stderr", line=text)
         self.stderr_tail.add(text)
 
+    def stdout_closed(self) -> None:
+        """The agent closed its stdout and did not exit: the relay stops it. Whether it had
+        kept running or was crashing is said at the close, once its exit is known."""
+        self._stdout_closed_first = True
+
+    def exit_reason(self, exit_: Exit) -> str:
+        """The close reason for ``exit_``: a failed agent's ends with its last stderr line,
+        redacted as the logs are (only then is the line looked at)."""
+        if not exit_.failed:
+            return exit_.reason
+        return exit_.reason_with(redactor().redact_text(self.stderr_tail.last()))
+
     def warn(self, event: str) -> None:
         """Something the operator should know about this connection."""
         self.log.warning(event)
@@ -364,13 +378,8 @@ class ConnectionObserver(PumpObserver):
             returncode = None if exit_ is None else exit_.returncode
             seconds = time.monotonic() - self.started
             self.stats.ended_connection(self, close_code, returncode, seconds)
-        if exit_ is not None and exit_.failed:
-            # Its stderr is logged at info: a crash's traceback must show at warning too.
-            self.log.warning(
-                "agent failed", exit_status=exit_.returncode, reason=exit_.reason,
-                stderr_tail=self.stderr_tail.lines(),
-            )  # fmt: skip
         if exit_ is not None:
+            self._how_it_ended(exit_)
             self.log.info(
                 "connection closed",
                 exit_status=exit_.returncode,
@@ -395,23 +404,46 @@ class ConnectionObserver(PumpObserver):
             )
             self.trace = None
 
+    def _how_it_ended(self, exit_: Exit) -> None:
+        """A warning naming the agent's end when it failed, crashed or kept running."""
+        event = ending_event(exit_, stdout_closed_first=self._stdout_closed_first)
+        if event is not None:
+            # Its stderr is logged at info: a crash's traceback must show at warning too.
+            fields = {"exit_status": exit_.returncode, "reason": exit_.reason}
+            if exit_.failed:
+                fields["stderr_tail"] = self.stderr_tail.lines()
+            self.log.warning(event, **fields)
+
 
 class StderrTail:
-    """The last lines an agent wrote to its stderr, bounded in lines and in characters."""
+    """The last lines an agent wrote to its stderr, bounded in lines and in characters as
+    they come: what a failure is told with, and never more."""
 
     def __init__(self) -> None:
         self._lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._chars = 0
 
     def add(self, line: str) -> None:
-        self._lines.append(shortened(line, STDERR_TAIL_LINE_CHARS))
+        if len(self._lines) == STDERR_TAIL_LINES:
+            self._chars -= len(self._lines[0])
+        line = shortened_start(line, STDERR_TAIL_LINE_CHARS)
+        self._lines.append(line)
+        self._chars += len(line)
+        while self._chars > STDERR_TAIL_CHARS:
+            self._chars -= len(self._lines.popleft())
 
     def lines(self) -> list[str]:
-        """The last lines, oldest first, as many as fit in ``STDERR_TAIL_CHARS``."""
-        kept: list[str] = []
-        size = 0
-        for line in reversed(self._lines):
-            size += len(line)
-            if size > STDERR_TAIL_CHARS:
-                break
-            kept.append(line)
-        return kept[::-1]
+        """The last lines, oldest first: at most ``STDERR_TAIL_LINES``, ``STDERR_TAIL_CHARS``."""
+        return list(self._lines)
+
+    def last(self) -> str:
+        """The last line ("" before any)."""
+        return self._lines[-1] if self._lines else ""
+
+
+def shortened_start(text: str, limit: int) -> str:
+    """``text`` cut to its last ``limit`` characters, saying how long it was: a program's
+    error line says why at its end."""
+    if len(text) <= limit:
+        return text
+    return f"({len(text)} chars)…{text[len(text) - limit + 1 :]}"

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -28,10 +29,12 @@ from websockets.asyncio.client import connect as ws_connect
 
 from relay.cli import main
 from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
-from tests.support.agents import DEMO_AGENT
+from tests.support.agents import DEMO_AGENT, FAILS_LOUDLY
+from tests.support.cli import serve
 from tests.support.clients import RecordingClient
 from tests.support.connect import (
     CONNECT,
+    TICKET_COMMAND,
     TIMEOUT,
     Editor,
     MiB,
@@ -47,8 +50,8 @@ from tests.support.connect import (
     request,
     sdk_refused,
 )
-from tests.support.env import connect_env
-from tests.support.live import live_relay, make_ticket
+from tests.support.env import connect_env, secret_env
+from tests.support.live import SECRET, live_relay, make_ticket
 from tests.support.processes import bytes_written
 from tests.support.servers import (
     Behaviour,
@@ -144,15 +147,62 @@ async def test_stdin_eof_closes_1000_exits_0_and_the_agent_goes() -> None:
 
 
 async def test_sigterm_ends_connect_like_eof() -> None:
-    """SIGTERM closes the socket with 1000 and exits 0; the agent on the far side goes."""
+    """SIGTERM with no answer owed closes the socket with 1000 and exits 0, writing nothing;
+    the agent on the far side goes."""
     async with live_relay(CAT) as live, editor(live.url(), env=connect_env(make_ticket())) as ed:
-        await ed.send(request(1))
-        assert await ed.receive() == request(1)
+        await ed.send(notification(1))
+        assert await ed.receive() == notification(1)
         agents = [agent.pid for agent in live.relay.agents]
         ed.proc.send_signal(signal.SIGTERM)
         assert await ed.exit_status() == 0
         assert await until_gone(agents)
+        assert await ed.rest_of_stdout() == b""
     assert len(agents) == 1
+
+
+async def prompt_streaming(ed: Editor, cwd: str) -> None:
+    """initialize, session/new, then a long prompt, read up to its first streamed chunk."""
+    await ed.send(request(1, "initialize", protocolVersion=PROTOCOL_VERSION))
+    while (await ed.receive()).get("id") != 1:
+        pass
+    await ed.send(request(2, "session/new", cwd=cwd, mcpServers=[]))
+    while "result" not in (answer := await ed.receive()):
+        pass
+    words = [{"type": "text", "text": "word " * 200}]
+    await ed.send(request(3, "session/prompt", sessionId=answer["result"]["sessionId"],
+                          prompt=words))  # fmt: skip
+    while (await ed.receive()).get("method") != "session/update":
+        pass
+
+
+@pytest.mark.parametrize("resuming", [False, True], ids=["acp.v1", "resume-profile"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_during_a_streaming_prompt_answers_it_with_an_error(
+    tmp_path: Path, sig: signal.Signals, resuming: bool
+) -> None:
+    """SIGTERM or SIGINT while a prompt streams from a slow agent: the prompt is answered
+    once, with an error saying connect was stopped and by which signal; connect exits 128 +
+    the signal's number, and the agent on the far side goes. The same with or without the
+    resume profile."""
+    slow = (*DEMO_AGENT, "--word-delay", "0.1")
+    ticket = ("--ticket-command", TICKET_COMMAND) if resuming else ()
+    env = connect_env(None if resuming else make_ticket())
+    async with live_relay(slow) as live, editor(live.url(), *ticket, env=env) as ed:
+        await prompt_streaming(ed, str(tmp_path))
+        agents = [agent.pid for agent in live.relay.agents]
+        ed.proc.send_signal(sig)
+        rest = [json.loads(line) for line in (await ed.rest_of_stdout()).splitlines()]
+        status = await ed.exit_status()
+        assert await until_gone(agents)
+        assert ("resumable" in ed.stderr.decode()) is resuming
+    [answer] = [message for message in rest if message.get("id") == 3]
+    assert answer["error"]["code"] == -32603
+    assert answer["error"]["message"] == (
+        f"connect was stopped by {sig.name} before the agent behind {live.url()} answered"
+    )
+    assert answer["error"]["data"] == {"url": live.url(), "cause": "stopped", "signal": sig.name}
+    assert status == 128 + sig
+    assert all(message.get("method") == "session/update" for message in rest if message != answer)
 
 
 @pytest.mark.slow
@@ -380,6 +430,32 @@ async def test_agent_exit_answers_the_prompt_in_flight(tmp_path: Path) -> None:
     assert proc.returncode == 1
 
 
+async def test_a_failed_agents_last_stderr_line_reaches_the_editor(tmp_path: Path) -> None:
+    """An agent that fails at start-up (run without its venv): the editor's error says its
+    exit and the end of its last stderr line, the reason, with the relay's secret redacted."""
+    line = (
+        "python3: Error while finding module specification for 'relay.demo_agent' "
+        f"(token {SECRET}) (ModuleNotFoundError: No module named 'relay')"
+    )
+    ticket = make_ticket()
+    async with serve("--agent", shlex.join((*FAILS_LOUDLY, line)), env=secret_env()) as relay:
+        url = f"ws://127.0.0.1:{relay.port}/acp"
+        refused = await sdk_refused(url, env=connect_env(ticket), stderr_file=tmp_path / "err")
+    message = (
+        "agent exited with status 1: ...ion for 'relay.demo_agent' (token [redacted]) "
+        "(ModuleNotFoundError: No module named 'relay')"
+    )
+    data = {
+        "url": url,
+        "cause": "closed",
+        "closedBy": "relay",
+        "closeCode": 1011,
+        "closeReason": message,
+    }
+    check_refused(refused, message, data, secret=ticket)
+    assert SECRET not in refused.stderr
+
+
 @pytest.mark.slow
 async def test_heartbeat_timeout_answers_the_request_in_flight(tmp_path: Path) -> None:
     """A relay that stops answering pings: the pending request gets the heartbeat error."""
@@ -551,7 +627,8 @@ async def test_connect_waits_for_a_slow_answer_after_stdin_ends() -> None:
 
 
 async def test_sigterm_while_waiting_answers_what_is_owed_with_an_error() -> None:
-    """Stopped while an answer is owed: the request gets an error saying so, nothing dropped."""
+    """Stopped while an answer is owed after stdin's end: the request gets an error saying
+    so, nothing dropped, and connect exits 128 + SIGTERM's number."""
     async with (
         live_relay(("sh", "-c", "cat > /dev/null")) as live,
         editor(live.url(), env=connect_env(make_ticket())) as ed,
@@ -561,7 +638,6 @@ async def test_sigterm_while_waiting_answers_what_is_owed_with_an_error() -> Non
         assert await until(lambda: "waiting for answers" in ed.stderr.decode())
         ed.proc.send_signal(signal.SIGTERM)
         answer = await ed.receive()
-        assert await ed.exit_status() == 0
+        assert await ed.exit_status() == 128 + signal.SIGTERM
     assert answer["id"] == 5
-    assert answer["error"]["data"]["cause"] == "closing"
-    assert "did not answer: stopped" in answer["error"]["message"]
+    assert answer["error"]["data"] == {"url": live.url(), "cause": "stopped", "signal": "SIGTERM"}

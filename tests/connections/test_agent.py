@@ -124,7 +124,7 @@ async def test_children_left_behind_are_stopped(tmp_path: Path) -> None:
 
 
 async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
-    """Each stderr line is handed on as one text; an oversized one is reported by size only."""
+    """Each stderr line is handed on as one text; an oversized one by its start and its size."""
     script = "import sys; sys.stderr.write('one\\ntwo\\n' + 'x' * 10000 + '\\nlast')"
     agent = await AgentProcess.start([sys.executable, "-c", script], cwd=str(tmp_path), env=ENV)
     lines: list[str] = []
@@ -134,7 +134,7 @@ async def test_stderr_is_handed_on_line_by_line(tmp_path: Path) -> None:
     assert lines == [
         "one",
         "two",
-        "[10000 bytes, over 8192: not shown]",
+        "x" * 8192 + "…[10000 bytes, cut at 8192]",
         "last",
     ]
 
@@ -168,16 +168,17 @@ async def test_a_cancelled_stderr_reader_leaves_the_unfinished_line_whole() -> N
     assert (seen, rest) == (["first"], ["second half"])
 
 
-async def test_a_stderr_line_over_the_readers_limit_is_logged_by_its_size() -> None:
-    """A line longer than the pipe reader holds is dropped by parts and told by its size."""
+async def test_a_stderr_line_over_the_readers_limit_is_logged_by_its_start() -> None:
+    """A line longer than the pipe reader holds is read by parts: its start is kept, with its
+    size, the rest dropped as it comes."""
     reader, write_fd, close = await pipe_reader(limit=1024)
     seen: list[str] = []
     reading = asyncio.create_task(drain_stderr(reader, seen.append))
-    os.write(write_fd, b"x" * 10000 + b"\nok\nlast")
+    os.write(write_fd, b"a" * 5000 + b"b" * 5000 + b"\nok\nlast")
     os.close(write_fd)
     await asyncio.wait_for(reading, 5)
     close()
-    assert seen == ["[10000 bytes, over 8192: not shown]", "ok", "last"]
+    assert seen == ["a" * 5000 + "b" * 3192 + "…[10000 bytes, cut at 8192]", "ok", "last"]
 
 
 async def test_blank_stderr_lines_are_skipped_and_line_ends_trimmed() -> None:

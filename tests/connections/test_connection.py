@@ -13,14 +13,17 @@ import os
 import sys
 
 import pytest
+from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
 from relay.connections.agent import AgentProcess
 from relay.connections.connection import Connection
 from relay.connections.watchers import Watching
+from relay.core.redaction import Redactor
+from relay.observe import logs
 from relay.observe.observer import ConnectionObserver
 from relay.serve.httpedge import GuardedConnection
-from tests.support.agents import AGENTS, STUBBORN
+from tests.support.agents import AGENTS, DIES_BY_SIGNAL, FAILS_LOUDLY, STUBBORN
 from tests.support.http import upgrade_request
 from tests.support.live import live_relay, make_ticket, until_idle
 from tests.support.processes import agents_running, bytes_written
@@ -54,6 +57,57 @@ async def test_agent_killed_by_signal_is_named() -> None:
     agent = (sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
         assert await closed_with(ws) == (1011, "agent killed by SIGKILL")
+
+
+async def test_a_failed_agents_close_says_its_last_stderr_line() -> None:
+    """An agent that fails at start-up closes the socket with its exit status and the end of
+    its last stderr line, where the reason is (within the 123 bytes a close reason has)."""
+    async with live_relay(FAILS_LOUDLY) as live, connect(live.ticket_url()) as ws:
+        code, reason = await closed_with(ws)
+    assert code == 1011
+    assert reason is not None
+    assert reason.startswith("agent exited with status 1: ...")
+    assert reason.endswith("(ModuleNotFoundError: No module named 'relay')")
+    assert len(reason.encode()) == 123
+
+
+async def test_a_failed_agents_stderr_in_its_close_is_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stderr line a close reason carries is redacted as the logs are: a bearer token
+    and a secret of the relay's (as `serve` registers them) never reach the client."""
+    secret = "relay-mcp-token-0123456789abcdefghij"
+    monkeypatch.setattr(logs, "_redactor", Redactor())
+    logs.redactor().add_secret(secret)
+    line = f"auth failed with Bearer sk-live-123 and {secret}"
+    agent = (*FAILS_LOUDLY, "earlier line", line)
+    async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
+        code, reason = await closed_with(ws)
+    assert (code, reason) == (
+        1011,
+        "agent exited with status 1: auth failed with Bearer [redacted] and [redacted]",
+    )
+
+
+@pytest.mark.parametrize("stdout_first", [False, True], ids=["at-once", "after-stdout-closed"])
+async def test_an_agent_killed_by_a_signal_is_called_a_crash(stdout_first: bool) -> None:
+    """An agent that dies of a signal, at once or once its closed stdout made the relay stop
+    it, is logged as a crash with its stderr, never as an agent still running; its close
+    says the signal and its last stderr line."""
+    agent = (*DIES_BY_SIGNAL, "SIGABRT", *(["--stdout-first"] if stdout_first else []))
+    with capture_logs() as events:
+        async with live_relay(agent) as live, connect(live.ticket_url()) as ws:
+            code, reason = await closed_with(ws)
+            await until_idle(live.relay)
+    assert (code, reason) == (
+        1011,
+        "agent killed by SIGABRT: Fatal error: SIGABRT in the agent's runtime, dumping core",
+    )
+    warnings = [e for e in events if e["log_level"] == "warning"]
+    assert [e["event"] for e in warnings] == ["agent crashed"]
+    assert warnings[0]["stderr_tail"] == [
+        "Fatal error: SIGABRT in the agent's runtime, dumping core"
+    ]
 
 
 async def test_agent_that_cannot_start() -> None:

@@ -106,9 +106,10 @@ async def test_a_resumable_connection_takes_a_warm_agent_too() -> None:
 
 async def test_a_connection_starts_its_agent_cold_when_none_is_ready() -> None:
     """With warm agents crashing, a socket still gets an agent started for it (which here
-    crashes too: the close says so)."""
+    crashes too: the close says so, with its last stderr line)."""
     async with live_relay(CRASHING, warm_agents=1) as live, connect(live.ticket_url()) as ws:
-        assert await closed_with(ws) == (1011, "agent exited with status 3")
+        reason = "agent exited with status 3: no credentials found"
+        assert await closed_with(ws) == (1011, reason)
 
 
 async def test_an_agent_crashing_at_start_up_is_retried_with_backoff() -> None:

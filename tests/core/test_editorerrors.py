@@ -16,6 +16,7 @@ from relay.core.editorerrors import (
     http_refusal,
     reason_from_body,
     resumable,
+    stopped_unanswered,
 )
 
 URL = "ws://127.0.0.1:9/acp"
@@ -211,3 +212,27 @@ def test_redacted_removes_the_ticket_everywhere() -> None:
     assert "[redacted]" in clean.message
     assert failure.redacted(None) is failure
     assert isinstance(clean, Failure)
+
+
+@pytest.mark.parametrize(
+    ("signal", "message", "data", "exit_status"),
+    [
+        (15, f"connect was stopped by SIGTERM before the agent behind {URL} answered",
+         {"url": URL, "cause": "stopped", "signal": "SIGTERM"}, 143),
+        (2, f"connect was stopped by SIGINT before the agent behind {URL} answered",
+         {"url": URL, "cause": "stopped", "signal": "SIGINT"}, 130),
+        (None, f"connect was stopped before the agent behind {URL} answered",
+         {"url": URL, "cause": "stopped"}, 1),
+    ],
+)  # fmt: skip
+def test_a_request_cut_short_by_a_signal_says_which(
+    signal: int | None, message: str, data: dict[str, Any], exit_status: int
+) -> None:
+    """A request owed when a signal stops connect is answered saying so and by which signal;
+    connect then exits as a process that signal interrupted (128 + its number)."""
+    failure = stopped_unanswered(URL, signal)
+    assert (failure.message, dict(failure.data), failure.exit_status) == (
+        message,
+        data,
+        exit_status,
+    )

@@ -16,7 +16,6 @@ from relay.core.ending import (
     StopAgent,
     StopChildren,
     Wait,
-    Warn,
     ending,
     what_happened,
 )
@@ -54,7 +53,6 @@ def test_what_happened_first(
     assert happened == expected
 
 
-STOPPING = "agent closed its stdout but is still running: stopping it"
 EXIT_CLOSE = (FlushOutput(), CloseSocket(), End())
 
 
@@ -65,7 +63,7 @@ EXIT_CLOSE = (FlushOutput(), CloseSocket(), End())
          (CloseSocket(1011, "agent failed to start: x: command not found"), End())),
         (Happened.AGENT_EXITED, F, "", EXIT_CLOSE),
         (Happened.AGENT_EXITED, T, "", EXIT_CLOSE),
-        (Happened.STDOUT_CLOSED, F, "", (Warn(STOPPING), StopAgent(eof_first=T), *EXIT_CLOSE)),
+        (Happened.STDOUT_CLOSED, F, "", (StopAgent(eof_first=T), *EXIT_CLOSE)),
         (Happened.SOCKET_CLOSED, F, "", (StopAgent(eof_first=T), End())),
         (Happened.SOCKET_CLOSED, T, "", (StopAgent(eof_first=F), End())),
         (Happened.SOCKET_LOST, F, "", (StopAgent(eof_first=T), End())),
@@ -91,7 +89,7 @@ def test_ending_steps(
         (Happened.SOCKET_CLOSED, T, F, (StopAgent(eof_first=T), End())),
         (Happened.AGENT_EXITED, T, F, EXIT_CLOSE),
         (Happened.AGENT_EXITED, F, F, (StopChildren(),)),
-        (Happened.STDOUT_CLOSED, F, F, (Warn(STOPPING), StopAgent(eof_first=T))),
+        (Happened.STDOUT_CLOSED, F, F, (StopAgent(eof_first=T),)),
         (Happened.GRACE_EXPIRED, F, F, (StopAgent(eof_first=T), End())),
         (Happened.SHUTDOWN, F, T, (StopAgent(eof_first=F), End())),
         (Happened.RELAY_FAILED, F, F, (StopAgent(eof_first=T), End())),

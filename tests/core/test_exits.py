@@ -7,7 +7,16 @@ import sys
 
 import pytest
 
-from relay.core.exits import SIGNAL_NAMES, Exit, signal_name
+from relay.core.exits import (
+    AGENT_CRASHED,
+    AGENT_FAILED,
+    KEPT_RUNNING,
+    SIGNAL_NAMES,
+    Exit,
+    ending_event,
+    signal_name,
+)
+from relay.core.framing import MAX_CLOSE_REASON_BYTES
 
 
 @pytest.mark.parametrize(
@@ -45,3 +54,51 @@ def test_the_signal_table_names_every_signal_as_the_platform_does() -> None:
 def test_an_exit_failed_unless_0_or_the_relays_doing(exit_: Exit, failed: bool) -> None:
     """An agent failed when it exited non-zero, or died of a signal, the relay not stopping it."""
     assert exit_.failed is failed
+
+
+NO_MODULE = (
+    "/home/alice/.venv/bin/python3: Error while finding module specification for "
+    "'relay.demo_agent' (ModuleNotFoundError: No module named 'relay')"
+)
+
+
+@pytest.mark.parametrize(
+    ("exit_", "line", "reason"),
+    [
+        (Exit(1), "KeyError: ANTHROPIC_API_KEY",
+         "agent exited with status 1: KeyError: ANTHROPIC_API_KEY"),
+        (Exit(1), NO_MODULE,
+         "agent exited with status 1: ...g module specification for 'relay.demo_agent' "
+         "(ModuleNotFoundError: No module named 'relay')"),
+        (Exit(-6), "Fatal error: SIGABRT", "agent killed by SIGABRT: Fatal error: SIGABRT"),
+        (Exit(1), "", "agent exited with status 1"),
+        (Exit(0), "bye", "agent exited"),
+        (Exit(-15, stopped=True), "terminated", "agent killed by SIGTERM"),
+    ],
+)  # fmt: skip
+def test_a_failed_agents_close_reason_ends_with_its_last_stderr_line(
+    exit_: Exit, line: str, reason: str
+) -> None:
+    """A failed agent's close reason carries the end of its last stderr line, within the 123
+    bytes of a close reason; an agent that did not fail, or said nothing, gets its exit alone."""
+    assert exit_.reason_with(line) == reason
+    assert len(reason.encode()) <= MAX_CLOSE_REASON_BYTES
+
+
+@pytest.mark.parametrize(
+    ("exit_", "stdout_closed_first", "event"),
+    [
+        (Exit(0), False, None),
+        (Exit(0), True, KEPT_RUNNING),  # ran on without stdout until its stdin ended
+        (Exit(-15, stopped=True), True, KEPT_RUNNING),
+        (Exit(-9, stopped=True), False, None),  # the relay stopped it: the client left
+        (Exit(1), False, AGENT_FAILED),
+        (Exit(1), True, AGENT_CRASHED),
+        (Exit(-11), False, AGENT_CRASHED),
+        (Exit(-6), True, AGENT_CRASHED),
+    ],
+)
+def test_an_agents_end_is_named(exit_: Exit, stdout_closed_first: bool, event: str | None) -> None:
+    """A signal not the relay's, or a failure after stdout closed, is a crash; an agent that
+    closed its stdout and ran on until stopped kept running; a clean end says nothing."""
+    assert ending_event(exit_, stdout_closed_first=stdout_closed_first) == event

@@ -16,6 +16,7 @@ from relay.core.framing import (
     Line,
     LineSplitter,
     close_reason,
+    end_within,
     frame_to_line,
     is_blank,
     parse_error,
@@ -314,3 +315,25 @@ def test_a_cut_close_reason_always_fits(text: str) -> None:
     reason = close_reason(text)
     assert len(reason.encode()) <= MAX_CLOSE_REASON_BYTES
     assert text.startswith(reason.removesuffix("...")) or reason == text
+
+
+@pytest.mark.parametrize(
+    ("text", "size", "expected"),
+    [
+        ("No module named 'relay'", 100, "No module named 'relay'"),
+        ("x" * 10 + "the reason", 13, "...the reason"),
+        ("é" * 10, 8, "...éé"),  # 5 bytes of room: one 'é' would be cut inside, so dropped
+        ("", 10, ""),
+    ],
+)
+def test_the_end_of_a_text_within_a_size(text: str, size: int, expected: str) -> None:
+    """A text over the size keeps its end, cut between characters and marked '...' at the start."""
+    assert end_within(text, size) == expected
+
+
+@given(st.text(max_size=300), st.integers(min_value=3, max_value=200))
+def test_the_end_kept_always_fits_and_ends_as_the_text(text: str, size: int) -> None:
+    """Whatever the text, what is kept fits in the size and ends as the text does."""
+    kept = end_within(text, size)
+    assert len(kept.encode()) <= size
+    assert text.endswith(kept.removeprefix("...")) or kept == text

@@ -247,6 +247,35 @@ def test_console_lines_show_the_start_up_settings_whole() -> None:
     assert f" settings  given={given!r} " in line
 
 
+NO_MODULE = (
+    "/home/alice/.venv/bin/python3: Error while finding module specification for "
+    "'relay.demo_agent' (ModuleNotFoundError: No module named 'relay')"
+)
+
+
+def test_console_lines_show_an_agents_stderr_line_whole() -> None:
+    """An agent's stderr line is shown whole (its reason comes last), not cut at 80
+    characters; bounded where it is read, with a note of its size."""
+    cut = "x" * 8192 + "…[10000 bytes, cut at 8192]"
+    lines = console_lines(
+        ("info", "agent stderr", {"line": NO_MODULE}), ("info", "agent stderr", {"line": cut})
+    )
+    assert f'agent stderr  line="{NO_MODULE}" connection_id=' in lines[0]
+    assert f'line="{cut}" connection_id=' in lines[1]
+
+
+def test_console_lines_show_a_failed_agents_stderr_tail_below_its_line() -> None:
+    """A failed agent's last stderr lines follow its warning, one a line, whole and escaped."""
+    tail = ["Traceback (most recent call last):", "  File x", f"\x1b]0;{NO_MODULE}"]
+    fields = {"exit_status": 1, "reason": "agent exited with status 1", "stderr_tail": tail}
+    lines = console_lines(("warning", "agent failed", fields))
+    assert lines[0].endswith(
+        'warning: agent failed  exit_status=1 reason="agent exited with status 1" '
+        "connection_id=a63f1390"
+    )
+    assert lines[1:] == [f"    {tail[0]}", "      File x", f"    \\x1b]0;{NO_MODULE}"]
+
+
 @pytest.mark.parametrize("fmt", ["console", "json"])
 def test_control_characters_never_reach_the_terminal(fmt: str) -> None:
     """An agent's stderr line with escape sequences is written escaped, in both formats:

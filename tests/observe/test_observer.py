@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from relay.acp.rewrite import RewriteReport
 from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line
 from relay.core.outcome import Forward, Refuse, Skip
+from relay.core.redaction import Redactor
 from relay.observe import logs
 from relay.observe.observer import ConnectionObserver, Counters, Peer
 from relay.observe.stats import RelayStats
@@ -166,7 +168,8 @@ def test_a_long_subject_is_cut_in_the_log_lines() -> None:
 
 def test_an_agent_that_fails_gets_its_last_stderr_lines_at_warning() -> None:
     """An agent that exits non-zero on its own has its last stderr lines logged at warning,
-    bounded (20 lines, 4 KiB, 1 KiB a line), before the closing line."""
+    bounded (20 lines, 4 KiB, the last 1 KiB of a line), before the closing line; one killed
+    by a signal is called a crash."""
     observer = ConnectionObserver("c1", LOG)
     with capture_logs() as events:
         for n in range(30):
@@ -182,10 +185,50 @@ def test_an_agent_that_fails_gets_its_last_stderr_lines_at_warning() -> None:
     with capture_logs() as events:
         for _ in range(10):
             observer.agent_stderr("x" * 5000)
+            observer.agent_stderr("y" * 5000 + "the reason")
         observer.closed(Exit(-11), 1011, "agent killed by SIGSEGV")
-    [tail] = [e["stderr_tail"] for e in events if e["event"] == "agent failed"]
-    assert [len(line) for line in tail] == [len(f"{'x' * 1023}…(5000 chars)")] * 3
+    [tail] = [e["stderr_tail"] for e in events if e["event"] == "agent crashed"]
+    assert tail[-1] == "(5010 chars)…" + "y" * 1013 + "the reason"
+    assert [len(line) for line in tail] == [len(tail[-1])] * 3
     assert sum(map(len, tail)) <= 4096
+
+
+def test_a_failed_agents_close_reason_ends_with_its_last_stderr_line_redacted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The close reason of a failed agent ends with its last stderr line, with the process's
+    secrets and bearer tokens redacted, cut from its start to fit; a clean exit's has none."""
+    monkeypatch.setattr(logs, "_redactor", Redactor())
+    logs.redactor().add_secret("relay-secret-in-stderr")
+    observer = ConnectionObserver("c1", LOG)
+    with capture_logs():
+        observer.agent_stderr("starting")
+        observer.agent_stderr("x" * 200 + " relay-secret-in-stderr Bearer sk-123: no access")
+    assert observer.exit_reason(Exit(3)) == (
+        "agent exited with status 3: ..." + "x" * 52 + " [redacted] Bearer [redacted]: no access"
+    )
+    assert observer.exit_reason(Exit(0)) == "agent exited"
+    assert observer.exit_reason(Exit(-15, stopped=True)) == "agent killed by SIGTERM"
+
+
+def test_an_agent_that_closed_its_stdout_is_named_by_how_it_then_ended() -> None:
+    """After its stdout closed: a failure is a crash, with its stderr; an end the relay
+    brought about (stdin EOF, a signal) is an agent that kept running; nothing says it was
+    still running before its end is known."""
+    for exit_, event in [
+        (Exit(1), "agent crashed"),
+        (Exit(-6), "agent crashed"),
+        (Exit(0), "agent closed its stdout but kept running: stopped it"),
+        (Exit(-15, stopped=True), "agent closed its stdout but kept running: stopped it"),
+    ]:
+        observer = ConnectionObserver("c1", LOG)
+        with capture_logs() as events:
+            observer.agent_stderr("bye")
+            observer.stdout_closed()
+            observer.closed(exit_, 1011, exit_.reason)
+        warnings = [e for e in events if e["log_level"] == "warning"]
+        assert [e["event"] for e in warnings] == [event]
+        assert ("stderr_tail" in warnings[0]) is exit_.failed
 
 
 def test_an_agent_that_exits_0_or_is_stopped_by_the_relay_has_not_failed() -> None:

@@ -21,6 +21,9 @@ ASKS = (sys.executable, str(AGENTS / "asks.py"))  # asks permission once, report
 SLOW_START = (sys.executable, str(AGENTS / "slow_start.py"))  # + SECONDS [STDERR_BYTES]
 # An ACP SDK agent sending a path through every row of relay.acp.boundary (see its doc).
 BOUNDARY_AGENT = (sys.executable, str(AGENTS / "boundary.py"))  # [--ignore-capabilities]
+# A start-up failure: one long stderr line, the reason last (or the lines given), exit 1.
+FAILS_LOUDLY = (sys.executable, str(AGENTS / "fails_loudly.py"))  # [LINE ...]
+DIES_BY_SIGNAL = (sys.executable, str(AGENTS / "dies_by_signal.py"))  # + SIGNAL [--stdout-first]
 
 # An agent that reads one JSON line {"exec": ARGV} byte by byte, then becomes ARGV:
 # lets one relay run different agents on different sockets.
