@@ -26,21 +26,17 @@ other field and its order kept. A message is translated whole or not at all.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import dataclass, replace
 from typing import Any
 
 from relay.acp import strictjson
 from relay.acp.crossings import (
-    ANSWER_MARKERS,
     ANSWERED,
     BOX_URI,
     CANCEL,
     CAPABILITIES,
-    CROSSINGS,
     EDITOR_URI,
     JOIN_MAX_BYTES,
     KEY_ESCAPE,
@@ -58,12 +54,12 @@ from relay.acp.crossings import (
     Crossing,
     Direction,
     Message,
-    markers,
     parse_field,
     rows_for,
     walk,
 )
 from relay.acp.fileuris import uri_to_box, uri_to_editor
+from relay.acp.lineplan import NONE, Interest, plan_for
 from relay.acp.paths import PathRefused, Translated, to_editor, translate
 from relay.acp.refusals import (
     ToAgent,
@@ -86,17 +82,6 @@ from relay.acp.rewrite import (
     unreadable,
 )
 from relay.core.framing import FrameRefused
-
-
-@dataclass
-class _Interest:
-    """What the byte tests found a line may hold."""
-
-    must: bool  # something the relay must read (refused or answered if it cannot)
-    may: bool  # something only translated
-
-
-_NONE = _Interest(False, False)
 
 COUNTS = (
     "translated_to_agent",
@@ -143,7 +128,7 @@ class Boundary:
         self.parses = 0
         files: Files = "pass" if policy is None else policy.files
         self.files = files
-        self._plan = _plan(files)  # shared by every connection under the same policy
+        self._plan = plan_for(files)  # shared by every connection under the same policy
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
@@ -238,16 +223,16 @@ class Boundary:
         escape = self._agent_escape
         return escape is not None and b"\\" in data and escape.search(data) is not None
 
-    def _client_interest(self, line: bytes) -> _Interest:
+    def _client_interest(self, line: bytes) -> Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._plan.client_must)
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._plan.client_may)
         may = may or (bool(self.pending) and CANCEL in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
-        return _Interest(must, may) if must or may else _NONE
+        return Interest(must, may) if must or may else NONE
 
-    def _agent_interest(self, line: bytes) -> _Interest:
+    def _agent_interest(self, line: bytes) -> Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._plan.agent_must)
         if self.files != "pass":
@@ -256,7 +241,7 @@ class Boundary:
         may = may or (bool(self.pending) and any(m in line for m in self._plan.answers))
         may = may or (self.sessions.watches_agent and CAPABILITIES in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
-        return _Interest(must, may) if must or may else _NONE
+        return Interest(must, may) if must or may else NONE
 
     def _read(self, line: bytes, max_bytes: int) -> Any:
         self.parses += 1
@@ -417,55 +402,6 @@ class Boundary:
         count = "translated_to_agent" if direction == TO_AGENT else "translated_to_editor"
         self.counts[count] += len(work.report.translations)
         return Rewritten(strictjson.dumps(message), work.report)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What one ``--files`` policy looks for in lines, made once per policy."""
-
-    client_must: tuple[bytes, ...]
-    client_may: tuple[bytes, ...]
-    agent_must: tuple[bytes, ...]
-    agent_may: tuple[bytes, ...]
-    answered: frozenset[str]  # methods whose responses cross
-    answers: tuple[bytes, ...]  # and their markers
-    client_seek: re.Pattern[bytes]
-    # (pending session/list, watching the agent's capabilities) -> its search, made on use
-    _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
-
-    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
-        """The search for the agent's lines while a session/list is ``pending`` and while
-        the agent's ``capabilities`` are still to be learnt."""
-        seek = self._agent_seekers.get((pending, capabilities))
-        if seek is None:
-            found = self.agent_must + self.agent_may + (self.answers if pending else ())
-            seek = seeker(found + ((CAPABILITIES,) if capabilities else ()))
-            self._agent_seekers[(pending, capabilities)] = seek
-        return seek
-
-
-@cache
-def _plan(files: Files) -> _Plan:
-    answers = [
-        row for row in CROSSINGS if row.message == "response" and files in row.action.policies
-    ]
-    client_must = markers(TO_AGENT, files, must=True)
-    client_may = markers(TO_AGENT, files, must=False)
-    return _Plan(
-        client_must,
-        client_may,
-        markers(TO_EDITOR, files, must=True),
-        markers(TO_EDITOR, files, must=False),
-        frozenset(m for row in answers for m in row.methods),
-        tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
-        seeker(client_must + client_may),
-    )
-
-
-@cache
-def seeker(markers: Sequence[bytes]) -> re.Pattern[bytes]:
-    """One search for any of ``markers``: a pass over a long line, not one per marker."""
-    return re.compile(b"|".join(re.escape(marker) for marker in sorted(set(markers))))
 
 
 def _param(message: dict[str, Any], name: str) -> Any:
