@@ -63,6 +63,7 @@ from relay.acp.lineplan import NONE, Interest, plan_for
 from relay.acp.paths import PathRefused, Translated, to_editor, translate
 from relay.acp.refusals import (
     ToAgent,
+    batch_request,
     id_key,
     refused_filter,
     too_many_pending,
@@ -191,6 +192,9 @@ class Boundary:
                 return unreadable_request(message)
             self.counts["not_read"] += 1
             return line
+        if isinstance(message, list) and interest.must:
+            self.counts["answered_to_agent"] += 1
+            return batch_request()  # ACP has no batches: what it holds is not passed on
         if not isinstance(message, dict):
             return line
         method = message.get("method")

@@ -20,6 +20,8 @@ from relay.acp.rewrite import SESSION_OPENING_METHODS, Files
 
 Direction = Literal["editor → agent", "agent → editor"]
 Message = Literal["request", "notification", "response"]
+Messages = Literal["request", "notification", "response", "request or notification"]
+CALLS: Messages = "request or notification"  # an ACP request sent without an id is one too
 TO_AGENT: Direction = "editor → agent"
 TO_EDITOR: Direction = "agent → editor"
 
@@ -61,11 +63,12 @@ WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
 LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
                      "for existence)", BOX_AND_SHARED, True)  # fmt: skip
 ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
-                  "withheld); never reaches the editor", frozenset({"box"}), True)  # fmt: skip
+                  "withheld; a notification's answer has id null); never reaches the editor",
+                  frozenset({"box"}), True)  # fmt: skip
 REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
-                      "-32602 and the request never reaches the editor",
+                      "-32602 and the message never reaches the editor",
                       frozenset({"shared"}), True,
-                      (("box", "(the request is answered by the relay: row above)"),))  # fmt: skip
+                      (("box", "(answered by the relay: row above)"),))  # fmt: skip
 EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
                      BOX_AND_SHARED)  # fmt: skip
 EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
@@ -121,11 +124,15 @@ class Crossing:
     """
 
     methods: tuple[str, ...]
-    message: Message
+    message: Messages
     direction: Direction
     field: str  # "" for the whole message
     action: Action
     markers: tuple[bytes, ...]
+
+    def carries(self, kind: Message) -> bool:
+        """Whether the row applies to a message of ``kind``."""
+        return kind == self.message or (self.message == CALLS and kind != "response")
 
     def matches(self, method: str) -> bool:
         return any(
@@ -192,11 +199,10 @@ CROSSINGS: tuple[Crossing, ...] = (
              BOX_URI, _URI),
     Crossing(("session/prompt",), "request", TO_AGENT,
              "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
-    Crossing(("fs/*", "terminal/*"), "request", TO_EDITOR, "", ANSWERED,
-             (b'"fs/', b'"terminal/')),
-    Crossing(("fs/read_text_file", "fs/write_text_file"), "request", TO_EDITOR, "params.path",
+    Crossing(("fs/*", "terminal/*"), CALLS, TO_EDITOR, "", ANSWERED, (b'"fs/', b'"terminal/')),
+    Crossing(("fs/read_text_file", "fs/write_text_file"), CALLS, TO_EDITOR, "params.path",
              REQUEST_PATH, (b'"fs/',)),
-    Crossing(("terminal/create",), "request", TO_EDITOR, "params.cwd", REQUEST_PATH,
+    Crossing(("terminal/create",), CALLS, TO_EDITOR, "params.cwd", REQUEST_PATH,
              (b'"terminal/',)),
     Crossing(("session/update",), "notification", TO_EDITOR,
              f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
@@ -256,7 +262,7 @@ def rows_for(
         row
         for row in CROSSINGS
         if row.direction == direction
-        and row.message == message
+        and row.carries(message)
         and files in row.action.policies
         and row.matches(method)
     )

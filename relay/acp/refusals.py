@@ -44,6 +44,20 @@ def unreadable_request(problem: strictjson.JsonRefused) -> ToAgent:
     return ToAgent(reply, reason, RewriteReport("(unreadable)", refused="(the line)"))
 
 
+def batch_request() -> ToAgent:
+    """The answer to an agent's batch (a JSON array line; ACP v1 has none) that may hold an
+    fs/ or terminal/ message: none of it reaches the editor."""
+    reason = "an agent line that may hold an fs/ or terminal/ message is a batch (a JSON array)"
+    reply = error_reply(
+        -32600,
+        "Invalid request: ACP has no batches, and the relay does not pass on one that may "
+        "hold an fs/ or terminal/ message",
+        reason,
+        "send each request and notification on its own line, as one JSON object",
+    )
+    return ToAgent(reply, reason, RewriteReport("(batch)", refused="(the batch)"))
+
+
 def refused_filter(
     message: dict[str, Any], where: str, value: str, refused: PathRefused, cwd: CwdPolicy
 ) -> FrameRefused:

@@ -323,6 +323,95 @@ def test_non_string_paths_pass(path: Any) -> None:
     assert Boundary(policy("shared")).agent_line(sent) is sent
 
 
+FORMS = ("request", "notification", "batch")
+CALLS = ("fs/read_text_file", "fs/write_text_file", "terminal/create")
+
+
+def in_form(form: str, message: dict[str, Any]) -> bytes:
+    """``message`` (a request) as the agent may write it: as it is, without its id, or as
+    one element of a batch beside a notification of its own method."""
+    if form == "request":
+        return line(message)
+    notification = {k: v for k, v in message.items() if k != "id"}
+    if form == "notification":
+        return line(notification)
+    return json.dumps([{"jsonrpc": "2.0", **message}, {"jsonrpc": "2.0", **notification}]).encode()
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("name", CALLS)
+def test_under_box_no_form_of_fs_or_terminal_reaches_the_editor(name: str, form: str) -> None:
+    """Under box an fs/ or terminal/ request, the same without its id, and a batch holding
+    them are each answered by the relay (to the request's id, else id null); none passes."""
+    message = AGENT_MESSAGES[name][0]
+    boundary = Boundary(policy("box"))
+    result = boundary.agent_line(in_form(form, message))
+    assert isinstance(result, ToAgent)
+    reply = read(result.reply)
+    code = -32600 if form == "batch" else -32601
+    assert (reply["id"], reply["error"]["code"]) == (
+        message["id"] if form == "request" else None,
+        code,
+    )
+    assert boundary.summary()["answered_to_agent"] == 1
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_under_shared_a_notification_gets_the_requests_path_check(name: str) -> None:
+    """Under shared an fs/ or terminal/ notification is translated like the request; one
+    whose path no rule maps is answered by the relay (id null) and never reaches the editor."""
+    message = {k: v for k, v in AGENT_MESSAGES[name][0].items() if k != "id"}
+    field = "cwd" if name == "terminal/create" else "path"
+    boundary = Boundary(policy("shared"))
+    result = boundary.agent_line(line(message))
+    assert isinstance(result, Rewritten)
+    assert read(result.line)["params"][field].startswith("/Users/alice/p")
+    outside = {**message, "params": {**message["params"], field: "/root/.ssh/authorized_keys"}}
+    refused = boundary.agent_line(line(outside))
+    assert isinstance(refused, ToAgent)
+    reply = read(refused.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32602)
+    assert reply["error"]["data"]["boxPath"] == "/root/.ssh/authorized_keys"
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_under_shared_a_batch_that_may_hold_fs_or_terminal_is_answered(name: str) -> None:
+    """ACP has no batches: under shared one holding an fs/ or terminal/ message is answered
+    -32600 (id null) whole, even when its paths are mapped; nothing of it reaches the editor."""
+    result = Boundary(policy("shared")).agent_line(in_form("batch", AGENT_MESSAGES[name][0]))
+    assert isinstance(result, ToAgent)
+    reply = read(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert "batch" in reply["error"]["data"]["detail"]
+    assert "its own line" in reply["error"]["data"]["hint"]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b'{"jsonrpc":"2.0","method":"fs\\/write_text_file","params":{"path":"/etc/passwd"}}',
+        b'[{"jsonrpc":"2.0","method":"\\u0066s/write_text_file","params":{"path":"/w/a"}}]',
+        b'[[{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"command":"sh"}}]]',
+        b'[1, "fs/read_text_file"]',
+    ],
+)
+def test_escaped_or_nested_forms_are_answered_too(sent: bytes) -> None:
+    """A notification or a batch with an escaped method, or nested batches, are answered
+    under box and shared like plain ones, and pass as they came under pass."""
+    for files in ("box", "shared"):
+        result = Boundary(policy(files)).agent_line(sent)
+        assert isinstance(result, ToAgent), files
+        assert read(result.reply)["id"] is None
+    assert Boundary(policy("pass")).agent_line(sent) is sent
+
+
+def test_batches_without_fs_or_terminal_pass_untranslated() -> None:
+    """A batch that holds no fs/ or terminal/ method is not translated: it passes as it came."""
+    batch = b"[" + line(AGENT_MESSAGES["tool_call"][0]) + b"]"
+    for files in FILES:
+        assert Boundary(policy(files)).agent_line(batch) is batch
+
+
 def test_terminal_without_cwd_passes() -> None:
     """terminal/create without cwd (the editor's default) passes under shared."""
     sent = line({"id": 1, "method": "terminal/create", "params": {"command": "ls"}})

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from relay.acp.crossings import CROSSINGS, Crossing, crossings_table, parse_field, walk
+from relay.acp.crossings import (
+    CROSSINGS,
+    Crossing,
+    Message,
+    crossings_table,
+    parse_field,
+    walk,
+)
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "paths-and-mcp.md"
@@ -24,12 +31,12 @@ def samples_of(row: Crossing) -> list[tuple[dict[str, Any], type[BaseModel]]]:
     pool = EDITOR_MESSAGES if row.direction == "editor → agent" else AGENT_MESSAGES
     found = []
     for message, model in pool.values():
-        kind = (
+        kind: Message = (
             "response" if "result" in message else "request" if "id" in message else "notification"
         )
         method = message.get("method", "session/list")
         holds = not row.field or list(walk(message, parse_field(row.field)))
-        if kind == row.message and row.matches(method) and holds:
+        if row.carries(kind) and row.matches(method) and holds:
             found.append((message, model))
     return found
 
