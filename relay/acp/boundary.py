@@ -28,60 +28,38 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 from relay.acp import strictjson
 from relay.acp.crossings import (
-    ANSWERED,
-    BOX_URI,
     CANCEL,
     CAPABILITIES,
-    EDITOR_URI,
     JOIN_MAX_BYTES,
     KEY_ESCAPE,
-    LIST_FILTER,
     MAX_PENDING_LISTS,
-    MCP,
-    OPENING,
     READ_MAX_BYTES,
-    REQUEST_PATH,
     TO_AGENT,
     TO_EDITOR,
-    WITHHELD_BECAUSE,
-    WITHHOLD,
-    Action,
-    Crossing,
-    Direction,
     Message,
-    parse_field,
-    rows_for,
-    walk,
 )
-from relay.acp.fileuris import uri_to_box, uri_to_editor
 from relay.acp.lineplan import NONE, Interest, plan_for
-from relay.acp.paths import PathRefused, Translated, to_editor, translate
 from relay.acp.refusals import (
     ToAgent,
     batch_request,
     id_key,
-    refused_filter,
     too_many_pending,
-    unmapped_request,
     unreadable_request,
-    withheld_method,
 )
 from relay.acp.rewrite import (
     METHOD_ESCAPE,
     SESSION_OPENING_METHODS,
     Files,
     RewritePolicy,
-    RewriteReport,
     Rewritten,
     SessionRewriter,
-    Translation,
     unreadable,
 )
+from relay.acp.translating import MessageTranslator
 from relay.core.framing import FrameRefused
 
 COUNTS = (
@@ -93,15 +71,6 @@ COUNTS = (
     "refused_to_editor",
     "not_read",
 )
-
-
-@dataclass
-class _Work:
-    """One message being translated: what changed, and the first refusal, if any."""
-
-    report: RewriteReport
-    refused: FrameRefused | ToAgent | None = None
-    changed: bool = False
 
 
 class Boundary:
@@ -122,7 +91,6 @@ class Boundary:
     ) -> None:
         self.policy = policy
         self.sessions = SessionRewriter(policy, exists)
-        self.exists = exists
         self.max_pending_lists = max_pending_lists
         self.pending: dict[tuple[str, object], str] = {}  # editor request ids -> method
         self.counts: Counter[str] = Counter()
@@ -130,6 +98,7 @@ class Boundary:
         files: Files = "pass" if policy is None else policy.files
         self.files = files
         self._plan = plan_for(files)  # shared by every connection under the same policy
+        self._translator = MessageTranslator(policy, files, self.sessions, exists, self.counts)
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
@@ -275,7 +244,7 @@ class Boundary:
             if refused is not None:
                 return refused
         kind: Message = "request" if request else "notification"
-        crossed = self._cross(line, message, TO_AGENT, kind, method)
+        crossed = self._translator.cross(line, message, TO_AGENT, kind, method)
         assert not isinstance(crossed, ToAgent)  # only the agent's requests are answered so
         if isinstance(crossed, FrameRefused):
             self._forget(message.get("id"))
@@ -301,7 +270,7 @@ class Boundary:
     def _from_agent(
         self, line: bytes, message: dict[str, Any], kind: Message, method: str
     ) -> bytes | Rewritten | ToAgent:
-        result = self._cross(line, message, TO_EDITOR, kind, method)
+        result = self._translator.cross(line, message, TO_EDITOR, kind, method)
         assert not isinstance(result, FrameRefused)  # only the editor's requests are refused so
         if isinstance(result, ToAgent):
             self.counts["answered_to_agent"] += 1
@@ -319,104 +288,7 @@ class Boundary:
         assert not isinstance(result, ToAgent)  # answers are never refused
         return result
 
-    # -- one row ---------------------------------------------------------------------------
-
-    def _apply(self, row: Crossing, message: dict[str, Any], work: _Work) -> None:
-        action = row.action
-        if action is ANSWERED:
-            work.refused = withheld_method(message, work.report)
-            return
-        if action in (OPENING, MCP):
-            return  # the session-opening rewrite did these
-        for container, key, where in list(walk(message, parse_field(row.field))):
-            value = container[key]
-            if action is WITHHOLD:
-                self._withhold(container, key, value, work)
-            elif isinstance(value, str):
-                self._translate(action, message, container, key, where, work)
-            if work.refused is not None:
-                return
-
-    def _withhold(self, container: dict[str, Any], key: str, value: Any, work: _Work) -> None:
-        if not _offers(value):
-            return
-        del container[key]
-        work.report.withheld.append(key)
-        work.report.withheld_because = WITHHELD_BECAUSE
-        work.changed = True
-        self.counts["withheld"] += 1
-
-    def _translate(
-        self,
-        action: Action,
-        message: dict[str, Any],
-        container: Any,
-        key: Any,
-        where: str,
-        work: _Work,
-    ) -> None:
-        value: str = container[key]
-        rules = self.policy.cwd.rules if self.policy is not None else ()
-        prefer = self.sessions.last_rule
-        result: Translated | PathRefused | None
-        if action is LIST_FILTER:
-            result = self._filter(value)
-        elif action is BOX_URI:
-            result = uri_to_box(value, rules)
-        elif action is EDITOR_URI:
-            result = uri_to_editor(value, rules, prefer)
-        else:
-            result = to_editor(value, rules, prefer)
-        if isinstance(result, PathRefused):
-            assert self.policy is not None
-            work.refused = refused_filter(message, where, value, result, self.policy.cwd)
-        elif result is None and action is REQUEST_PATH:
-            work.refused = unmapped_request(message, where, value, work.report, rules)
-        elif result is None:
-            work.report.left.append((where, value))
-            self.counts["left_unmapped"] += 1
-        elif result.path != value:
-            container[key] = result.path
-            work.report.translations.append(Translation(where, value, result.path))
-            work.changed = True
-
-    def _filter(self, value: str) -> Translated | PathRefused:
-        assert self.policy is not None
-        result = translate(value, replace(self.policy.cwd, must_exist=False), self.exists)
-        if isinstance(result, Translated) and result.rule is not None:
-            self.sessions.last_rule = result.rule
-        return result
-
-    def _cross(
-        self, line: bytes, message: dict[str, Any], direction: Direction, kind: Message, method: str
-    ) -> bytes | Rewritten | FrameRefused | ToAgent:
-        """The rows of one message carried out: translated whole, or the first refusal."""
-        rows = rows_for(direction, kind, method, self.files)
-        if not (b"\\" in line and KEY_ESCAPE.search(line)):
-            rows = tuple(row for row in rows if row.may_be_in(line))
-        if not rows:
-            return line
-        work = _Work(RewriteReport(method))
-        for row in rows:
-            self._apply(row, message, work)
-            if work.refused is not None:
-                return work.refused
-        if not work.changed:
-            return line
-        count = "translated_to_agent" if direction == TO_AGENT else "translated_to_editor"
-        self.counts[count] += len(work.report.translations)
-        return Rewritten(strictjson.dumps(message), work.report)
-
 
 def _param(message: dict[str, Any], name: str) -> Any:
     params = message.get("params")
     return params.get(name) if isinstance(params, dict) else None
-
-
-def _offers(capability: Any) -> bool:
-    """Whether a capability value offers anything (absent, false, null and {} do not)."""
-    if capability is None or capability is False:
-        return False
-    if isinstance(capability, dict):
-        return any(v is not None and v is not False for k, v in capability.items() if k != "_meta")
-    return True
