@@ -247,6 +247,67 @@ async def test_under_box_an_agent_that_asks_anyway_is_answered_by_the_relay(
     assert machines.notes(machines.editor).read_text() == EDITOR_COPY
 
 
+LINKS = {  # in the project, on both sides: name -> where it leads
+    "app/notes.md": "../../home/.ssh/id_rsa",
+    "keys": "../home/.ssh",
+    "dangling.md": "../home/.ssh/new_key",
+    "out": "../home",
+    "inner.md": "notes.txt",
+}
+
+
+def linked_tree(machines: Machines) -> None:
+    """On each side, a private key beside the project and the LINKS in it; a real sub/."""
+    for side in (machines.editor, machines.box):
+        (side / "home" / ".ssh").mkdir(parents=True)
+        (side / "home" / ".ssh" / "id_rsa").write_text(f"the private key of {side.name}\n")
+        project = machines.project(side)
+        (project / "app").mkdir()
+        (project / "sub").mkdir()
+        for name, target in LINKS.items():
+            (project / name).symlink_to(target)
+
+
+async def test_symbolic_links_out_of_the_shared_folder_are_refused(machines: Machines) -> None:
+    """--files shared maps the project only: a read, a write (to a file not there yet, under
+    a linked folder or through a dangling link) and a terminal's cwd whose symbolic links
+    lead out of it are answered -32602 by the relay, naming the real path, and the editor is
+    never asked; links and new files inside it reach the editor."""
+    linked_tree(machines)
+    e_project, b_project = machines.project(machines.editor), machines.project(machines.box)
+    cwd = CwdPolicy((parse_rule(f"{e_project}={b_project}"),), "reject", str(b_project), True)
+    words = ("read:app/notes.md write:keys/authorized_keys write:dangling.md terminal:out "
+             "read:inner.md write:sub/new.md")  # fmt: skip
+    editor = FolderEditor(machines.editor)
+    async with (
+        live_relay(BOUNDARY_AGENT, rewrite=RewritePolicy(cwd, McpPolicy(), "shared"),
+                   workspace=str(b_project)) as live,
+        editor_over_ws(live, editor) as (conn, _),
+    ):  # fmt: skip
+        session = await conn.new_session(cwd=str(e_project), mcp_servers=[])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block(words)])
+        report = last_report(editor.texts(session.session_id))
+    ssh = (machines.box / "home" / ".ssh").resolve()
+    refused = {
+        "read:app/notes.md": ssh / "id_rsa",
+        "write:keys/authorized_keys": ssh / "authorized_keys",
+        "write:dangling.md": ssh / "new_key",
+        "terminal:out": ssh.parent,
+    }
+    for word, real in refused.items():
+        error = report[word].get("error", report[word])
+        assert (error.get("code"), error.get("data", {}).get("realPath")) == (-32602, str(real))
+        assert error["data"]["mappedFolder"] == str(b_project)
+    assert report["read:inner.md"] == {"content": EDITOR_COPY}
+    assert report["write:sub/new.md"] == {"written": NEW_TEXT}
+    assert editor.calls == [
+        ("fs/read_text_file", {"path": str(e_project / "inner.md")}),
+        ("fs/write_text_file", {"path": str(e_project / "sub" / "new.md"), "content": NEW_TEXT}),
+    ]
+    for side in (machines.editor, machines.box):
+        assert sorted(p.name for p in (side / "home" / ".ssh").iterdir()) == ["id_rsa"]
+
+
 def fs_and_terminal(frames: list[str]) -> list[tuple[str, str, str | None]]:
     """Each frame the editor received that is a batch or an fs/ or terminal/ message:
     ("batch", "", None), or its form, method and path (or cwd)."""

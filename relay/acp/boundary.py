@@ -77,9 +77,11 @@ class Boundary:
     """Translates the paths of one connection's messages, both ways (see the module's doc).
 
     ``policy`` None: nothing is touched. ``exists`` tells whether a box folder exists
-    (for ``--cwd-must-exist``). :attr:`counts` keeps what happened, for one summary log
-    line per connection (:meth:`summary`, counts only); :attr:`parses` how many lines
-    were parsed.
+    (for ``--cwd-must-exist``); ``resolve`` is the box's ``os.path.realpath``, by which
+    the path of an agent's request under ``shared`` is refused when its symbolic links
+    lead out of its rule's folder (the default knows no links). :attr:`counts` keeps what
+    happened, for one summary log line per connection (:meth:`summary`, counts only);
+    :attr:`parses` how many lines were parsed.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Boundary:
         policy: RewritePolicy | None,
         exists: Callable[[str], bool] = lambda _path: True,
         *,
+        resolve: Callable[[str], str] = lambda path: path,
         max_pending_lists: int = MAX_PENDING_LISTS,
     ) -> None:
         self.policy = policy
@@ -98,7 +101,9 @@ class Boundary:
         files: Files = "pass" if policy is None else policy.files
         self.files = files
         self._plan = plan_for(files)  # shared by every connection under the same policy
-        self._translator = MessageTranslator(policy, files, self.sessions, exists, self.counts)
+        self._translator = MessageTranslator(
+            policy, files, self.sessions, exists, resolve, self.counts
+        )
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 

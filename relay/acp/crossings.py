@@ -65,8 +65,9 @@ LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (no
 ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
                   "withheld; a notification's answer has id null); never reaches the editor",
                   frozenset({"box"}), True)  # fmt: skip
-REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
-                      "-32602 and the message never reaches the editor",
+REQUEST_PATH = Action("request-path", "box → editor; under no rule, or when its symbolic "
+                      "links lead out of the rule's folder, the relay answers -32602 and the "
+                      "message never reaches the editor",
                       frozenset({"shared"}), True,
                       (("box", "(answered by the relay: row above)"),))  # fmt: skip
 EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",

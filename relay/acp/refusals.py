@@ -116,6 +116,33 @@ def unmapped_request(
     return ToAgent(reply, f"{method} answered by the relay: {where} is under no mapping", report)
 
 
+def linked_out(
+    message: dict[str, Any], where: str, value: str, real: str, rule: CwdRule, report: RewriteReport
+) -> ToAgent:
+    """The answer to an agent's request whose box path, under a rule, leads out of the
+    rule's folder through a symbolic link (--files shared)."""
+    method = str(message.get("method"))
+    shown = bounded(value)
+    report.refused = where
+    text = (
+        f"Invalid params: {where} {shown} leads out of the mapped folder {rule.agent_path} "
+        "through a symbolic link, so the relay did not pass it to the editor"
+    )
+    data = {
+        "method": method,
+        "field": where,
+        "boxPath": shown,
+        "realPath": bounded(real),
+        "mappedFolder": rule.agent_path,
+        "hint": "name a file whose real path is inside the mapped folder, or read, write and "
+        "run it with the box's own tools",
+    }
+    reply = error(message.get("id"), -32602, text, data)
+    return ToAgent(
+        reply, f"{method} answered by the relay: {where} links out of its mapping", report
+    )
+
+
 def too_many_pending(request_id: Any, method: str, limit: int) -> FrameRefused:
     """The answer to an editor's request past the bound of those awaiting the agent."""
     reason = f"{limit} {method} requests of this connection are still waiting for the agent"

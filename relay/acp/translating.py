@@ -37,9 +37,10 @@ from relay.acp.crossings import (
     walk,
 )
 from relay.acp.fileuris import uri_to_box, uri_to_editor
-from relay.acp.paths import PathRefused, Translated, to_editor, translate
+from relay.acp.paths import PathRefused, Translated, real_path_outside, to_editor, translate
 from relay.acp.refusals import (
     ToAgent,
+    linked_out,
     refused_filter,
     unmapped_request,
     withheld_method,
@@ -69,14 +70,16 @@ class MessageTranslator:
     """The rows carried out on one connection's messages, one message at a time.
 
     ``sessions`` gives the rule the editor's session was opened by (and learns it from a
-    ``session/list`` filter); ``exists`` is the box's ``os.path.isdir`` (see
-    :class:`relay.acp.boundary.Boundary`); ``counts`` is the connection's, for its summary.
+    ``session/list`` filter); ``exists`` and ``resolve`` are the box's ``os.path.isdir``
+    and ``os.path.realpath`` (see :class:`relay.acp.boundary.Boundary`); ``counts`` is the
+    connection's, for its summary.
     """
 
     policy: RewritePolicy | None
     files: Files
     sessions: SessionRewriter
     exists: Callable[[str], bool]
+    resolve: Callable[[str], str]
     counts: Counter[str]
 
     def cross(
@@ -154,6 +157,8 @@ class MessageTranslator:
         elif result is None:
             work.report.left.append((where, value))
             self.counts["left_unmapped"] += 1
+        elif action is REQUEST_PATH:
+            self._request_path(message, container, key, where, result, work)
         else:
             self._put(container, key, where, result.path, work)
 
@@ -163,6 +168,26 @@ class MessageTranslator:
             container[key] = path
             work.report.translations.append(Translation(where, value, path))
             work.changed = True
+
+    def _request_path(
+        self,
+        message: dict[str, Any],
+        container: Any,
+        key: Any,
+        where: str,
+        result: Translated,
+        work: _Work,
+    ) -> None:
+        """The path of a request the editor acts on: refused when its symbolic links lead
+        out of its rule's folder on the box (the editor would follow the same links in its
+        own copy of the folder), else translated."""
+        value: str = container[key]
+        assert result.rule is not None
+        real = real_path_outside(value, result.rule, self.resolve)
+        if real is not None:
+            work.refused = linked_out(message, where, value, real, result.rule, work.report)
+            return
+        self._put(container, key, where, result.path, work)
 
     def _filter(self, value: str) -> Translated | PathRefused:
         assert self.policy is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,18 +21,27 @@ from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 RULES = (parse_rule("/Users/alice=/workspace"),)
 
 
-def translator(files: Files) -> MessageTranslator:
+def translator(
+    files: Files, resolve: Callable[[str], str] = lambda path: path
+) -> MessageTranslator:
     policy = RewritePolicy(CwdPolicy(RULES, "reject", "/srv/work", False), McpPolicy(), files)
     return MessageTranslator(
-        policy, files, SessionRewriter(policy, lambda _p: True), lambda _p: True, Counter()
+        policy,
+        files,
+        SessionRewriter(policy, lambda _p: True),
+        lambda _p: True,
+        resolve,
+        Counter(),
     )
 
 
-def cross(files: Files, message: dict[str, Any], to_editor: bool = True) -> Any:
+def cross(files: Files | MessageTranslator, message: dict[str, Any], to_editor: bool = True) -> Any:
+    """``message`` carried out by a translator of ``files`` (or the one given)."""
     sent = line(message)
     kind: Message = "request" if "id" in message else "notification"
     direction = TO_EDITOR if to_editor else TO_AGENT
-    return translator(files).cross(sent, json.loads(sent), direction, kind, message["method"])
+    t = files if isinstance(files, MessageTranslator) else translator(files)
+    return t.cross(sent, json.loads(sent), direction, kind, message["method"])
 
 
 def test_a_message_with_nothing_to_change_is_its_own_line() -> None:
@@ -66,3 +76,49 @@ def test_a_message_is_translated_whole_or_refused_whole() -> None:
     assert isinstance(result, ToAgent)
     assert t.counts["translated_to_editor"] == 0
     assert not isinstance(result, FrameRefused)
+
+
+@pytest.mark.parametrize(
+    ("method", "field"),
+    [("fs/read_text_file", "path"), ("fs/write_text_file", "path"), ("terminal/create", "cwd")],
+)
+@pytest.mark.parametrize("kind", ["request", "notification"])
+def test_under_shared_a_path_linked_out_of_its_folder_is_answered(
+    method: str, field: str, kind: str
+) -> None:
+    """Under shared, a request (or notification) whose path leads out of its mapped folder
+    through a symbolic link is answered -32602 by the relay, naming the real path and the
+    folder; the same path without the link is translated."""
+    links = {"/workspace/app/notes.md": "/root/.ssh/id_rsa"}
+    message: dict[str, Any] = {"method": method, "params": {field: "/workspace/app/notes.md"}}
+    if kind == "request":
+        message["id"] = 4
+    result = cross(translator("shared", lambda path: links.get(path, path)), message)
+    assert isinstance(result, ToAgent)
+    reply = json.loads(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (message.get("id"), -32602)
+    data = reply["error"]["data"]
+    assert (data["boxPath"], data["realPath"]) == ("/workspace/app/notes.md", "/root/.ssh/id_rsa")
+    assert (data["field"], data["mappedFolder"]) == (f"params.{field}", "/workspace")
+    assert "symbolic link" in reply["error"]["message"]
+    assert result.report.refused == f"params.{field}"
+    plain = cross("shared", message)
+    assert isinstance(plain, Rewritten)
+    assert json.loads(plain.line)["params"][field] == "/Users/alice/app/notes.md"
+
+
+def test_links_are_not_followed_where_the_editor_acts_on_nothing() -> None:
+    """A tool call's location that links out of its folder is only shown: it is translated
+    as it is named, never resolved (under box too)."""
+    update = {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "x",
+              "locations": [{"path": "/workspace/app/notes.md"}]}  # fmt: skip
+    message = {"method": "session/update", "params": {"update": update}}
+    asked: list[str] = []
+
+    def resolve(path: str) -> str:
+        asked.append(path)
+        return path
+
+    result = cross(translator("shared", resolve), message)
+    assert isinstance(result, Rewritten)
+    assert asked == []
