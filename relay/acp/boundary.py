@@ -19,9 +19,12 @@ ways:
 came: text, terminal output, ``rawInput``/``rawOutput``, ``_meta``.
 
 A line is parsed only when cheap byte tests say it may hold a row's method or key (or a
-JSON escape that could spell one); streamed message text is never parsed. A translated
-line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as spelled, every
-other field and its order kept. A message is translated whole or not at all.
+JSON escape that could spell one); streamed message text is never parsed. A line only
+translated (no row of it must be read) is read within ``READ_MAX_VALUES`` values and
+translated within ``TRANSLATE_MAX_PLACES`` places; past either it passes as it came. A
+translated line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as
+spelled, every other field and its order kept. A message is translated whole or not at
+all.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from relay.acp.crossings import (
     KEY_ESCAPE,
     MAX_PENDING_LISTS,
     READ_MAX_BYTES,
+    READ_MAX_VALUES,
     TO_AGENT,
     TO_EDITOR,
     Message,
+    value_bound,
 )
 from relay.acp.lineplan import NONE, Interest, plan_for
 from relay.acp.refusals import (
@@ -70,6 +75,7 @@ COUNTS = (
     "answered_to_agent",
     "refused_to_editor",
     "not_read",
+    "over_cap",
 )
 
 
@@ -123,7 +129,7 @@ class Boundary:
         if self.policy is None or not self._client_may_hold(line):
             return line
         interest = self._client_interest(line)
-        if not (interest.must or interest.may):
+        if not (interest.must or interest.may) or self._over_cap(line, interest):
             return line
         message = self._read(line, READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
@@ -157,7 +163,7 @@ class Boundary:
         if not self.watches_agent or not self._agent_may_hold(line):
             return line
         interest = self._agent_interest(line)
-        if not (interest.must or interest.may):
+        if not (interest.must or interest.may) or self._over_cap(line, interest):
             return line
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
@@ -220,6 +226,14 @@ class Boundary:
         may = may or (self.sessions.watches_agent and CAPABILITIES in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
+
+    def _over_cap(self, line: bytes, interest: Interest) -> bool:
+        """Whether ``line``, only to be translated, holds too many values to be read (it
+        then passes as it came); a line the relay must read is always read."""
+        if interest.must or len(line) <= READ_MAX_VALUES or value_bound(line) <= READ_MAX_VALUES:
+            return False
+        self.counts["over_cap"] += 1
+        return True
 
     def _read(self, line: bytes, max_bytes: int) -> Any:
         self.parses += 1

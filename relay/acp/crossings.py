@@ -26,6 +26,12 @@ TO_AGENT: Direction = "editor → agent"
 TO_EDITOR: Direction = "agent → editor"
 
 READ_MAX_BYTES = 8 << 20  # larger lines are not read for translation (they pass as they came)
+# A line only translated (no row of it must be read) is read when it holds at most this
+# many JSON values, counted from its bytes (value_bound), and translated when its rows
+# find at most TRANSLATE_MAX_PLACES places; past either it passes as it came, so that
+# one line's translation costs the event loop a bounded time (docs/paths-and-mcp.md).
+READ_MAX_VALUES = 25_000
+TRANSLATE_MAX_PLACES = 1_000
 JOIN_MAX_BYTES = 1 << 20  # the lines of one read are looked at together up to this size
 MAX_PENDING_LISTS = 64  # session/list requests of one connection awaiting their answer
 SHOWN_CHARS = 512  # of a path echoed in an error's data
@@ -269,20 +275,38 @@ def rows_for(
     )
 
 
-def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
-    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name)."""
+class TooManyPlaces(ValueError):
+    """A walk would find more places than its limit."""
+
+
+def value_bound(line: bytes) -> int:
+    """At least the number of JSON values in ``line``: each value but the first of an array
+    or object follows a comma, and each array or object opens with a bracket (those inside
+    strings only raise the count)."""
+    return line.count(b",") + line.count(b"{") + line.count(b"[") + 1
+
+
+def walk(
+    value: Any, steps: Sequence[Step], where: str = "", limit: int | None = None
+) -> Iterator[tuple[Any, Any, str]]:
+    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name).
+
+    TooManyPlaces, before anything else is done, when a step would find over ``limit``.
+    """
     if not steps:
         return iter(())
     # Breadth first over (container, key, value, name); the last step's places are the answer.
     places: list[tuple[Any, Any, Any, str]] = [(None, None, value, where)]
     for step in steps:
-        places = _step(places, step)
+        places = _step(places, step, limit)
         if not places:
             return iter(())
     return ((container, key, name) for container, key, _value, name in places)
 
 
-def _step(places: list[tuple[Any, Any, Any, str]], step: Step) -> list[tuple[Any, Any, Any, str]]:
+def _step(
+    places: list[tuple[Any, Any, Any, str]], step: Step, limit: int | None
+) -> list[tuple[Any, Any, Any, str]]:
     found: list[tuple[Any, Any, Any, str]] = []
     for place in places:
         value, where = place[2], place[3]
@@ -292,6 +316,8 @@ def _step(places: list[tuple[Any, Any, Any, str]], step: Step) -> list[tuple[Any
                 found.append((value, step.name, value[step.name], name))
         elif isinstance(step, Each):
             if isinstance(value, list):
+                if limit is not None and len(found) + len(value) > limit:
+                    raise TooManyPlaces(f"over {limit} places")  # only Each adds places
                 found.extend((value, i, item, f"{where}[{i}]") for i, item in enumerate(value))
         elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
             found.append(place)

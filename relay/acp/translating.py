@@ -11,7 +11,7 @@ each message.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,12 +26,14 @@ from relay.acp.crossings import (
     OPENING,
     REQUEST_PATH,
     TO_AGENT,
+    TRANSLATE_MAX_PLACES,
     WITHHELD_BECAUSE,
     WITHHOLD,
     Action,
     Crossing,
     Direction,
     Message,
+    TooManyPlaces,
     parse_field,
     rows_for,
     walk,
@@ -86,15 +88,21 @@ class MessageTranslator:
         self, line: bytes, message: dict[str, Any], direction: Direction, kind: Message, method: str
     ) -> bytes | Rewritten | FrameRefused | ToAgent:
         """The rows of ``message`` (``line`` parsed) carried out: ``line`` when nothing
-        changed, the message translated whole, or the first refusal."""
+        changed or its rows only translate and find over TRANSLATE_MAX_PLACES places, the
+        message translated whole, or the first refusal."""
         rows = rows_for(direction, kind, method, self.files)
         if not (b"\\" in line and KEY_ESCAPE.search(line)):
             rows = tuple(row for row in rows if row.may_be_in(line))
         if not rows:
             return line
+        try:
+            found = _places(rows, message)
+        except TooManyPlaces:
+            self.counts["over_cap"] += 1
+            return line
         work = _Work(RewriteReport(method))
-        for row in rows:
-            self._apply(row, message, work)
+        for row, places in found:
+            self._apply(row, places, message, work)
             if work.refused is not None:
                 return work.refused
         if not work.changed:
@@ -103,14 +111,12 @@ class MessageTranslator:
         self.counts[count] += len(work.report.translations)
         return Rewritten(strictjson.dumps(message), work.report)
 
-    def _apply(self, row: Crossing, message: dict[str, Any], work: _Work) -> None:
+    def _apply(self, row: Crossing, places: Places, message: dict[str, Any], work: _Work) -> None:
         action = row.action
         if action is ANSWERED:
             work.refused = withheld_method(message, work.report)
             return
-        if action in (OPENING, MCP):
-            return  # the session-opening rewrite did these
-        for container, key, where in list(walk(message, parse_field(row.field))):
+        for container, key, where in places:
             value = container[key]
             if action is WITHHOLD:
                 self._withhold(container, key, value, work)
@@ -195,6 +201,29 @@ class MessageTranslator:
         if isinstance(result, Translated) and result.rule is not None:
             self.sessions.last_rule = result.rule
         return result
+
+
+Places = list[tuple[Any, Any, str]]  # (container, key or index, name) of each place
+
+
+def _places(rows: Sequence[Crossing], message: dict[str, Any]) -> list[tuple[Crossing, Places]]:
+    """Each row and the places of ``message`` it finds; TooManyPlaces when the rows that
+    only translate find over TRANSLATE_MAX_PLACES together (a row that must be read is
+    never cut short: each finds one place or two)."""
+    budget = TRANSLATE_MAX_PLACES
+    found: list[tuple[Crossing, Places]] = []
+    for row in rows:
+        if row.action in (OPENING, MCP):
+            continue  # the session-opening rewrite did these
+        if row.action.must_read:
+            found.append((row, list(walk(message, parse_field(row.field)))))
+            continue
+        places = list(walk(message, parse_field(row.field), limit=budget))
+        budget -= len(places)
+        if budget < 0:
+            raise TooManyPlaces(f"over {TRANSLATE_MAX_PLACES} places")
+        found.append((row, places))
+    return found
 
 
 def _offers(capability: Any) -> bool:

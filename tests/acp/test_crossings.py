@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from relay.acp.crossings import (
     CROSSINGS,
     Crossing,
     Message,
+    TooManyPlaces,
     crossings_table,
     parse_field,
+    value_bound,
     walk,
 )
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
@@ -81,3 +84,29 @@ def test_a_row_is_looked_for_in_every_line_that_holds_it(row: Crossing) -> None:
     steps = parse_field(row.field)
     if steps:
         assert not row.may_be_in(b'{"jsonrpc":"2.0","method":"x","params":{}}')
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{}", "[]", "1", '"a,b{c["', '{"a":[1,2,{"b":null}],"c":"d"}', "[[[]],[],{}]", "  [1 , 2]"],
+)
+def test_value_bound_is_never_below_the_values(text: str) -> None:
+    """value_bound counts at least as many values as the JSON text holds."""
+
+    def values(v: Any) -> int:
+        if isinstance(v, dict):
+            return 1 + sum(values(x) for x in v.values())
+        if isinstance(v, list):
+            return 1 + sum(values(x) for x in v)
+        return 1
+
+    assert value_bound(text.encode()) >= values(json.loads(text))
+
+
+def test_a_walk_past_its_limit_is_refused_before_it_is_made() -> None:
+    """A walk that would find over ``limit`` places raises; at the limit it finds them all."""
+    steps = parse_field("locations[].path")
+    message = {"locations": [{"path": str(i)} for i in range(10)]}
+    assert len(list(walk(message, steps, limit=10))) == 10
+    with pytest.raises(TooManyPlaces):
+        walk(message, steps, limit=9)
