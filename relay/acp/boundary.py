@@ -129,7 +129,9 @@ class Boundary:
         if self.policy is None or not self._client_may_hold(line):
             return line
         interest = self._client_interest(line)
-        if not (interest.must or interest.may) or self._over_cap(line, interest):
+        if not (interest.must or interest.may):
+            return line
+        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
             return line
         message = self._read(line, READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
@@ -163,8 +165,10 @@ class Boundary:
         if not self.watches_agent or not self._agent_may_hold(line):
             return line
         interest = self._agent_interest(line)
-        if not (interest.must or interest.may) or self._over_cap(line, interest):
+        if not (interest.must or interest.may):
             return line
+        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
+            return line  # values are fewer than bytes: only a long line is counted
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:
@@ -230,7 +234,7 @@ class Boundary:
     def _over_cap(self, line: bytes, interest: Interest) -> bool:
         """Whether ``line``, only to be translated, holds too many values to be read (it
         then passes as it came); a line the relay must read is always read."""
-        if interest.must or len(line) <= READ_MAX_VALUES or value_bound(line) <= READ_MAX_VALUES:
+        if interest.must or value_bound(line) <= READ_MAX_VALUES:
             return False
         self.counts["over_cap"] += 1
         return True

@@ -213,7 +213,7 @@ def _places(rows: Sequence[Crossing], message: dict[str, Any]) -> list[tuple[Cro
     budget = TRANSLATE_MAX_PLACES
     found: list[tuple[Crossing, Places]] = []
     for row in rows:
-        if row.action in (OPENING, MCP):
+        if row.action is OPENING or row.action is MCP:
             continue  # the session-opening rewrite did these
         if row.action.must_read:
             found.append((row, list(walk(message, parse_field(row.field)))))
