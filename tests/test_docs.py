@@ -186,6 +186,23 @@ def test_setup_is_the_two_commands() -> None:
     assert fenced_blocks(section(readme, "Set up")) == [DEMO_COMMAND, ci_test_command()]
 
 
+SHARED_PROMISES = {  # where the docs say what --files shared lets an agent reach
+    "docs/security.md": "`--files shared` lets it",
+    "docs/paths-and-mcp.md": "- **`shared`**",
+}
+
+
+@pytest.mark.parametrize("document", sorted(SHARED_PROMISES))
+def test_the_shared_promise_says_a_terminal_runs_any_command(document: str) -> None:
+    """Where the docs say which files --files shared lets an agent reach, the same paragraph
+    says that with a terminal offered, terminal/create runs any command."""
+    text = (ROOT / document).read_text(encoding="utf-8")
+    paragraphs = re.split(r"\n\s*\n|\n(?=- )", text)
+    [promise] = [p for p in paragraphs if SHARED_PROMISES[document] in p]
+    assert "`terminal/create`" in promise
+    assert "any command" in promise
+
+
 MODULES = {
     path.stem: f"relay.{path.parent.name}.{path.stem}"
     for path in (ROOT / "relay").glob("*/*.py")

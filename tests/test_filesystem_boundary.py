@@ -30,7 +30,7 @@ from websockets.asyncio.client import connect
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.rewrite import Files, RewritePolicy
-from tests.agents.boundary import NEW_TEXT, OUTSIDE, last_report
+from tests.agents.boundary import NEW_TEXT, OUTSIDE, OUTSIDE_KEYS, last_report
 from tests.support.agents import BOUNDARY_AGENT
 from tests.support.audit import LogAudit
 from tests.support.cli import parse_json_lines, serve
@@ -245,6 +245,128 @@ async def test_under_box_an_agent_that_asks_anyway_is_answered_by_the_relay(
     assert editor.calls == []
     assert machines.notes(machines.box).read_text() == BOX_COPY
     assert machines.notes(machines.editor).read_text() == EDITOR_COPY
+
+
+LINKS = {  # in the project, on both sides: name -> where it leads
+    "app/notes.md": "../../home/.ssh/id_rsa",
+    "keys": "../home/.ssh",
+    "dangling.md": "../home/.ssh/new_key",
+    "out": "../home",
+    "inner.md": "notes.txt",
+}
+
+
+def linked_tree(machines: Machines) -> None:
+    """On each side, a private key beside the project and the LINKS in it; a real sub/."""
+    for side in (machines.editor, machines.box):
+        (side / "home" / ".ssh").mkdir(parents=True)
+        (side / "home" / ".ssh" / "id_rsa").write_text(f"the private key of {side.name}\n")
+        project = machines.project(side)
+        (project / "app").mkdir()
+        (project / "sub").mkdir()
+        for name, target in LINKS.items():
+            (project / name).symlink_to(target)
+
+
+async def test_symbolic_links_out_of_the_shared_folder_are_refused(machines: Machines) -> None:
+    """--files shared maps the project only: a read, a write (to a file not there yet, under
+    a linked folder or through a dangling link) and a terminal's cwd whose symbolic links
+    lead out of it are answered -32602 by the relay, naming the real path, and the editor is
+    never asked; links and new files inside it reach the editor."""
+    linked_tree(machines)
+    e_project, b_project = machines.project(machines.editor), machines.project(machines.box)
+    cwd = CwdPolicy((parse_rule(f"{e_project}={b_project}"),), "reject", str(b_project), True)
+    words = ("read:app/notes.md write:keys/authorized_keys write:dangling.md terminal:out "
+             "read:inner.md write:sub/new.md")  # fmt: skip
+    editor = FolderEditor(machines.editor)
+    async with (
+        live_relay(BOUNDARY_AGENT, rewrite=RewritePolicy(cwd, McpPolicy(), "shared"),
+                   workspace=str(b_project)) as live,
+        editor_over_ws(live, editor) as (conn, _),
+    ):  # fmt: skip
+        session = await conn.new_session(cwd=str(e_project), mcp_servers=[])
+        await conn.prompt(session_id=session.session_id, prompt=[text_block(words)])
+        report = last_report(editor.texts(session.session_id))
+    ssh = (machines.box / "home" / ".ssh").resolve()
+    refused = {
+        "read:app/notes.md": ssh / "id_rsa",
+        "write:keys/authorized_keys": ssh / "authorized_keys",
+        "write:dangling.md": ssh / "new_key",
+        "terminal:out": ssh.parent,
+    }
+    for word, real in refused.items():
+        error = report[word].get("error", report[word])
+        assert (error.get("code"), error.get("data", {}).get("realPath")) == (-32602, str(real))
+        assert error["data"]["mappedFolder"] == str(b_project)
+    assert report["read:inner.md"] == {"content": EDITOR_COPY}
+    assert report["write:sub/new.md"] == {"written": NEW_TEXT}
+    assert editor.calls == [
+        ("fs/read_text_file", {"path": str(e_project / "inner.md")}),
+        ("fs/write_text_file", {"path": str(e_project / "sub" / "new.md"), "content": NEW_TEXT}),
+    ]
+    for side in (machines.editor, machines.box):
+        assert sorted(p.name for p in (side / "home" / ".ssh").iterdir()) == ["id_rsa"]
+
+
+def fs_and_terminal(frames: list[str]) -> list[tuple[str, str, str | None]]:
+    """Each frame the editor received that is a batch or an fs/ or terminal/ message:
+    ("batch", "", None), or its form, method and path (or cwd)."""
+    found: list[tuple[str, str, str | None]] = []
+    for frame in frames:
+        message = json.loads(frame)
+        if not isinstance(message, dict):
+            found.append(("batch", "", None))
+            continue
+        method = str(message.get("method"))
+        if method.startswith(("fs/", "terminal/")):
+            params = message.get("params", {})
+            form = "request" if "id" in message else "notification"
+            found.append((form, method, params.get("path", params.get("cwd"))))
+    return found
+
+
+@pytest.mark.parametrize("files", POLICIES)
+async def test_no_form_of_fs_or_terminal_dodges_the_policy(
+    machines: Machines, files: Files
+) -> None:
+    """The agent writes its notes, a file under no mapping and runs a terminal as requests,
+    as notifications (no id) and in a batch. box: nothing of them reaches the editor, the
+    relay answers each (id null for the notifications and the batch); shared: requests and
+    notifications alike reach it with the editor's paths, those under no mapping and the
+    batch are answered by the relay; pass: everything reaches it as the agent wrote it."""
+    editor = FolderEditor(machines.editor)
+    async with (
+        boundary_relay(machines, files, "--ignore-capabilities") as live,
+        editor_over_ws(live, editor) as (conn, transport),
+    ):
+        sid = await open_session(conn, machines)
+        await conn.prompt(session_id=sid, prompt=[text_block("forms")])
+        report = last_report(editor.texts(sid))["forms"]
+    reached = fs_and_terminal(transport.frames)
+    codes = [answer.get("error", {}).get("code") for answer in report["requests"]]
+    answered = [answer["code"] for answer in report["answers"]]
+    assert report["barrier"]["outcome"]["optionId"] == "allow"  # the answers came before it
+    notes, project = machines.notes(machines.box), machines.project(machines.box)
+    if files == "box":
+        assert (reached, codes, answered) == ([], [-32601] * 3, [-32601] * 3 + [-32600])
+        assert machines.notes(machines.editor).read_text() == EDITOR_COPY
+    elif files == "shared":
+        mine = [("fs/write_text_file", machines.seen(files, notes)),
+                ("terminal/create", machines.seen(files, project))]  # fmt: skip
+        assert reached == [
+            ("request", *mine[0]), ("request", *mine[1]), ("request", "terminal/release", None),
+            ("notification", *mine[0]), ("notification", *mine[1]),
+        ]  # fmt: skip
+        assert (codes, answered) == ([None, -32602, None], [-32602, -32600])
+        assert report["answers"][0]["data"]["boxPath"] == OUTSIDE_KEYS
+        assert machines.notes(machines.editor).read_text() == NEW_TEXT
+    else:
+        calls = [("fs/write_text_file", str(notes)), ("fs/write_text_file", OUTSIDE_KEYS),
+                 ("terminal/create", str(project))]  # fmt: skip
+        assert reached == [*(("request", *c) for c in calls),
+                           *(("notification", *c) for c in calls), ("batch", "", None)]  # fmt: skip
+        assert (codes, answered) == ([-32002] * 3, [])
+    assert notes.read_text() == BOX_COPY
 
 
 # -- what the agent shows the editor ---------------------------------------------------------

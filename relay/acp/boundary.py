@@ -19,84 +19,53 @@ ways:
 came: text, terminal output, ``rawInput``/``rawOutput``, ``_meta``.
 
 A line is parsed only when cheap byte tests say it may hold a row's method or key (or a
-JSON escape that could spell one); streamed message text is never parsed. A translated
-line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as spelled, every
-other field and its order kept. A message is translated whole or not at all.
+JSON escape that could spell one); streamed message text is never parsed. A line only
+translated (no row of it must be read) is read within ``READ_MAX_VALUES`` values and
+translated within ``TRANSLATE_MAX_PLACES`` places; past either it passes as it came. A
+translated line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as
+spelled, every other field and its order kept. A message is translated whole or not at
+all.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
 from typing import Any
 
 from relay.acp import strictjson
 from relay.acp.crossings import (
-    ANSWER_MARKERS,
-    ANSWERED,
-    BOX_URI,
     CANCEL,
     CAPABILITIES,
-    CROSSINGS,
-    EDITOR_URI,
     JOIN_MAX_BYTES,
     KEY_ESCAPE,
-    LIST_FILTER,
     MAX_PENDING_LISTS,
-    MCP,
-    OPENING,
     READ_MAX_BYTES,
-    REQUEST_PATH,
+    READ_MAX_VALUES,
     TO_AGENT,
     TO_EDITOR,
-    WITHHELD_BECAUSE,
-    WITHHOLD,
-    Action,
-    Crossing,
-    Direction,
     Message,
-    markers,
-    parse_field,
-    rows_for,
-    walk,
+    value_bound,
 )
-from relay.acp.fileuris import uri_to_box, uri_to_editor
-from relay.acp.paths import PathRefused, Translated, to_editor, translate
+from relay.acp.lineplan import NONE, Interest, plan_for
 from relay.acp.refusals import (
     ToAgent,
+    batch_request,
     id_key,
-    refused_filter,
     too_many_pending,
-    unmapped_request,
     unreadable_request,
-    withheld_method,
 )
 from relay.acp.rewrite import (
     METHOD_ESCAPE,
     SESSION_OPENING_METHODS,
     Files,
     RewritePolicy,
-    RewriteReport,
     Rewritten,
     SessionRewriter,
-    Translation,
     unreadable,
 )
+from relay.acp.translating import MessageTranslator
 from relay.core.framing import FrameRefused
-
-
-@dataclass
-class _Interest:
-    """What the byte tests found a line may hold."""
-
-    must: bool  # something the relay must read (refused or answered if it cannot)
-    may: bool  # something only translated
-
-
-_NONE = _Interest(False, False)
 
 COUNTS = (
     "translated_to_agent",
@@ -106,25 +75,19 @@ COUNTS = (
     "answered_to_agent",
     "refused_to_editor",
     "not_read",
+    "over_cap",
 )
-
-
-@dataclass
-class _Work:
-    """One message being translated: what changed, and the first refusal, if any."""
-
-    report: RewriteReport
-    refused: FrameRefused | ToAgent | None = None
-    changed: bool = False
 
 
 class Boundary:
     """Translates the paths of one connection's messages, both ways (see the module's doc).
 
     ``policy`` None: nothing is touched. ``exists`` tells whether a box folder exists
-    (for ``--cwd-must-exist``). :attr:`counts` keeps what happened, for one summary log
-    line per connection (:meth:`summary`, counts only); :attr:`parses` how many lines
-    were parsed.
+    (for ``--cwd-must-exist``); ``resolve`` is the box's ``os.path.realpath``, by which
+    the path of an agent's request under ``shared`` is refused when its symbolic links
+    lead out of its rule's folder (the default knows no links). :attr:`counts` keeps what
+    happened, for one summary log line per connection (:meth:`summary`, counts only);
+    :attr:`parses` how many lines were parsed.
     """
 
     def __init__(
@@ -132,18 +95,21 @@ class Boundary:
         policy: RewritePolicy | None,
         exists: Callable[[str], bool] = lambda _path: True,
         *,
+        resolve: Callable[[str], str] = lambda path: path,
         max_pending_lists: int = MAX_PENDING_LISTS,
     ) -> None:
         self.policy = policy
         self.sessions = SessionRewriter(policy, exists)
-        self.exists = exists
         self.max_pending_lists = max_pending_lists
         self.pending: dict[tuple[str, object], str] = {}  # editor request ids -> method
         self.counts: Counter[str] = Counter()
         self.parses = 0
         files: Files = "pass" if policy is None else policy.files
         self.files = files
-        self._plan = _plan(files)  # shared by every connection under the same policy
+        self._plan = plan_for(files)  # shared by every connection under the same policy
+        self._translator = MessageTranslator(
+            policy, files, self.sessions, exists, resolve, self.counts
+        )
         self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
         self._agent_escape = None if files == "pass" else KEY_ESCAPE
 
@@ -164,6 +130,8 @@ class Boundary:
             return line
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
+            return line
+        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
             return line
         message = self._read(line, READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
@@ -199,6 +167,8 @@ class Boundary:
         interest = self._agent_interest(line)
         if not (interest.must or interest.may):
             return line
+        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
+            return line  # values are fewer than bytes: only a long line is counted
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:
@@ -206,6 +176,9 @@ class Boundary:
                 return unreadable_request(message)
             self.counts["not_read"] += 1
             return line
+        if isinstance(message, list) and interest.must:
+            self.counts["answered_to_agent"] += 1
+            return batch_request()  # ACP has no batches: what it holds is not passed on
         if not isinstance(message, dict):
             return line
         method = message.get("method")
@@ -238,16 +211,16 @@ class Boundary:
         escape = self._agent_escape
         return escape is not None and b"\\" in data and escape.search(data) is not None
 
-    def _client_interest(self, line: bytes) -> _Interest:
+    def _client_interest(self, line: bytes) -> Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._plan.client_must)
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._plan.client_may)
         may = may or (bool(self.pending) and CANCEL in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
-        return _Interest(must, may) if must or may else _NONE
+        return Interest(must, may) if must or may else NONE
 
-    def _agent_interest(self, line: bytes) -> _Interest:
+    def _agent_interest(self, line: bytes) -> Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._plan.agent_must)
         if self.files != "pass":
@@ -256,7 +229,15 @@ class Boundary:
         may = may or (bool(self.pending) and any(m in line for m in self._plan.answers))
         may = may or (self.sessions.watches_agent and CAPABILITIES in line)
         may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
-        return _Interest(must, may) if must or may else _NONE
+        return Interest(must, may) if must or may else NONE
+
+    def _over_cap(self, line: bytes, interest: Interest) -> bool:
+        """Whether ``line``, only to be translated, holds too many values to be read (it
+        then passes as it came); a line the relay must read is always read."""
+        if interest.must or value_bound(line) <= READ_MAX_VALUES:
+            return False
+        self.counts["over_cap"] += 1
+        return True
 
     def _read(self, line: bytes, max_bytes: int) -> Any:
         self.parses += 1
@@ -286,7 +267,7 @@ class Boundary:
             if refused is not None:
                 return refused
         kind: Message = "request" if request else "notification"
-        crossed = self._cross(line, message, TO_AGENT, kind, method)
+        crossed = self._translator.cross(line, message, TO_AGENT, kind, method)
         assert not isinstance(crossed, ToAgent)  # only the agent's requests are answered so
         if isinstance(crossed, FrameRefused):
             self._forget(message.get("id"))
@@ -312,7 +293,7 @@ class Boundary:
     def _from_agent(
         self, line: bytes, message: dict[str, Any], kind: Message, method: str
     ) -> bytes | Rewritten | ToAgent:
-        result = self._cross(line, message, TO_EDITOR, kind, method)
+        result = self._translator.cross(line, message, TO_EDITOR, kind, method)
         assert not isinstance(result, FrameRefused)  # only the editor's requests are refused so
         if isinstance(result, ToAgent):
             self.counts["answered_to_agent"] += 1
@@ -330,153 +311,7 @@ class Boundary:
         assert not isinstance(result, ToAgent)  # answers are never refused
         return result
 
-    # -- one row ---------------------------------------------------------------------------
-
-    def _apply(self, row: Crossing, message: dict[str, Any], work: _Work) -> None:
-        action = row.action
-        if action is ANSWERED:
-            work.refused = withheld_method(message, work.report)
-            return
-        if action in (OPENING, MCP):
-            return  # the session-opening rewrite did these
-        for container, key, where in list(walk(message, parse_field(row.field))):
-            value = container[key]
-            if action is WITHHOLD:
-                self._withhold(container, key, value, work)
-            elif isinstance(value, str):
-                self._translate(action, message, container, key, where, work)
-            if work.refused is not None:
-                return
-
-    def _withhold(self, container: dict[str, Any], key: str, value: Any, work: _Work) -> None:
-        if not _offers(value):
-            return
-        del container[key]
-        work.report.withheld.append(key)
-        work.report.withheld_because = WITHHELD_BECAUSE
-        work.changed = True
-        self.counts["withheld"] += 1
-
-    def _translate(
-        self,
-        action: Action,
-        message: dict[str, Any],
-        container: Any,
-        key: Any,
-        where: str,
-        work: _Work,
-    ) -> None:
-        value: str = container[key]
-        rules = self.policy.cwd.rules if self.policy is not None else ()
-        prefer = self.sessions.last_rule
-        result: Translated | PathRefused | None
-        if action is LIST_FILTER:
-            result = self._filter(value)
-        elif action is BOX_URI:
-            result = uri_to_box(value, rules)
-        elif action is EDITOR_URI:
-            result = uri_to_editor(value, rules, prefer)
-        else:
-            result = to_editor(value, rules, prefer)
-        if isinstance(result, PathRefused):
-            assert self.policy is not None
-            work.refused = refused_filter(message, where, value, result, self.policy.cwd)
-        elif result is None and action is REQUEST_PATH:
-            work.refused = unmapped_request(message, where, value, work.report, rules)
-        elif result is None:
-            work.report.left.append((where, value))
-            self.counts["left_unmapped"] += 1
-        elif result.path != value:
-            container[key] = result.path
-            work.report.translations.append(Translation(where, value, result.path))
-            work.changed = True
-
-    def _filter(self, value: str) -> Translated | PathRefused:
-        assert self.policy is not None
-        result = translate(value, replace(self.policy.cwd, must_exist=False), self.exists)
-        if isinstance(result, Translated) and result.rule is not None:
-            self.sessions.last_rule = result.rule
-        return result
-
-    def _cross(
-        self, line: bytes, message: dict[str, Any], direction: Direction, kind: Message, method: str
-    ) -> bytes | Rewritten | FrameRefused | ToAgent:
-        """The rows of one message carried out: translated whole, or the first refusal."""
-        rows = rows_for(direction, kind, method, self.files)
-        if not (b"\\" in line and KEY_ESCAPE.search(line)):
-            rows = tuple(row for row in rows if row.may_be_in(line))
-        if not rows:
-            return line
-        work = _Work(RewriteReport(method))
-        for row in rows:
-            self._apply(row, message, work)
-            if work.refused is not None:
-                return work.refused
-        if not work.changed:
-            return line
-        count = "translated_to_agent" if direction == TO_AGENT else "translated_to_editor"
-        self.counts[count] += len(work.report.translations)
-        return Rewritten(strictjson.dumps(message), work.report)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What one ``--files`` policy looks for in lines, made once per policy."""
-
-    client_must: tuple[bytes, ...]
-    client_may: tuple[bytes, ...]
-    agent_must: tuple[bytes, ...]
-    agent_may: tuple[bytes, ...]
-    answered: frozenset[str]  # methods whose responses cross
-    answers: tuple[bytes, ...]  # and their markers
-    client_seek: re.Pattern[bytes]
-    # (pending session/list, watching the agent's capabilities) -> its search, made on use
-    _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
-
-    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
-        """The search for the agent's lines while a session/list is ``pending`` and while
-        the agent's ``capabilities`` are still to be learnt."""
-        seek = self._agent_seekers.get((pending, capabilities))
-        if seek is None:
-            found = self.agent_must + self.agent_may + (self.answers if pending else ())
-            seek = seeker(found + ((CAPABILITIES,) if capabilities else ()))
-            self._agent_seekers[(pending, capabilities)] = seek
-        return seek
-
-
-@cache
-def _plan(files: Files) -> _Plan:
-    answers = [
-        row for row in CROSSINGS if row.message == "response" and files in row.action.policies
-    ]
-    client_must = markers(TO_AGENT, files, must=True)
-    client_may = markers(TO_AGENT, files, must=False)
-    return _Plan(
-        client_must,
-        client_may,
-        markers(TO_EDITOR, files, must=True),
-        markers(TO_EDITOR, files, must=False),
-        frozenset(m for row in answers for m in row.methods),
-        tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
-        seeker(client_must + client_may),
-    )
-
-
-@cache
-def seeker(markers: Sequence[bytes]) -> re.Pattern[bytes]:
-    """One search for any of ``markers``: a pass over a long line, not one per marker."""
-    return re.compile(b"|".join(re.escape(marker) for marker in sorted(set(markers))))
-
 
 def _param(message: dict[str, Any], name: str) -> Any:
     params = message.get("params")
     return params.get(name) if isinstance(params, dict) else None
-
-
-def _offers(capability: Any) -> bool:
-    """Whether a capability value offers anything (absent, false, null and {} do not)."""
-    if capability is None or capability is False:
-        return False
-    if isinstance(capability, dict):
-        return any(v is not None and v is not False for k, v in capability.items() if k != "_meta")
-    return True

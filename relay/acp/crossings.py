@@ -20,10 +20,18 @@ from relay.acp.rewrite import SESSION_OPENING_METHODS, Files
 
 Direction = Literal["editor → agent", "agent → editor"]
 Message = Literal["request", "notification", "response"]
+Messages = Literal["request", "notification", "response", "request or notification"]
+CALLS: Messages = "request or notification"  # an ACP request sent without an id is one too
 TO_AGENT: Direction = "editor → agent"
 TO_EDITOR: Direction = "agent → editor"
 
 READ_MAX_BYTES = 8 << 20  # larger lines are not read for translation (they pass as they came)
+# A line only translated (no row of it must be read) is read when it holds at most this
+# many JSON values, counted from its bytes (value_bound), and translated when its rows
+# find at most TRANSLATE_MAX_PLACES places; past either it passes as it came, so that
+# one line's translation costs the event loop a bounded time (docs/paths-and-mcp.md).
+READ_MAX_VALUES = 25_000
+TRANSLATE_MAX_PLACES = 1_000
 JOIN_MAX_BYTES = 1 << 20  # the lines of one read are looked at together up to this size
 MAX_PENDING_LISTS = 64  # session/list requests of one connection awaiting their answer
 SHOWN_CHARS = 512  # of a path echoed in an error's data
@@ -61,11 +69,13 @@ WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
 LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
                      "for existence)", BOX_AND_SHARED, True)  # fmt: skip
 ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
-                  "withheld); never reaches the editor", frozenset({"box"}), True)  # fmt: skip
-REQUEST_PATH = Action("request-path", "box → editor; under no rule the relay answers "
-                      "-32602 and the request never reaches the editor",
+                  "withheld; a notification's answer has id null); never reaches the editor",
+                  frozenset({"box"}), True)  # fmt: skip
+REQUEST_PATH = Action("request-path", "box → editor; under no rule, or when its symbolic "
+                      "links lead out of the rule's folder, the relay answers -32602 and the "
+                      "message never reaches the editor",
                       frozenset({"shared"}), True,
-                      (("box", "(the request is answered by the relay: row above)"),))  # fmt: skip
+                      (("box", "(answered by the relay: row above)"),))  # fmt: skip
 EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
                      BOX_AND_SHARED)  # fmt: skip
 EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
@@ -121,11 +131,15 @@ class Crossing:
     """
 
     methods: tuple[str, ...]
-    message: Message
+    message: Messages
     direction: Direction
     field: str  # "" for the whole message
     action: Action
     markers: tuple[bytes, ...]
+
+    def carries(self, kind: Message) -> bool:
+        """Whether the row applies to a message of ``kind``."""
+        return kind == self.message or (self.message == CALLS and kind != "response")
 
     def matches(self, method: str) -> bool:
         return any(
@@ -192,11 +206,10 @@ CROSSINGS: tuple[Crossing, ...] = (
              BOX_URI, _URI),
     Crossing(("session/prompt",), "request", TO_AGENT,
              "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
-    Crossing(("fs/*", "terminal/*"), "request", TO_EDITOR, "", ANSWERED,
-             (b'"fs/', b'"terminal/')),
-    Crossing(("fs/read_text_file", "fs/write_text_file"), "request", TO_EDITOR, "params.path",
+    Crossing(("fs/*", "terminal/*"), CALLS, TO_EDITOR, "", ANSWERED, (b'"fs/', b'"terminal/')),
+    Crossing(("fs/read_text_file", "fs/write_text_file"), CALLS, TO_EDITOR, "params.path",
              REQUEST_PATH, (b'"fs/',)),
-    Crossing(("terminal/create",), "request", TO_EDITOR, "params.cwd", REQUEST_PATH,
+    Crossing(("terminal/create",), CALLS, TO_EDITOR, "params.cwd", REQUEST_PATH,
              (b'"terminal/',)),
     Crossing(("session/update",), "notification", TO_EDITOR,
              f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
@@ -256,26 +269,44 @@ def rows_for(
         row
         for row in CROSSINGS
         if row.direction == direction
-        and row.message == message
+        and row.carries(message)
         and files in row.action.policies
         and row.matches(method)
     )
 
 
-def walk(value: Any, steps: Sequence[Step], where: str = "") -> Iterator[tuple[Any, Any, str]]:
-    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name)."""
+class TooManyPlaces(ValueError):
+    """A walk would find more places than its limit."""
+
+
+def value_bound(line: bytes) -> int:
+    """At least the number of JSON values in ``line``: each value but the first of an array
+    or object follows a comma, and each array or object opens with a bracket (those inside
+    strings only raise the count)."""
+    return line.count(b",") + line.count(b"{") + line.count(b"[") + 1
+
+
+def walk(
+    value: Any, steps: Sequence[Step], where: str = "", limit: int | None = None
+) -> Iterator[tuple[Any, Any, str]]:
+    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name).
+
+    TooManyPlaces, before anything else is done, when a step would find over ``limit``.
+    """
     if not steps:
         return iter(())
     # Breadth first over (container, key, value, name); the last step's places are the answer.
     places: list[tuple[Any, Any, Any, str]] = [(None, None, value, where)]
     for step in steps:
-        places = _step(places, step)
+        places = _step(places, step, limit)
         if not places:
             return iter(())
     return ((container, key, name) for container, key, _value, name in places)
 
 
-def _step(places: list[tuple[Any, Any, Any, str]], step: Step) -> list[tuple[Any, Any, Any, str]]:
+def _step(
+    places: list[tuple[Any, Any, Any, str]], step: Step, limit: int | None
+) -> list[tuple[Any, Any, Any, str]]:
     found: list[tuple[Any, Any, Any, str]] = []
     for place in places:
         value, where = place[2], place[3]
@@ -285,6 +316,8 @@ def _step(places: list[tuple[Any, Any, Any, str]], step: Step) -> list[tuple[Any
                 found.append((value, step.name, value[step.name], name))
         elif isinstance(step, Each):
             if isinstance(value, list):
+                if limit is not None and len(found) + len(value) > limit:
+                    raise TooManyPlaces(f"over {limit} places")  # only Each adds places
                 found.extend((value, i, item, f"{where}[{i}]") for i, item in enumerate(value))
         elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
             found.append(place)

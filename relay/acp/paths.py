@@ -225,6 +225,24 @@ def to_editor(
     return None if path is None else Translated(path, rule)
 
 
+def real_path_outside(text: str, rule: CwdRule, resolve: Callable[[str], str]) -> str | None:
+    """Where the box path ``text``, which ``rule`` maps, really is when its symbolic links
+    lead out of the rule's folder; None when it stays inside.
+
+    ``resolve`` is the box's ``os.path.realpath``: it follows every link, and resolves a
+    path that does not exist yet as far as it exists (its parent). The path checked is the
+    one the editor is given (``..`` applied by name, below the folder), and the folder is
+    resolved too (it may itself be a link).
+    """
+    parts = parse_box_path(text)
+    rest = None if parts is None else resolve_dots(parts[len(rule.agent_parts) :])
+    if rest is None:
+        return None  # not under the rule: to_editor maps no such path
+    real = resolve(_join(rule.agent_path, rest))
+    folder = resolve(rule.agent_path).rstrip("/") + "/"
+    return None if (real + "/").startswith(folder) else real
+
+
 def match_box(
     parts: Sequence[str], rules: Sequence[CwdRule], prefer: CwdRule | None = None
 ) -> tuple[CwdRule, list[str]] | None:

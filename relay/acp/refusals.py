@@ -44,6 +44,20 @@ def unreadable_request(problem: strictjson.JsonRefused) -> ToAgent:
     return ToAgent(reply, reason, RewriteReport("(unreadable)", refused="(the line)"))
 
 
+def batch_request() -> ToAgent:
+    """The answer to an agent's batch (a JSON array line; ACP v1 has none) that may hold an
+    fs/ or terminal/ message: none of it reaches the editor."""
+    reason = "an agent line that may hold an fs/ or terminal/ message is a batch (a JSON array)"
+    reply = error_reply(
+        -32600,
+        "Invalid request: ACP has no batches, and the relay does not pass on one that may "
+        "hold an fs/ or terminal/ message",
+        reason,
+        "send each request and notification on its own line, as one JSON object",
+    )
+    return ToAgent(reply, reason, RewriteReport("(batch)", refused="(the batch)"))
+
+
 def refused_filter(
     message: dict[str, Any], where: str, value: str, refused: PathRefused, cwd: CwdPolicy
 ) -> FrameRefused:
@@ -100,6 +114,33 @@ def unmapped_request(
     }
     reply = error(message.get("id"), -32602, text, data)
     return ToAgent(reply, f"{method} answered by the relay: {where} is under no mapping", report)
+
+
+def linked_out(
+    message: dict[str, Any], where: str, value: str, real: str, rule: CwdRule, report: RewriteReport
+) -> ToAgent:
+    """The answer to an agent's request whose box path, under a rule, leads out of the
+    rule's folder through a symbolic link (--files shared)."""
+    method = str(message.get("method"))
+    shown = bounded(value)
+    report.refused = where
+    text = (
+        f"Invalid params: {where} {shown} leads out of the mapped folder {rule.agent_path} "
+        "through a symbolic link, so the relay did not pass it to the editor"
+    )
+    data = {
+        "method": method,
+        "field": where,
+        "boxPath": shown,
+        "realPath": bounded(real),
+        "mappedFolder": rule.agent_path,
+        "hint": "name a file whose real path is inside the mapped folder, or read, write and "
+        "run it with the box's own tools",
+    }
+    reply = error(message.get("id"), -32602, text, data)
+    return ToAgent(
+        reply, f"{method} answered by the relay: {where} links out of its mapping", report
+    )
 
 
 def too_many_pending(request_id: Any, method: str, limit: int) -> FrameRefused:

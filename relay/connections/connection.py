@@ -114,7 +114,7 @@ class Connection:
         self.observer = ConnectionObserver(conn_id, log, trace, context.stats)
         if config.console:  # what the boundary did, for the dev console to show
             self.observer.boundary = BoundaryRecords()
-        self.boundary = Boundary(config.rewrite, exists=os.path.isdir)
+        self.boundary = Boundary(config.rewrite, exists=os.path.isdir, resolve=os.path.realpath)
         # A send on which nothing drains this long means the peer is gone (see TextFrames).
         self.stall_timeout = stall_timeout(config.ping_interval, config.ping_timeout)
         self.agent: AgentProcess | None = None

@@ -14,6 +14,8 @@ from relay.acp.boundary import Boundary
 from relay.acp.crossings import (
     CROSSINGS,
     MAX_PENDING_LISTS,
+    READ_MAX_VALUES,
+    TRANSLATE_MAX_PLACES,
 )
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
@@ -323,6 +325,95 @@ def test_non_string_paths_pass(path: Any) -> None:
     assert Boundary(policy("shared")).agent_line(sent) is sent
 
 
+FORMS = ("request", "notification", "batch")
+CALLS = ("fs/read_text_file", "fs/write_text_file", "terminal/create")
+
+
+def in_form(form: str, message: dict[str, Any]) -> bytes:
+    """``message`` (a request) as the agent may write it: as it is, without its id, or as
+    one element of a batch beside a notification of its own method."""
+    if form == "request":
+        return line(message)
+    notification = {k: v for k, v in message.items() if k != "id"}
+    if form == "notification":
+        return line(notification)
+    return json.dumps([{"jsonrpc": "2.0", **message}, {"jsonrpc": "2.0", **notification}]).encode()
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("name", CALLS)
+def test_under_box_no_form_of_fs_or_terminal_reaches_the_editor(name: str, form: str) -> None:
+    """Under box an fs/ or terminal/ request, the same without its id, and a batch holding
+    them are each answered by the relay (to the request's id, else id null); none passes."""
+    message = AGENT_MESSAGES[name][0]
+    boundary = Boundary(policy("box"))
+    result = boundary.agent_line(in_form(form, message))
+    assert isinstance(result, ToAgent)
+    reply = read(result.reply)
+    code = -32600 if form == "batch" else -32601
+    assert (reply["id"], reply["error"]["code"]) == (
+        message["id"] if form == "request" else None,
+        code,
+    )
+    assert boundary.summary()["answered_to_agent"] == 1
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_under_shared_a_notification_gets_the_requests_path_check(name: str) -> None:
+    """Under shared an fs/ or terminal/ notification is translated like the request; one
+    whose path no rule maps is answered by the relay (id null) and never reaches the editor."""
+    message = {k: v for k, v in AGENT_MESSAGES[name][0].items() if k != "id"}
+    field = "cwd" if name == "terminal/create" else "path"
+    boundary = Boundary(policy("shared"))
+    result = boundary.agent_line(line(message))
+    assert isinstance(result, Rewritten)
+    assert read(result.line)["params"][field].startswith("/Users/alice/p")
+    outside = {**message, "params": {**message["params"], field: "/root/.ssh/authorized_keys"}}
+    refused = boundary.agent_line(line(outside))
+    assert isinstance(refused, ToAgent)
+    reply = read(refused.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32602)
+    assert reply["error"]["data"]["boxPath"] == "/root/.ssh/authorized_keys"
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_under_shared_a_batch_that_may_hold_fs_or_terminal_is_answered(name: str) -> None:
+    """ACP has no batches: under shared one holding an fs/ or terminal/ message is answered
+    -32600 (id null) whole, even when its paths are mapped; nothing of it reaches the editor."""
+    result = Boundary(policy("shared")).agent_line(in_form("batch", AGENT_MESSAGES[name][0]))
+    assert isinstance(result, ToAgent)
+    reply = read(result.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert "batch" in reply["error"]["data"]["detail"]
+    assert "its own line" in reply["error"]["data"]["hint"]
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b'{"jsonrpc":"2.0","method":"fs\\/write_text_file","params":{"path":"/etc/passwd"}}',
+        b'[{"jsonrpc":"2.0","method":"\\u0066s/write_text_file","params":{"path":"/w/a"}}]',
+        b'[[{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"command":"sh"}}]]',
+        b'[1, "fs/read_text_file"]',
+    ],
+)
+def test_escaped_or_nested_forms_are_answered_too(sent: bytes) -> None:
+    """A notification or a batch with an escaped method, or nested batches, are answered
+    under box and shared like plain ones, and pass as they came under pass."""
+    for files in ("box", "shared"):
+        result = Boundary(policy(files)).agent_line(sent)
+        assert isinstance(result, ToAgent), files
+        assert read(result.reply)["id"] is None
+    assert Boundary(policy("pass")).agent_line(sent) is sent
+
+
+def test_batches_without_fs_or_terminal_pass_untranslated() -> None:
+    """A batch that holds no fs/ or terminal/ method is not translated: it passes as it came."""
+    batch = b"[" + line(AGENT_MESSAGES["tool_call"][0]) + b"]"
+    for files in FILES:
+        assert Boundary(policy(files)).agent_line(batch) is batch
+
+
 def test_terminal_without_cwd_passes() -> None:
     """terminal/create without cwd (the editor's default) passes under shared."""
     sent = line({"id": 1, "method": "terminal/create", "params": {"command": "ls"}})
@@ -502,6 +593,80 @@ def test_escaped_initialize_is_withheld_from() -> None:
     result = Boundary(policy("box")).client_line(sent)
     assert isinstance(result, Rewritten)
     assert read(result.line)["params"]["clientCapabilities"] == {}
+
+
+# -- the bounds of one line's translation ----------------------------------------------------
+
+
+def located(count: int, **more: Any) -> bytes:
+    """A tool_call_update with ``count`` locations under the rule, and ``more`` fields."""
+    locations = [{"path": f"/workspace/p/{i}.py"} for i in range(count)]
+    update = {"sessionUpdate": "tool_call_update", "toolCallId": "t", "locations": locations}
+    update.update(more)
+    return line({"method": "session/update", "params": {"sessionId": "s1", "update": update}})
+
+
+@pytest.mark.parametrize("files", ["box", "shared"])
+def test_a_line_of_more_places_than_the_cap_passes_untranslated(files: Files) -> None:
+    """A tool call with TRANSLATE_MAX_PLACES locations is translated; with one more it is
+    delivered as the agent wrote it (nothing lost, nothing half translated), counted."""
+    boundary = Boundary(policy(files))
+    at_cap = boundary.agent_line(located(TRANSLATE_MAX_PLACES))
+    assert isinstance(at_cap, Rewritten)
+    assert len(at_cap.report.translations) == TRANSLATE_MAX_PLACES
+    past = located(TRANSLATE_MAX_PLACES + 1)
+    assert boundary.agent_line(past) is past
+    assert boundary.summary()["over_cap"] == 1
+
+
+def test_the_places_cap_counts_every_row_of_a_message() -> None:
+    """Locations and diffs of one tool call are counted together against the cap."""
+    half = TRANSLATE_MAX_PLACES // 2 + 1
+    diffs = [{"type": "diff", "path": f"/workspace/p/{i}", "newText": ""} for i in range(half)]
+    sent = located(half, content=diffs)
+    assert Boundary(policy("box")).agent_line(sent) is sent
+
+
+def test_a_line_of_more_values_than_the_cap_is_not_even_read() -> None:
+    """A line only to be translated that holds over READ_MAX_VALUES JSON values (a bound
+    counted from its bytes) passes as it came, unparsed; so does an editor's prompt."""
+    filler = [0] * READ_MAX_VALUES
+    boundary = Boundary(policy("box"))
+    sent = located(1, rawOutput=filler)
+    assert boundary.agent_line(sent) is sent
+    link = {"type": "resource_link", "name": "a", "uri": "file:///Users/alice/a"}
+    prompt = line({"id": 3, "method": "session/prompt",
+                   "params": {"sessionId": "s", "prompt": [link], "_meta": filler}})  # fmt: skip
+    assert boundary.client_line(prompt) is prompt
+    assert (boundary.parses, boundary.summary()["over_cap"]) == (0, 2)
+    assert isinstance(boundary.agent_line(located(1, rawOutput=filler[:1000])), Rewritten)
+
+
+def test_a_session_list_answer_past_the_cap_passes_and_is_forgotten() -> None:
+    """A session/list answer with more directories than the cap goes back untranslated, and
+    its request is no longer awaited."""
+    boundary = Boundary(policy("box"))
+    boundary.client_line(list_request(2))
+    dirs = [f"/workspace/{i}" for i in range(TRANSLATE_MAX_PLACES + 1)]
+    sent = line({"id": 2, "result": {"sessions": [
+        {"sessionId": "s1", "cwd": "/workspace/p", "additionalDirectories": dirs}]}})  # fmt: skip
+    assert boundary.agent_line(sent) is sent
+    assert boundary.pending == {}
+
+
+@pytest.mark.parametrize("files", ["box", "shared"])
+def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
+    """An fs request holding any number of values is still read: answered under box,
+    translated under shared, never passed unchecked."""
+    params = {"sessionId": "s", "path": "/workspace/p/a.py", "_meta": [0] * READ_MAX_VALUES}
+    result = Boundary(policy(files)).agent_line(
+        line({"id": 1, "method": "fs/read_text_file", "params": params})
+    )
+    if files == "box":
+        assert isinstance(result, ToAgent)
+    else:
+        assert isinstance(result, Rewritten)
+        assert read(result.line)["params"]["path"] == "/Users/alice/p/a.py"
 
 
 # -- hostile and odd input -------------------------------------------------------------------
@@ -686,7 +851,7 @@ def test_summary_counts_without_paths() -> None:
     summary = boundary.summary()
     assert summary == {"translated_to_agent": 2, "translated_to_editor": 4, "left_unmapped": 0,
                        "withheld": 2, "answered_to_agent": 1, "refused_to_editor": 0,
-                       "not_read": 0, "parses": 4}  # fmt: skip
+                       "not_read": 0, "over_cap": 0, "parses": 4}  # fmt: skip
     assert all(isinstance(v, int) for v in summary.values())
 
 

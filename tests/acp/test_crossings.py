@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from relay.acp.crossings import CROSSINGS, Crossing, crossings_table, parse_field, walk
+from relay.acp.crossings import (
+    CROSSINGS,
+    Crossing,
+    Message,
+    TooManyPlaces,
+    crossings_table,
+    parse_field,
+    value_bound,
+    walk,
+)
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "paths-and-mcp.md"
@@ -24,12 +34,12 @@ def samples_of(row: Crossing) -> list[tuple[dict[str, Any], type[BaseModel]]]:
     pool = EDITOR_MESSAGES if row.direction == "editor → agent" else AGENT_MESSAGES
     found = []
     for message, model in pool.values():
-        kind = (
+        kind: Message = (
             "response" if "result" in message else "request" if "id" in message else "notification"
         )
         method = message.get("method", "session/list")
         holds = not row.field or list(walk(message, parse_field(row.field)))
-        if kind == row.message and row.matches(method) and holds:
+        if row.carries(kind) and row.matches(method) and holds:
             found.append((message, model))
     return found
 
@@ -74,3 +84,29 @@ def test_a_row_is_looked_for_in_every_line_that_holds_it(row: Crossing) -> None:
     steps = parse_field(row.field)
     if steps:
         assert not row.may_be_in(b'{"jsonrpc":"2.0","method":"x","params":{}}')
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["{}", "[]", "1", '"a,b{c["', '{"a":[1,2,{"b":null}],"c":"d"}', "[[[]],[],{}]", "  [1 , 2]"],
+)
+def test_value_bound_is_never_below_the_values(text: str) -> None:
+    """value_bound counts at least as many values as the JSON text holds."""
+
+    def values(v: Any) -> int:
+        if isinstance(v, dict):
+            return 1 + sum(values(x) for x in v.values())
+        if isinstance(v, list):
+            return 1 + sum(values(x) for x in v)
+        return 1
+
+    assert value_bound(text.encode()) >= values(json.loads(text))
+
+
+def test_a_walk_past_its_limit_is_refused_before_it_is_made() -> None:
+    """A walk that would find over ``limit`` places raises; at the limit it finds them all."""
+    steps = parse_field("locations[].path")
+    message = {"locations": [{"path": str(i)} for i in range(10)]}
+    assert len(list(walk(message, steps, limit=10))) == 10
+    with pytest.raises(TooManyPlaces):
+        walk(message, steps, limit=9)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from relay.acp.paths import (
     describe_rules,
     parse_client_path,
     parse_rule,
+    real_path_outside,
     to_box,
     to_editor,
     translate,
@@ -342,3 +345,56 @@ def test_any_text_maps_or_not_never_raises(text: str, rules: tuple[str, ...]) ->
     if there is not None:
         assert there.rule is not None
         assert (there.path + "/").startswith(there.rule.agent_path.rstrip("/") + "/")
+
+
+LINKS = {
+    "/workspace/app/notes.md": "/root/.ssh/id_rsa",  # a link out of the folder
+    "/workspace/app/inner.md": "/workspace/notes.md",  # a link inside it
+    "/workspace/keys/new": "/root/.ssh/new",  # under a linked folder, not there yet
+    "/workspace/twin/a": "/workspace2/a",  # a sibling folder whose name starts alike
+}
+
+
+def fake_realpath(links: dict[str, str]) -> Callable[[str], str]:
+    """os.path.realpath on a box whose only links are ``links`` (path -> where it leads)."""
+    return lambda path: links.get(path, path)
+
+
+@pytest.mark.parametrize(
+    ("box", "real"),
+    [
+        ("/workspace/app/notes.md", "/root/.ssh/id_rsa"),
+        ("/workspace/keys/new", "/root/.ssh/new"),
+        ("/workspace/twin/a", "/workspace2/a"),
+        ("/workspace/x/../app/notes.md", "/root/.ssh/id_rsa"),  # checked as the editor gets it
+        ("/workspace/app/inner.md", None),
+        ("/workspace/app/plain.md", None),
+        ("/workspace", None),
+        ("/workspace/", None),
+    ],
+)
+def test_a_path_whose_links_lead_out_of_its_folder(box: str, real: str | None) -> None:
+    """A box path under a rule is outside it when its real path (links followed) is: the
+    real path, else None."""
+    rule = parse_rule("/Users/alice=/workspace")
+    assert real_path_outside(box, rule, fake_realpath(LINKS)) == real
+
+
+@pytest.mark.parametrize(
+    ("links", "real"),
+    [
+        ({"/workspace": "/mnt/ws", "/workspace/a": "/mnt/ws/a"}, None),
+        ({"/workspace": "/mnt/ws", "/workspace/a": "/mnt/other/a"}, "/mnt/other/a"),
+        ({"/workspace/a": "/workspace"}, None),
+    ],
+)
+def test_the_rules_folder_is_resolved_too(links: dict[str, str], real: str | None) -> None:
+    """The mapped folder may itself be a link: the path is checked against where it leads."""
+    rule = parse_rule("/Users/alice=/workspace")
+    assert real_path_outside("/workspace/a", rule, fake_realpath(links)) == real
+
+
+def test_a_rule_onto_the_root_holds_every_real_path() -> None:
+    """Under a rule mapping the box's / nothing can lead out."""
+    rule = parse_rule("/Users/alice=/")
+    assert real_path_outside("/a", rule, fake_realpath({"/a": "/etc/shadow"})) is None

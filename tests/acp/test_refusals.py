@@ -10,6 +10,7 @@ import pytest
 from relay.acp import strictjson
 from relay.acp.paths import parse_rule
 from relay.acp.refusals import (
+    batch_request,
     id_key,
     too_many_pending,
     unmapped_request,
@@ -29,6 +30,17 @@ def test_a_withheld_capability_is_answered_method_not_found_with_what_to_do() ->
     assert reply["error"]["data"]["withheld"] == "fs"
     assert "--files shared" in reply["error"]["data"]["hint"]
     assert answer.report.refused == "fs/read_text_file"
+
+
+def test_an_agents_batch_is_answered_whole_with_id_null() -> None:
+    """A batch that may hold fs/ or terminal/ gets one -32600, id null, saying to send each
+    message on its own line."""
+    answer = batch_request()
+    reply = json.loads(answer.reply)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+    assert "batch" in reply["error"]["data"]["detail"]
+    assert "its own line" in reply["error"]["data"]["hint"]
+    assert answer.report.refused == "(the batch)"
 
 
 def test_an_unmapped_path_is_answered_invalid_params_and_echoed_bounded() -> None:

@@ -40,6 +40,21 @@ Run it as ``python tests/agents/boundary.py [--ignore-capabilities]``; it needs 
     ``links``
         Echoes each ``resource_link`` and ``resource`` block of the prompt back as an
         ``agent_message_chunk`` (the URI as received).
+
+    Only when the prompt names them:
+
+    ``forms``
+        Writes ``<cwd>/notes.txt`` and ``OUTSIDE_KEYS`` (under no mapping) and creates a
+        terminal running ``pwd`` in ``<cwd>``, each in three forms: as requests (through
+        the SDK; whatever was offered), as notifications (the same without an id) and as
+        one batch (a JSON array of the three requests), the last two written raw. Then a
+        permission request, answered by the client after anything the relay answered
+        to the lines before it, and the report: each request's outcome and the errors
+        with id null the agent received (``answers``).
+    ``read:NAME``, ``write:NAME``, ``terminal:NAME``
+        ``fs/read_text_file`` of ``<cwd>/NAME``, ``fs/write_text_file`` of NEW_TEXT to it,
+        ``terminal/create`` of ``pwd`` in it, through the client whatever was offered;
+        reported under the word itself.
 """
 
 from __future__ import annotations
@@ -69,6 +84,8 @@ from acp import (
     update_tool_call,
     update_user_message,
 )
+from acp.connection import StreamDirection, StreamEvent
+from acp.core import DEFAULT_STDIO_BUFFER_LIMIT_BYTES
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
@@ -96,6 +113,7 @@ from acp.schema import (
     ToolCallLocation,
     ToolCallUpdate,
 )
+from acp.stdio import stdio_streams
 
 from relay.demo_agent.reports import ContentBlock, McpServer
 
@@ -104,6 +122,8 @@ REPORT_PREFIX = "boundary report: "
 STEPS = ("tools", "permission", "read", "write", "terminal", "links")
 NOTES = "notes.txt"
 OUTSIDE = "/etc/hostname"  # a box path no mapping is expected to hold
+OUTSIDE_KEYS = "/root/.ssh/authorized_keys"  # another, for writing
+NAMED = ("read:", "write:", "terminal:")  # steps of a path the prompt names
 NEW_TEXT = "written by the boundary agent\n"
 
 
@@ -128,11 +148,20 @@ def failure(exc: RequestError) -> dict[str, Any]:
 class BoundaryAgent:
     """See the module's doc."""
 
-    def __init__(self, ignore_capabilities: bool = False) -> None:
+    def __init__(
+        self, ignore_capabilities: bool = False, raw: asyncio.StreamWriter | None = None
+    ) -> None:
         self.ignore_capabilities = ignore_capabilities
+        self.raw = raw  # the agent's stdout, for lines the SDK would not write
         self.client: Client | None = None
         self.offered = ClientCapabilities()
         self.sessions: dict[str, Session] = {}
+        self.answers: list[dict[str, Any]] = []  # errors with id null, as received
+
+    def observe(self, event: StreamEvent) -> None:
+        message = event.message
+        if event.direction is StreamDirection.INCOMING and message.get("id", 0) is None:
+            self.answers.append(message.get("error", {}))
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
@@ -213,7 +242,10 @@ class BoundaryAgent:
             raise RequestError.resource_not_found(session_id)
         session.prompts.append(prompt)
         words = " ".join(b.text for b in prompt if isinstance(b, TextContentBlock)).split()
-        steps = [step for step in STEPS if step in words] or list(STEPS)
+        steps = [step for step in STEPS if step in words]
+        named = [word for word in words if word == "forms" or word.startswith(NAMED)]
+        if not steps and not named:
+            steps = list(STEPS)
         report: dict[str, Any] = {
             "cwd": session.cwd,
             "additionalDirectories": session.additional_directories,
@@ -223,6 +255,8 @@ class BoundaryAgent:
         }
         for step in steps:
             report[step] = await getattr(self, f"_{step}")(session, prompt)
+        for word in named:
+            report[word] = await self._named(session, word)
         text = REPORT_PREFIX + json.dumps(report, sort_keys=True)
         await self._conn().session_update(session_id, update_agent_message_text(text))
         return PromptResponse(stop_reason="end_turn")
@@ -386,6 +420,70 @@ class BoundaryAgent:
             return {**ran, **failure(exc)}
         return {**ran, "exit": exited.exit_code, "output": output.output}
 
+    async def _named(self, session: Session, word: str) -> dict[str, Any]:
+        """A step the prompt names with its path, through the client whatever was offered."""
+        if word == "forms":
+            return await self._forms(session)
+        step, _, name = word.partition(":")
+        path, sid, conn = str(PurePosixPath(session.cwd) / name), session.session_id, self._conn()
+        try:
+            if step == "read":
+                return {"content": (await conn.read_text_file(path=path, session_id=sid)).content}
+            if step == "write":
+                await conn.write_text_file(content=NEW_TEXT, path=path, session_id=sid)
+                return {"written": NEW_TEXT}
+            created = await conn.create_terminal(command="pwd", session_id=sid, cwd=path)
+            await conn.release_terminal(session_id=sid, terminal_id=created.terminal_id)
+        except RequestError as exc:
+            return failure(exc)
+        return {"created": True}
+
+    def _calls(self, session: Session) -> list[tuple[str, dict[str, Any]]]:
+        """What ``forms`` sends in each form: two writes, one outside every mapping, and a
+        terminal."""
+        sid = session.session_id
+        return [
+            ("fs/write_text_file", {"sessionId": sid, "path": self._notes(session),
+                                    "content": NEW_TEXT}),
+            ("fs/write_text_file", {"sessionId": sid, "path": OUTSIDE_KEYS, "content": NEW_TEXT}),
+            ("terminal/create", {"sessionId": sid, "command": "pwd", "cwd": session.cwd}),
+        ]  # fmt: skip
+
+    async def _forms(self, session: Session) -> dict[str, Any]:
+        calls = self._calls(session)
+        requests = [await self._request(session, method, params) for method, params in calls]
+        notifications = [{"jsonrpc": "2.0", "method": m, "params": p} for m, p in calls]
+        batch = [{"jsonrpc": "2.0", "id": f"batch-{i}", "method": m, "params": p}
+                 for i, (m, p) in enumerate(calls)]  # fmt: skip
+        await self._write_raw([*notifications, batch])
+        barrier = await self._permission(session, [])
+        return {"requests": requests, "answers": list(self.answers), "barrier": barrier}
+
+    async def _request(self, session: Session, method: str, params: dict[str, Any]) -> Any:
+        """One of ``forms``'s calls as a request through the SDK: its answer as reported."""
+        conn, sid = self._conn(), session.session_id
+        try:
+            if method == "terminal/create":
+                created = await conn.create_terminal(
+                    command=params["command"], session_id=sid, cwd=params["cwd"]
+                )
+                await conn.release_terminal(session_id=sid, terminal_id=created.terminal_id)
+                return {"created": True}
+            await conn.write_text_file(
+                content=params["content"], path=params["path"], session_id=sid
+            )
+        except RequestError as exc:
+            return failure(exc)
+        return {"written": params["content"]}
+
+    async def _write_raw(self, messages: list[Any]) -> None:
+        """Each of ``messages`` on its own line of the agent's stdout, as the SDK never would."""
+        if self.raw is None:
+            raise RuntimeError("no raw stdout")
+        for message in messages:
+            self.raw.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        await self.raw.drain()
+
     async def _links(self, session: Session, prompt: list[ContentBlock]) -> list[str]:
         echoed = []
         for block in prompt:
@@ -444,8 +542,14 @@ def main(argv: list[str] | None = None) -> None:
         help="call fs/* and terminal/* even when the client did not offer them",
     )
     args = parser.parse_args(argv)
-    agent = BoundaryAgent(ignore_capabilities=args.ignore_capabilities)
-    asyncio.run(run_agent(agent, use_unstable_protocol=True))
+    asyncio.run(serve_stdio(args.ignore_capabilities))
+
+
+async def serve_stdio(ignore_capabilities: bool) -> None:
+    """The agent on its stdin and stdout, which it may also write raw lines to."""
+    reader, writer = await stdio_streams(limit=DEFAULT_STDIO_BUFFER_LIMIT_BYTES)
+    agent = BoundaryAgent(ignore_capabilities, raw=writer)
+    await run_agent(agent, writer, reader, use_unstable_protocol=True, observers=[agent.observe])
 
 
 if __name__ == "__main__":

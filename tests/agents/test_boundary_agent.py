@@ -175,3 +175,25 @@ async def test_sessions_are_listed_and_loaded_under_their_cwd(tmp_path: Path) ->
 def test_the_agent_is_a_program_of_the_suite() -> None:
     """BOUNDARY_AGENT runs this file with this Python."""
     assert (sys.executable, str(Path(__file__).with_name("boundary.py"))) == BOUNDARY_AGENT
+
+
+async def test_named_steps_go_to_the_client_even_when_not_offered(tmp_path: Path) -> None:
+    """read:NAME, write:NAME and terminal:NAME ask the client for <cwd>/NAME, offered or not,
+    and only those steps run."""
+    (tmp_path / "notes.txt").write_text(EDITOR_COPY)
+    (tmp_path / "sub").mkdir()
+    async with boundary_agent(tmp_path) as (conn, client):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        words = "read:notes.txt write:sub/new.txt terminal:sub read:missing.txt"
+        await conn.prompt(session_id=sid, prompt=[text_block(words)])
+    report = last_report(client.texts(sid))
+    assert report["steps"] == []
+    assert report["read:notes.txt"] == {"content": EDITOR_COPY}
+    assert report["write:sub/new.txt"] == {"written": NEW_TEXT}
+    assert report["terminal:sub"] == {"created": True}
+    assert report["read:missing.txt"]["error"]["code"] == -32002
+    assert (tmp_path / "sub" / "new.txt").read_text() == NEW_TEXT
+    assert [call[0] for call in client.calls] == [
+        "fs/read_text_file", "fs/write_text_file", "terminal/create", "fs/read_text_file",
+    ]  # fmt: skip

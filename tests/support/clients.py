@@ -332,7 +332,8 @@ class FolderEditor(RecordingClient):
 
 class RawFrames:
     """An ACP SDK transport over a WebSocket that keeps each text frame it received, as
-    received (the SDK's own, :mod:`acp.ws`, parses and forgets them)."""
+    received (the SDK's own, :mod:`acp.ws`, parses and forgets them); one that is not a
+    JSON object (a batch, which the SDK cannot take) is kept, not handed to the SDK."""
 
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
@@ -349,8 +350,9 @@ class RawFrames:
                 return None
             if isinstance(frame, str):
                 self.frames.append(frame)
-                message: dict[str, Any] = json.loads(frame)
-                return message
+                message = json.loads(frame)
+                if isinstance(message, dict):
+                    return message
 
     async def close(self) -> None:
         with suppress(ConnectionClosed):
@@ -359,7 +361,7 @@ class RawFrames:
 
 class RawLines:
     """An ACP SDK transport over an agent command's stdio (``acp-relay connect``) that keeps
-    each line it read from the command's stdout, as read."""
+    each line it read from the command's stdout, as read (as :class:`RawFrames` does)."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdin is not None
@@ -372,12 +374,14 @@ class RawLines:
         await self.stdin.drain()
 
     async def receive(self) -> dict[str, Any] | None:
-        line = await self.stdout.readline()
-        if not line.endswith(b"\n"):
-            return None
-        self.frames.append(line[:-1].decode())
-        message: dict[str, Any] = json.loads(line)
-        return message
+        while True:
+            line = await self.stdout.readline()
+            if not line.endswith(b"\n"):
+                return None
+            self.frames.append(line[:-1].decode())
+            message = json.loads(line)
+            if isinstance(message, dict):
+                return message
 
     async def close(self) -> None:
         if not self.stdin.is_closing():
