@@ -79,10 +79,11 @@ class Exit:
 def ending_event(exit_: Exit, *, stdout_closed_first: bool) -> str | None:
     """What the log calls the agent's end (a warning); None when it ended well.
 
-    A signal the relay did not send is a crash, and so is a failure whose exit came after
-    the agent had closed its stdout (it was going down, not running on). An agent that
-    closed its stdout and ended only when the relay stopped it had kept running.
+    A signal the relay did not send is a crash; a non-zero status of the agent's own is a
+    failure, whether or not its stdout closed a moment before its exit (which of the two
+    the relay saw first depends on scheduling, and must not change the name). An agent
+    that closed its stdout and ended only when the relay stopped it had kept running.
     """
     if exit_.failed:
-        return AGENT_CRASHED if exit_.returncode < 0 or stdout_closed_first else AGENT_FAILED
+        return AGENT_CRASHED if exit_.returncode < 0 else AGENT_FAILED
     return KEPT_RUNNING if stdout_closed_first else None

@@ -93,12 +93,13 @@ def test_a_failed_agents_close_reason_ends_with_its_last_stderr_line(
         (Exit(-15, stopped=True), True, KEPT_RUNNING),
         (Exit(-9, stopped=True), False, None),  # the relay stopped it: the client left
         (Exit(1), False, AGENT_FAILED),
-        (Exit(1), True, AGENT_CRASHED),
+        (Exit(1), True, AGENT_FAILED),  # a failure, whatever came first of EOF and exit
         (Exit(-11), False, AGENT_CRASHED),
         (Exit(-6), True, AGENT_CRASHED),
     ],
 )
 def test_an_agents_end_is_named(exit_: Exit, stdout_closed_first: bool, event: str | None) -> None:
-    """A signal not the relay's, or a failure after stdout closed, is a crash; an agent that
-    closed its stdout and ran on until stopped kept running; a clean end says nothing."""
+    """A signal not the relay's is a crash, a status of its own a failure (stdout closed
+    first or not); an agent that closed its stdout and ran on until stopped kept running;
+    a clean end says nothing."""
     assert ending_event(exit_, stdout_closed_first=stdout_closed_first) == event
