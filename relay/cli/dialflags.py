@@ -2,21 +2,25 @@
 comes from and how the socket is opened, checked into a :class:`relay.connect.dialing.BridgeConfig`.
 
 A mistake (no ticket, a URL that is not ``ws://`` or ``wss://``, an unreadable
-``--cacert``) is a :class:`relay.config.errors.UsageError`: one line and exit status 2.
+``--cacert``, a ``--ticket-file`` that is no regular text file) is a
+:class:`relay.config.errors.UsageError`: one line and exit status 2.
 Header values and tickets are never echoed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from relay.cli.files import read_named
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
 from relay.config.options import Option
+from relay.config.textfiles import MAX_CACERT_BYTES
 from relay.connect.dialing import BridgeConfig
 from relay.connect.ticketsource import TicketSource
 from relay.core.ticketurls import ticket_in, without_ticket
@@ -101,6 +105,8 @@ def ticket_source(
     if args.ticket_command is not None:
         return TicketSource(command=_command_words(args.ticket_command))
     if args.ticket_file:
+        if os.path.exists(args.ticket_file):  # one missing now is looked for at each connect
+            read_named(args.ticket_file, "--ticket-file")
         return TicketSource(file=args.ticket_file)
     if args.ticket is not None:
         if not args.ticket.strip():
@@ -143,8 +149,10 @@ def _tls_context(url: str, cacert: str | None) -> ssl.SSLContext | None:
         return None
     if not url.startswith("wss:"):
         raise UsageError("--cacert is for wss:// URLs")
+    pem = read_named(cacert, "--cacert", MAX_CACERT_BYTES)
+    if not pem.strip():  # an empty cadata would mean the system's store, silently
+        raise UsageError(f"cannot load --cacert {cacert}: it is empty; give a PEM CA bundle")
     try:
-        return ssl.create_default_context(cafile=cacert)
-    except (OSError, ssl.SSLError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot load --cacert {cacert}: {why}") from None
+        return ssl.create_default_context(cadata=pem)
+    except (ValueError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot load --cacert {cacert}: {exc}") from None

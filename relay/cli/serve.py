@@ -27,6 +27,7 @@ from relay.acp.paths import CwdPolicy, describe_rules
 from relay.acp.rewrite import RewritePolicy
 from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
 from relay.cli.devfolder import DevFolder, remove_stale
+from relay.cli.files import read_named
 from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
@@ -35,7 +36,6 @@ from relay.cli.preflight import (
     demo_sdk_installed,
     load_secrets,
     private_directory,
-    read_named,
     state_directory,
 )
 from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
@@ -48,6 +48,7 @@ from relay.config.settings import (
     add_serve_arguments,
     agent_environment,
     config_file_path,
+    config_file_source,
     resolve,
     settings_given,
 )
@@ -174,7 +175,7 @@ def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settin
     """Flags, environment and config file, merged by :func:`relay.config.settings.resolve`."""
     flags = {k: v for k, v in flags.items() if k not in ("func", "command")}
     path = config_file_path(flags, env)
-    text = read_named(path, "--config") if path else None
+    text = read_named(path, config_file_source(flags)) if path else None
     return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
 
 

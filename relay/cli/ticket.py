@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import replace
 
-from relay.cli.preflight import load_secrets, read_named
+from relay.cli.files import read_named
+from relay.cli.preflight import load_secrets
 from relay.config import convert
 from relay.config.errors import UsageError
 from relay.config.serveoptions import option_named
@@ -30,6 +31,7 @@ from relay.config.settings import (
     Option,
     add_options,
     config_file_path,
+    config_file_source,
     resolve_some,
 )
 from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Print a ticket, or a URL carrying one."""
     flags = vars(args)
     path = config_file_path(flags, os.environ)
-    text = read_named(path, "--config") if path else None
+    text = read_named(path, config_file_source(flags)) if path else None
     relay = resolve_some(
         (SECRET_FILE, AUDIENCE, RELAY_TTL), flags, os.environ, text, cwd=os.getcwd(),
         file_name=path,
