@@ -59,8 +59,8 @@ OPTIONS: tuple[Option, ...] = (
            layered=False),
     Option("watch", "a watcher's ticket instead, for the connection of this id (the 101's "
            "Acp-Connection-Id): it opens no connection of its own, and is taken only with the "
-           "acp-relay.watch.v1 subprotocol", None, "CONNECTION_ID", convert.non_empty,
-           layered=False),
+           "acp-relay.watch.v1 subprotocol; the whole id, as connection_id in the relay's log",
+           None, "CONNECTION_ID", convert.connection_id, layered=False),
     Option("may-answer", "with --watch: the watcher may answer the agent's permission "
            "requests (the first answer, from anyone, is the one taken)", False, None,
            convert.boolean, is_flag=True, layered=False, default_text="off"),

@@ -261,6 +261,10 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
+        [opened_now] = await relay.wait_event("connection opened")
+        await expect(events(page).first).to_have_text(  # the id `ticket --watch` takes
+            f"open: connection {opened_now['connection_id']}"
+        )
         workspace = await dev_workspace(relay)  # a fresh one, not this checkout
         await expect(page.locator("#cwd")).to_have_value(workspace)
         assert await page.locator("body").get_attribute("data-ticket") is None

@@ -304,7 +304,8 @@ function connect() {
   ws = new ResumingWebSocket(`${scheme}//${location.host}${body.dataset.path}`);
   ws.addEventListener("open", () => {
     setStatus("open", `open: ${body.dataset.path}`);
-    conversation.event("open");
+    // The whole id: what `acp-relay ticket --watch` takes, as the relay's log shows it.
+    conversation.event(ws.connection ? `open: connection ${ws.connection}` : "open");
     sendButtons.forEach((b) => { b.disabled = false; });
     offerShare();
     if (ws.connection) boundaryEvery = setInterval(askBoundary, BOUNDARY_EVERY_MS);
