@@ -73,6 +73,10 @@ def no_command(parser: argparse.ArgumentParser) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
+    if chosen_command(words) == "serve":  # before its modules load: see relay.cli.startsignals
+        from relay.cli.startsignals import defer_stop_signals
+
+        defer_stop_signals()
     parser = build_parser(chosen_command(words))
     args = parser.parse_args(words)
     if args.command is None:
