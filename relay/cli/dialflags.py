@@ -58,10 +58,21 @@ DIALING: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-def dial_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
-    """The socket's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
+# Where a watcher's ticket comes from, for `watch` to say when it has none.
+WATCHERS_TICKET = (
+    "a watcher's ticket is minted where the relay's secret is, with `acp-relay ticket "
+    "--watch CONNECTION_ID` (e.g. --ticket-command 'acp-relay ticket --watch "
+    "CONNECTION_ID'; the id is the relay log's connection_id)"
+)
+
+
+def dial_config(
+    args: argparse.Namespace, env: Mapping[str, str], *, watching: bool = False
+) -> BridgeConfig:
+    """The socket's configuration from the flags and $ACP_RELAY_TICKET (a watcher's when
+    ``watching``); UsageError if wrong."""
     url = relay_url(args.url)
-    source = ticket_source(args, env, ticket_in(args.url))
+    source = ticket_source(args, env, ticket_in(args.url), watching=watching)
     headers = tuple(_header(text) for text in args.header)
     if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
         raise UsageError(
@@ -96,9 +107,14 @@ def relay_url(text: str) -> str:
 
 
 def ticket_source(
-    args: argparse.Namespace, env: Mapping[str, str], url_ticket: str | None
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    url_ticket: str | None,
+    *,
+    watching: bool = False,
 ) -> TicketSource:
-    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET."""
+    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET (``watching``: a
+    watcher's ticket, which the error for none says how to mint)."""
     flagged = args.ticket_command is not None or args.ticket_file or args.ticket is not None
     if url_ticket and flagged:
         raise UsageError("the URL already carries ?ticket=; give the ticket one way only")
@@ -119,6 +135,7 @@ def ticket_source(
     raise UsageError(
         f"no ticket: set {TICKET_ENV}, or give --ticket-command 'CMD' (a fresh ticket at each "
         "connect), --ticket-file FILE or --ticket TICKET (shows in process listings)"
+        + (f"; {WATCHERS_TICKET}" if watching else "")
     )
 
 

@@ -331,12 +331,23 @@ def _read_file(text: str, name: str | None) -> dict[str, _Raw]:
         )
     table: dict[str, _Raw] = {}
     for key, value in data.items():
+        if isinstance(value, dict):
+            raise ConfigError(_no_tables(key, where))
         found = _option_for_key(key, where)
         if found.dest in table:
             raise ConfigError(f"{where}: {found.name} is given twice ({key!r}); keep one")
         source = f"config file key {key}" + (f" in {name}" if name else "")
         table[found.dest] = _Raw(value, source)
     return table
+
+
+def _no_tables(key: str, where: str) -> str:
+    """Why a table (``[serve]``, ``serve.listen = ...``) is refused, and what the file is."""
+    return (
+        f"{where}: {key!r} is a table ([{key}] or {key}.NAME = ...), but the file has none: "
+        "each option is a key at the top level, above any [section] line, named like its "
+        'flag without the dashes, e.g. listen = "127.0.0.1:8765"'
+    )
 
 
 def _option_for_key(key: str, where: str) -> Option:

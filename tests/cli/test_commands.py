@@ -745,6 +745,31 @@ def test_ticket_watch_refuses_what_cannot_be_a_connection_id(given: str) -> None
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "hints"),
+    [
+        (["--port", "9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--port=9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--host", "0.0.0.0"], "--host: use --listen HOST:PORT (e.g. --listen 0.0.0.0:8765)"),
+        (["--agnet", "cat"], "--agnet: did you mean --agent?"),
+        (["--workdir", "/srv"], "--workdir: did you mean --workspace?"),
+        (["--zzz"], None),
+    ],
+)
+def test_serve_with_a_flag_it_does_not_take_says_what_to_use(
+    args: list[str], hints: str | None
+) -> None:
+    """An unknown serve flag exits 2 with serve's words, not the top-level usage: the flag to
+    use instead (--port and --host: --listen HOST:PORT) or the nearest one, and where serve's
+    options are listed."""
+    result = run_cli("serve", *args, env=secret_env())
+    said = f"unrecognized arguments: {' '.join(args)}" + (f"; {hints}" if hints else "")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"acp-relay serve: error: {said}\n`acp-relay serve --help` lists its options\n"
+    )
+
+
 def test_ticket_command_without_secret_exits_2() -> None:
     """`acp-relay ticket` without a secret exits 2 and says how to give one."""
     result = run_cli("ticket", env=clean_env())
@@ -888,9 +913,12 @@ async def test_config_precedence_flag_over_env_over_file(
         ([], {}, "max-conections = 2\n", "unknown key 'max-conections'"),
         ([], {}, "kill-grace = -1\n", "config file key kill-grace"),
         ([], {}, 'secret = "hunter2-hunter2"\n', "ACP_RELAY_SECRET"),
+        ([], {}, '[serve]\nlisten = "127.0.0.1:9000"\n', "'serve' is a table ([serve] or "
+         "serve.NAME = ...), but the file has none: each option is a key at the top level"),
     ],
-    ids=["flag", "env", "listen", "unknown-key", "bad-value-in-file", "secret-in-file"],
-)
+    ids=["flag", "env", "listen", "unknown-key", "bad-value-in-file", "secret-in-file",
+         "section"],
+)  # fmt: skip
 def test_config_error_exits_2_naming_the_setting(
     tmp_path: Path, args: list[str], env: dict[str, str], toml: str | None, named: str
 ) -> None:

@@ -318,7 +318,16 @@ def test_env_shell_split_error() -> None:
                 "valid keys: listen",
             ],
         ),
-        ("[serve]\nlisten = '1:1'", ["unknown key 'serve'", "ticket-ttl"]),
+        (
+            "[serve]\nlisten = '1:1'",
+            [
+                "'serve' is a table ([serve] or serve.NAME = ...), but the file has none: "
+                "each option is a key at the top level, above any [section] line, named like "
+                'its flag without the dashes, e.g. listen = "127.0.0.1:8765"'
+            ],
+        ),
+        ("serve.listen = '1:1'", ["'serve' is a table"]),
+        ("[agent]\nx = 1", ["'agent' is a table"]),
         ("secret = 'x'", ["key 'secret' is not allowed", "ACP_RELAY_SECRET", "secret-file"]),
         ("max-connections = 3\nmax_connections = 4", ["max-connections is given twice"]),
         ("listen = \n", ["config file relay.toml: invalid TOML", "line 1"]),
