@@ -5,7 +5,8 @@ and ``slow`` (packaging, browsers, static checks, anything over a few seconds:
 ``pytest -m "not slow"`` leaves them out for quick local iteration; CI runs everything).
 Every async test runs on uvloop. Each test's subprocesses keep their temporary files in a
 folder of the test's own (``TMPDIR``), under pytest's; the session fails if the suite left a
-``serve --dev`` folder (a throwaway secret) in the system's temporary directory.
+``serve --dev`` folder (a throwaway secret) in the system's temporary directory. The Debian
+packages a run installed as root (tests/system/install-packages) are listed in its summary.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import uvloop
 
 from relay.cli.devfolder import PREFIX, stale_folders
 from relay.observe import logs
+from tests.system import INSTALLED
 
 pytest_plugins = ["tests.support.audit"]  # the log audit's fixtures: audit, audit_figures
 
@@ -108,3 +110,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             red=True,
         )
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which Debian packages the run installed as root (tests/system/install-packages),
+    which its output capture would otherwise hide."""
+    for line in INSTALLED:
+        terminalreporter.write_line(line, yellow=True)

@@ -22,6 +22,10 @@ from relay.core.redaction import REDACTED
 Merge = Literal["append", "replace"]
 MERGES: tuple[Merge, ...] = ("append", "replace")
 McpServer = dict[str, Any]
+# A server is a few levels deep (the array, the server, its env or headers, an entry, a
+# _meta); every session request carries them, and the relay writes those within
+# strictjson.MAX_DEPTH.
+MAX_DEPTH = 32
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _FIELDS = {
@@ -47,6 +51,13 @@ def load_servers(text: str, env: Mapping[str, str], *, source: str) -> tuple[Mcp
         data = json.loads(text)
     except ValueError as exc:
         raise McpConfigError(f"{source}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        data = None  # nested past what the parser can follow
+    if data is None or strictjson.deeper_than(data, MAX_DEPTH):
+        raise McpConfigError(
+            f"{source}: nested too deeply (arrays or objects more than {MAX_DEPTH} levels "
+            "inside one another); a server is an object of strings and arrays"
+        )
     if not isinstance(data, list):
         raise McpConfigError(f"{source}: expected a JSON array of MCP server objects")
     servers = tuple(

@@ -146,6 +146,20 @@ def _check_text(value: Any) -> None:
             pending.extend((member, depth + 1) for member in item)
 
 
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON or TOML: dicts, lists, scalars) nests containers more
+    than ``limit`` deep (``[]`` is 1 deep, ``[[1]]`` 2); walked without recursion."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth + 1 > limit:
+                return True
+            members = item.values() if isinstance(item, dict) else item
+            pending.extend((member, depth + 1) for member in members)
+    return False
+
+
 def _unicode(text: str) -> None:
     if not text.isascii():
         try:

@@ -16,6 +16,7 @@ the critical path of a start, see docs/performance.md).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -70,13 +71,60 @@ def no_command(parser: argparse.ArgumentParser) -> str:
     )
 
 
+# Flags a newcomer tries that the commands spell otherwise: what to use instead.
+INSTEAD = {
+    ("serve", "--port"): "use --listen HOST:PORT (e.g. --listen 127.0.0.1:{value})",
+    ("serve", "--host"): "use --listen HOST:PORT (e.g. --listen {value}:8765)",
+    ("serve", "--bind"): "use --listen HOST:PORT (e.g. --listen 127.0.0.1:8765)",
+}
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> str:
+    """What ``acp-relay COMMAND`` says of arguments it does not take: the flag to use
+    instead when one is known (``--port``: ``--listen``), or the nearest flag, and where
+    the command's options are listed (not the top-level usage)."""
+    hints = []
+    for at, word in enumerate(unknown):
+        flag, equals, value = word.partition("=")
+        if not flag.startswith("--"):
+            continue
+        following = unknown[at + 1] if at + 1 < len(unknown) else ""
+        if not equals and not following.startswith("-"):
+            value = following
+        instead = INSTEAD.get((command, flag))
+        if instead is not None:
+            hints.append(f"{flag}: {instead.format(value=value or flag[2:].upper())}")
+        else:
+            close = difflib.get_close_matches(flag, _flags_of(parser, command), n=1)
+            if close:
+                hints.append(f"{flag}: did you mean {close[0]}?")
+    said = "; ".join([f"unrecognized arguments: {' '.join(unknown)}", *hints])
+    return f"acp-relay {command}: error: {said}\n`acp-relay {command} --help` lists its options"
+
+
+def _flags_of(parser: argparse.ArgumentParser, command: str) -> list[str]:
+    """Every flag of ``command``'s parser."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub = action.choices[command]
+            return [flag for each in sub._actions for flag in each.option_strings]
+    return []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
+    if chosen_command(words) == "serve":  # before its modules load: see relay.cli.startsignals
+        from relay.cli.startsignals import defer_stop_signals
+
+        defer_stop_signals()
     parser = build_parser(chosen_command(words))
-    args = parser.parse_args(words)
+    args, unknown = parser.parse_known_args(words)
     if args.command is None:
         print(no_command(parser), file=sys.stderr)
+        return 2
+    if unknown:
+        print(unknown_arguments(parser, args.command, unknown), file=sys.stderr)
         return 2
     try:
         status: int = args.func(args)

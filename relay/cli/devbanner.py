@@ -52,13 +52,26 @@ def dev_workspace(settings: Settings, dev: DevFolder) -> str:
     return f"{dev.workspace}, fresh, removed with the relay (--workspace DIR for another)"
 
 
-def editor_command(me: str, url: str, secret_file: Path, audience: str | None) -> str:
-    """``connect`` with a ticket command: an editor may launch it again and again, and it
-    resumes after a network cut (each socket gets a fresh ticket)."""
+def mint_command(me: str, secret_file: Path, audience: str | None) -> str:
+    """``ticket`` with the run's secret (and audience): a fresh ticket each time it runs."""
     mint = f"{me} ticket --secret-file {shlex.quote(str(secret_file))}"
     if audience is not None:
         mint += f" --audience {shlex.quote(audience)}"
+    return mint
+
+
+def editor_command(me: str, url: str, secret_file: Path, audience: str | None) -> str:
+    """``connect`` with a ticket command: an editor may launch it again and again, and it
+    resumes after a network cut (each socket gets a fresh ticket)."""
+    mint = mint_command(me, secret_file, audience)
     return f"{me} connect {url} --ticket-command {shlex.quote(mint)}"
+
+
+def watch_command(me: str, url: str, secret_file: Path, audience: str | None) -> str:
+    """``watch`` with a ticket command minting a watcher's ticket: CONNECTION_ID stands for
+    the whole id the log shows as connection_id."""
+    mint = f"{mint_command(me, secret_file, audience)} --watch CONNECTION_ID"
+    return f"{me} watch {url} --ticket-command {shlex.quote(mint)}"
 
 
 def print_dev_banner(
@@ -97,6 +110,9 @@ def print_dev_banner(
         f"  WebSocket URL (single use):\n    {with_ticket(url, browser)}\n"
         "  Editor command (a fresh ticket at each launch and each resume):\n"
         f"    {editor_command(me, url, secret_file, audience)}\n"
-        f"  More tickets:\n    {more}\n",
+        f"  More tickets:\n    {more}\n"
+        "  Watch a connection (CONNECTION_ID: its whole connection_id in the log below, or "
+        "the console's share):\n"
+        f"    {watch_command(me, url, secret_file, audience)}\n",
         flush=True,
     )

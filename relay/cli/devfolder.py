@@ -17,11 +17,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from relay.cli.files import read_text
+
 PREFIX = "acp-relay-dev-"
 PID_FILE = "relay.pid"
 SECRET_FILE = "secret"
 WORKSPACE = "workspace"
 PRIVATE = 0o700
+PID_FILE_MAX_BYTES = 64  # a pid and a newline
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,8 @@ def _relay_gone(folder: Path) -> bool:
         info = folder.lstat()
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
             return False
-        pid = int((folder / PID_FILE).read_text().strip())
-    except (OSError, ValueError):
+        pid = int(read_text(str(folder / PID_FILE), PID_FILE_MAX_BYTES).strip())
+    except (OSError, ValueError):  # FileRefused too: a FIFO there must not block start-up
         return False
     return pid > 0 and not _running(pid)
 

@@ -2,21 +2,25 @@
 comes from and how the socket is opened, checked into a :class:`relay.connect.dialing.BridgeConfig`.
 
 A mistake (no ticket, a URL that is not ``ws://`` or ``wss://``, an unreadable
-``--cacert``) is a :class:`relay.config.errors.UsageError`: one line and exit status 2.
+``--cacert``, a ``--ticket-file`` that is no regular text file) is a
+:class:`relay.config.errors.UsageError`: one line and exit status 2.
 Header values and tickets are never echoed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from relay.cli.files import read_named
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
 from relay.config.options import Option
+from relay.config.textfiles import MAX_CACERT_BYTES
 from relay.connect.dialing import BridgeConfig
 from relay.connect.ticketsource import TicketSource
 from relay.core.ticketurls import ticket_in, without_ticket
@@ -54,10 +58,21 @@ DIALING: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-def dial_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
-    """The socket's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
+# Where a watcher's ticket comes from, for `watch` to say when it has none.
+WATCHERS_TICKET = (
+    "a watcher's ticket is minted where the relay's secret is, with `acp-relay ticket "
+    "--watch CONNECTION_ID` (e.g. --ticket-command 'acp-relay ticket --watch "
+    "CONNECTION_ID'; the id is the relay log's connection_id)"
+)
+
+
+def dial_config(
+    args: argparse.Namespace, env: Mapping[str, str], *, watching: bool = False
+) -> BridgeConfig:
+    """The socket's configuration from the flags and $ACP_RELAY_TICKET (a watcher's when
+    ``watching``); UsageError if wrong."""
     url = relay_url(args.url)
-    source = ticket_source(args, env, ticket_in(args.url))
+    source = ticket_source(args, env, ticket_in(args.url), watching=watching)
     headers = tuple(_header(text) for text in args.header)
     if args.ticket_in == "header" and any(name.lower() == "authorization" for name, _ in headers):
         raise UsageError(
@@ -92,15 +107,22 @@ def relay_url(text: str) -> str:
 
 
 def ticket_source(
-    args: argparse.Namespace, env: Mapping[str, str], url_ticket: str | None
+    args: argparse.Namespace,
+    env: Mapping[str, str],
+    url_ticket: str | None,
+    *,
+    watching: bool = False,
 ) -> TicketSource:
-    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET."""
+    """Flags first, then a ``?ticket=`` in the URL, then $ACP_RELAY_TICKET (``watching``: a
+    watcher's ticket, which the error for none says how to mint)."""
     flagged = args.ticket_command is not None or args.ticket_file or args.ticket is not None
     if url_ticket and flagged:
         raise UsageError("the URL already carries ?ticket=; give the ticket one way only")
     if args.ticket_command is not None:
         return TicketSource(command=_command_words(args.ticket_command))
     if args.ticket_file:
+        if os.path.exists(args.ticket_file):  # one missing now is looked for at each connect
+            read_named(args.ticket_file, "--ticket-file")
         return TicketSource(file=args.ticket_file)
     if args.ticket is not None:
         if not args.ticket.strip():
@@ -113,6 +135,7 @@ def ticket_source(
     raise UsageError(
         f"no ticket: set {TICKET_ENV}, or give --ticket-command 'CMD' (a fresh ticket at each "
         "connect), --ticket-file FILE or --ticket TICKET (shows in process listings)"
+        + (f"; {WATCHERS_TICKET}" if watching else "")
     )
 
 
@@ -143,8 +166,10 @@ def _tls_context(url: str, cacert: str | None) -> ssl.SSLContext | None:
         return None
     if not url.startswith("wss:"):
         raise UsageError("--cacert is for wss:// URLs")
+    pem = read_named(cacert, "--cacert", MAX_CACERT_BYTES)
+    if not pem.strip():  # an empty cadata would mean the system's store, silently
+        raise UsageError(f"cannot load --cacert {cacert}: it is empty; give a PEM CA bundle")
     try:
-        return ssl.create_default_context(cafile=cacert)
-    except (OSError, ssl.SSLError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"cannot load --cacert {cacert}: {why}") from None
+        return ssl.create_default_context(cadata=pem)
+    except (ValueError, ssl.SSLError) as exc:
+        raise UsageError(f"cannot load --cacert {cacert}: {exc}") from None

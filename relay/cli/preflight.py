@@ -15,23 +15,15 @@ import pwd
 import shutil
 import stat
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Literal
 
+from relay.cli.files import read_named
 from relay.config.account import Account
 from relay.config.errors import UsageError
 from relay.config.settings import SECRET_ENV, parse_secrets
 from relay.config.startupchecks import may_search
 
 Kind = Literal["missing", "directory", "not executable", "executable"]
-
-
-def read_named(path: str, flag: str) -> str:
-    """The text of the file ``flag`` names; a UsageError naming both if it cannot be read."""
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read {flag} {path}: {exc.strerror}") from exc
 
 
 PRIVATE_DIR_MODE = 0o700

@@ -27,6 +27,7 @@ from relay.acp.paths import CwdPolicy, describe_rules
 from relay.acp.rewrite import RewritePolicy
 from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
 from relay.cli.devfolder import DevFolder, remove_stale
+from relay.cli.files import read_named
 from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
@@ -35,10 +36,10 @@ from relay.cli.preflight import (
     demo_sdk_installed,
     load_secrets,
     private_directory,
-    read_named,
     state_directory,
 )
 from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
+from relay.cli.startsignals import STOP_SIGNALS, defer_stop_signals, stop_if_requested
 from relay.config.errors import UsageError
 from relay.config.origins import bracketed
 from relay.config.resolved import RelayConfig
@@ -48,6 +49,7 @@ from relay.config.settings import (
     add_serve_arguments,
     agent_environment,
     config_file_path,
+    config_file_source,
     resolve,
     settings_given,
 )
@@ -70,8 +72,6 @@ if TYPE_CHECKING:
 
 DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 SHUTDOWN_MARGIN = 2.0
-# A terminal that closes sends SIGHUP: drain as for SIGTERM, never die leaving agents.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
 WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
 STALE_DEV_FOLDER = "removed the folder of a --dev relay that is gone (its throwaway secret)"
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.append(StartupWarning(NOT_PRIVATE))
     if not settings.dev:
         return run_with(settings, warnings, None)
-    exit_on_stop_signals()  # until the loop's handlers take over: the folder must go
+    stop_if_requested()  # before the folder is made
     for stale in remove_stale():
         warnings.append(StartupWarning(STALE_DEV_FOLDER, {"folder": stale}))
     dev = DevFolder.create()
@@ -110,17 +110,6 @@ def run(args: argparse.Namespace) -> int:
         return run_with(settings, warnings, dev)
     finally:
         dev.remove()
-
-
-def exit_on_stop_signals() -> None:
-    """Make SIGTERM and SIGHUP end start-up as SIGINT does, by an exception, so that what
-    start-up made is removed (the server's loop handles them itself once it runs)."""
-
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, stop)
 
 
 def run_with(settings: Settings, warnings: list[StartupWarning], dev: DevFolder | None) -> int:
@@ -140,10 +129,12 @@ def run_with(settings: Settings, warnings: list[StartupWarning], dev: DevFolder 
     finally:  # the warnings first, even when start-up stops (they may say why)
         warn(settings, warnings, redacting)
     try:
+        stop_if_requested()  # a stop signal while the above ran: the watchdog goes below
         import uvloop  # only now the server's own modules: the socket above takes connections
 
         uvloop.run(run_relay(config, settings, secrets, open_files, listening, watchdog, dev))
     finally:
+        defer_stop_signals()  # the loop's handlers are gone: the clean-up is not cut short
         watchdog.close()
     return 0
 
@@ -174,7 +165,7 @@ def read_settings(flags: Mapping[str, object], env: Mapping[str, str]) -> Settin
     """Flags, environment and config file, merged by :func:`relay.config.settings.resolve`."""
     flags = {k: v for k, v in flags.items() if k not in ("func", "command")}
     path = config_file_path(flags, env)
-    text = read_named(path, "--config") if path else None
+    text = read_named(path, config_file_source(flags)) if path else None
     return resolve(flags, env, text, cwd=os.getcwd(), file_name=path)
 
 
@@ -382,6 +373,7 @@ async def serve_with(
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_on, sig, stop, stopped_by)
+    stop_if_requested()  # one noted until the loop took them over: start nothing
     loop.set_exception_handler(loop_errors(logs.get_logger("relay")))
     try:
         await relay.start(listening)

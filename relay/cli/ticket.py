@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import replace
 
-from relay.cli.preflight import load_secrets, read_named
+from relay.cli.files import read_named
+from relay.cli.preflight import load_secrets
 from relay.config import convert
 from relay.config.errors import UsageError
 from relay.config.serveoptions import option_named
@@ -30,6 +31,7 @@ from relay.config.settings import (
     Option,
     add_options,
     config_file_path,
+    config_file_source,
     resolve_some,
 )
 from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce
@@ -57,8 +59,8 @@ OPTIONS: tuple[Option, ...] = (
            layered=False),
     Option("watch", "a watcher's ticket instead, for the connection of this id (the 101's "
            "Acp-Connection-Id): it opens no connection of its own, and is taken only with the "
-           "acp-relay.watch.v1 subprotocol", None, "CONNECTION_ID", convert.non_empty,
-           layered=False),
+           "acp-relay.watch.v1 subprotocol; the whole id, as connection_id in the relay's log",
+           None, "CONNECTION_ID", convert.connection_id, layered=False),
     Option("may-answer", "with --watch: the watcher may answer the agent's permission "
            "requests (the first answer, from anyone, is the one taken)", False, None,
            convert.boolean, is_flag=True, layered=False, default_text="off"),
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Print a ticket, or a URL carrying one."""
     flags = vars(args)
     path = config_file_path(flags, os.environ)
-    text = read_named(path, "--config") if path else None
+    text = read_named(path, config_file_source(flags)) if path else None
     relay = resolve_some(
         (SECRET_FILE, AUDIENCE, RELAY_TTL), flags, os.environ, text, cwd=os.getcwd(),
         file_name=path,

@@ -69,5 +69,5 @@ class _EpilogAsWritten(argparse.HelpFormatter):
 
 def run(args: argparse.Namespace) -> int:
     """Watch the connection the ticket names until it ends."""
-    config = WatchConfig(dial=dial_config(args, os.environ), raw=args.raw)
+    config = WatchConfig(dial=dial_config(args, os.environ, watching=True), raw=args.raw)
     return uvloop.run(run_watch(config))

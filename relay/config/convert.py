@@ -8,6 +8,7 @@ a config file; the messages name the problem and the expected form, never the so
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -16,6 +17,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("json", "console")
 
 _SIZE_UNITS = {"": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+# A connection's id as the relay makes it (a UUID, lower case): its Acp-Connection-Id.
+_CONNECTION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+CONNECTION_ID_EXAMPLE = "6f1c2a7e-0f3b-4f52-9d0e-8f2b3c4d5e6f"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -43,6 +47,21 @@ def non_empty(value: object) -> str:
     if not result.strip():
         raise ValueError("must not be empty")
     return result
+
+
+def connection_id(value: object) -> str:
+    """A connection's whole id (in any case; given back in lower case, as the relay names
+    it), or a ValueError saying what one looks like and where it shows."""
+    given = text(value)
+    found = given.strip().lower()
+    if not _CONNECTION_ID.fullmatch(found):
+        raise ValueError(
+            f"{given!r} is not a connection id: one is 36 characters such as "
+            f"{CONNECTION_ID_EXAMPLE}, the Acp-Connection-Id of the connection's 101; the "
+            "relay's log shows it whole as connection_id on the connection's lines, and the "
+            "dev console under share"
+        )
+    return found
 
 
 def strings(value: object) -> list[str]:

@@ -23,6 +23,7 @@ from typing import Any
 from relay.acp.mcp import Merge
 from relay.acp.paths import CwdRule, Fallback
 from relay.acp.rewrite import Files
+from relay.acp.strictjson import deeper_than
 from relay.config import convert, defaults
 from relay.config.defaults import CONFIG_ENV as CONFIG_ENV
 from relay.config.defaults import SECRET_ENV as SECRET_ENV
@@ -41,6 +42,11 @@ TICKET_ENV = defaults.TICKET_ENV
 OTHER_COMMANDS_ENV = frozenset({TICKET_ENV})
 # Not for the agent: systemd's credentials folder holds the relay's secret file.
 PRIVATE_ENV = frozenset({"CREDENTIALS_DIRECTORY"})
+# No option's value nests: the file itself is one level, an array of strings a second.
+MAX_CONFIG_DEPTH = 8
+# Far more than a file of addresses, paths and origins holds; a dotted key of this many
+# parts is parsed in a time that grows with the square of their number.
+MAX_CONFIG_DOTS = 4096
 
 
 class ConfigError(UsageError):
@@ -152,6 +158,12 @@ def config_file_path(flags: Mapping[str, object], env: Mapping[str, str]) -> str
     if isinstance(flag, str) and flag:
         return flag
     return env.get(CONFIG_ENV) or None
+
+
+def config_file_source(flags: Mapping[str, object]) -> str:
+    """How the config file was named, for messages about it: ``--config`` or the variable."""
+    flag = flags.get("config")
+    return "--config" if isinstance(flag, str) and flag else CONFIG_ENV
 
 
 def unknown_env_names(env: Mapping[str, str]) -> tuple[str, ...]:
@@ -298,18 +310,44 @@ def _lookup(
 
 def _read_file(text: str, name: str | None) -> dict[str, _Raw]:
     where = f"config file {name}" if name else "config file"
+    dots = text.count(".")
+    if dots > MAX_CONFIG_DOTS:  # before parsing: a long dotted key takes the parser its square
+        raise ConfigError(
+            f"{where}: nested too deeply ({dots} dots, at most {MAX_CONFIG_DOTS}: dotted keys "
+            "make tables inside one another); its keys are plain names at the top level, "
+            "e.g. max-connections = 8"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: invalid TOML: {exc}; fix the syntax there") from None
+    except RecursionError:
+        data = None  # nested past what the parser can follow: deeper than any option
+    if data is None or deeper_than(data, MAX_CONFIG_DEPTH):
+        raise ConfigError(
+            f"{where}: nested too deeply (arrays or tables more than {MAX_CONFIG_DEPTH} levels "
+            "inside one another); a value is a string, a number, a boolean or an array of "
+            "strings"
+        )
     table: dict[str, _Raw] = {}
     for key, value in data.items():
+        if isinstance(value, dict):
+            raise ConfigError(_no_tables(key, where))
         found = _option_for_key(key, where)
         if found.dest in table:
             raise ConfigError(f"{where}: {found.name} is given twice ({key!r}); keep one")
         source = f"config file key {key}" + (f" in {name}" if name else "")
         table[found.dest] = _Raw(value, source)
     return table
+
+
+def _no_tables(key: str, where: str) -> str:
+    """Why a table (``[serve]``, ``serve.listen = ...``) is refused, and what the file is."""
+    return (
+        f"{where}: {key!r} is a table ([{key}] or {key}.NAME = ...), but the file has none: "
+        "each option is a key at the top level, above any [section] line, named like its "
+        'flag without the dashes, e.g. listen = "127.0.0.1:8765"'
+    )
 
 
 def _option_for_key(key: str, where: str) -> Option:

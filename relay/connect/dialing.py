@@ -30,6 +30,7 @@ from relay.core.editorerrors import (
     Close,
     Failure,
     cannot_connect,
+    certificate_unverified,
     connection_closed,
     http_refusal,
 )
@@ -108,7 +109,9 @@ def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
     if isinstance(exc, socket.gaierror):
         return "dns", exc.strerror or str(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
-        return "tls", f"certificate verify failed: {exc.verify_message}"
+        return "tls", certificate_unverified(
+            exc.verify_code, exc.verify_message, cacert_given=config.tls is not None
+        )
     if isinstance(exc, ssl.SSLError):
         return "tls", _tls_detail(exc)
     if isinstance(exc, TimeoutError):

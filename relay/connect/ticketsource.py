@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
 
+from relay.cli.files import read_text
+from relay.config.textfiles import FileRefused
 from relay.core.exits import signal_name
 
 TICKET_COMMAND_TIMEOUT = 30.0  # seconds the ticket command has to print a ticket
@@ -44,10 +45,9 @@ async def fetch_ticket(source: TicketSource) -> str:
 
 def _read_ticket_file(path: str) -> str:
     try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise TicketUnavailable(f"cannot read --ticket-file {path}: {why}") from None
+        return read_text(path)  # a regular file, bounded: never a pipe that blocks the loop
+    except FileRefused as exc:
+        raise TicketUnavailable(f"cannot read --ticket-file {path}: {exc}") from None
 
 
 def _checked_ticket(ticket: str, where: str) -> str:

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 
 READY = b"ready\n"  # the watchdog's one line on stdout, once its signals are set
 POLL_SECONDS = 0.02  # how often the watchdog looks whether the groups it signalled are gone
@@ -218,6 +219,15 @@ def _log(event: str, **fields: object) -> None:
     print(json.dumps(record), file=sys.stderr, flush=True)
 
 
+def say_ready() -> None:
+    """Tell the relay the watchdog is ready, if it still listens: a relay that stopped
+    waiting (it is stopping, or was killed, while the watchdog started) closed its end,
+    and its pipe's EOF on stdin says the rest."""
+    with suppress(BrokenPipeError):
+        os.write(sys.stdout.fileno(), READY)  # unbuffered: nothing left to flush at exit
+    sys.stdout.close()
+
+
 def main(argv: list[str]) -> int:
     """Read the relay's pipe on stdin to its end, then stop the agents still listed."""
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
@@ -225,8 +235,7 @@ def main(argv: list[str]) -> int:
     relay = os.getppid()
     if not keep_private() and sys.platform.startswith("linux"):
         _log("cannot make the watchdog non-dumpable: agents may write to its pipe")
-    sys.stdout.buffer.write(READY)
-    sys.stdout.close()
+    say_ready()
     grace = float(argv[1]) if len(argv) > 1 else 3.0
     groups = {g for g in listed_groups(sys.stdin.buffer, started_by(relay)) if _signal(g, 0)}
     if groups:

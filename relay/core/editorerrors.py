@@ -36,6 +36,15 @@ HEARTBEAT_REASON = "keepalive ping timeout"  # websockets' own close reason
 # port hangs up on plain HTTP, or answers it in HTTP/1.0 (Go's servers, Caddy) or with 400.
 TLS_TO_A_PLAIN_PORT = "the server does not speak TLS (for a relay without TLS use ws://)"
 PLAIN_TO_A_TLS_PORT = "the port probably speaks TLS (for a relay behind TLS use wss://)"
+# OpenSSL's verify codes for a certificate signed by no CA trusted here: self-signed (18),
+# a self-signed CA in the chain (19), an issuer not found locally (20), a leaf that
+# cannot be verified (21).
+UNTRUSTED_ISSUER = frozenset({18, 19, 20, 21})
+TRUST_WITH_CACERT = (
+    "if this relay's certificate is yours (self-signed, or from a private CA), trust it "
+    "with --cacert FILE, the PEM of that CA or of the certificate"
+)
+NOT_IN_CACERT = "its issuer is not in the --cacert bundle: give the PEM of the CA that signed it"
 
 Cause = Literal["ticket", "dns", "refused", "reset", "timeout", "network", "tls", "handshake"]
 
@@ -125,6 +134,15 @@ _CANNOT_CONNECT: dict[Cause, str] = {
     "tls": "TLS handshake with relay at {url} failed: {detail}",
     "handshake": "relay at {url} did not accept a WebSocket: {detail}",
 }
+
+
+def certificate_unverified(verify_code: int, verify_message: str, cacert_given: bool) -> str:
+    """Why the relay's certificate was refused, with how to trust it when the cause is its
+    issuer (``cacert_given``: the trust is ``--cacert``'s bundle, not the system's)."""
+    detail = f"certificate verify failed: {verify_message}"
+    if verify_code not in UNTRUSTED_ISSUER:
+        return detail
+    return f"{detail}; {NOT_IN_CACERT if cacert_given else TRUST_WITH_CACERT}"
 
 
 def http_refusal(

@@ -6,9 +6,9 @@ tokens and the secrets of the process's :class:`relay.core.redaction.Redactor`
 (:func:`redactor`; the relay's, or one ``connect``'s, installed by :func:`configure`).
 
 On a terminal (:class:`ReadableLines`) a line is the time, the level when it is a
-warning or an error, the event, then the few keys that matter for that event, long
-values shortened and control characters escaped (an agent's stderr cannot retitle the
-terminal). JSON lines escape control characters as JSON does (``\u001b``).
+warning or an error, the event, then the few keys that matter for that event and the
+whole connection id, long values shortened and control characters escaped (an agent's
+stderr cannot retitle the terminal). JSON lines escape control characters as JSON does (``\u001b``).
 """
 
 from __future__ import annotations
@@ -110,7 +110,6 @@ VALUE_CHARS = 80  # a longer value is shortened to this many characters
 # reason often comes last (bounded where it is read: relay.connections.agent).
 WHOLE = frozenset({"given", "line"})
 BELOW = frozenset({"stderr_tail"})  # lists shown one item a line, below the event's line
-SHORT_ID_CHARS = 8  # a connection id is shown by its first characters
 META = frozenset({"event", "level", "logger", "timestamp", "exception", "connection_id"})
 # Who a line is about: shown where the event names it, otherwise implied by connection_id.
 CONTEXT = frozenset({"url", "remote", "subject", "agent_pid"})
@@ -170,8 +169,8 @@ def shown_fields(event: Mapping[str, Any]) -> list[tuple[str, str]]:
         if event.get(key) is not None
     ]
     connection = event.get("connection_id")
-    if connection:
-        fields.append(("connection_id", escaped(str(connection))[:SHORT_ID_CHARS]))
+    if connection:  # whole: it is what `acp-relay ticket --watch` takes, copied from here
+        fields.append(("connection_id", escaped(str(connection))))
     return fields
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from relay.config.errors import UsageError
+from relay.config.textfiles import not_regular
 from relay.core.tickets import ReplayGuard
 
 FILE_NAME = "spent-tickets"
@@ -41,6 +42,10 @@ _NO_LINKS = os.O_NOFOLLOW | os.O_CLOEXEC
 
 class StateDirectoryInUse(UsageError):
     """Another relay holds the directory's lock."""
+
+
+class NotAFile(Exception):
+    """The spent tickets' path is no regular file (a FIFO, a directory, a device)."""
 
 
 class SpentTickets:
@@ -59,6 +64,9 @@ class SpentTickets:
             self._load(now)
             self._rewrite(now)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | _NO_LINKS)
+        except NotAFile as exc:
+            os.close(self._lock)
+            raise UsageError(f"cannot use --state-dir {directory}: {exc}") from None
         except OSError as exc:
             os.close(self._lock)
             raise unusable(directory, exc) from exc
@@ -70,10 +78,14 @@ class SpentTickets:
             )
 
     def _load(self, now: float) -> None:
-        try:
-            fd = os.open(self.path, os.O_RDONLY | _NO_LINKS)
+        try:  # never waiting: a FIFO put there would block start-up for ever
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | _NO_LINKS)
         except FileNotFoundError:
             return
+        what = not_regular(os.fstat(fd).st_mode)
+        if what is not None:
+            os.close(fd)
+            raise NotAFile(f"{self.path} is {what}, not the relay's file: remove it")
         with os.fdopen(fd, "rb") as file:
             for line in bounded_lines(file):
                 found = _LINE.fullmatch(line) if line is not None else None

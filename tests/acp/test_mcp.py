@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from relay.acp.mcp import (
+    MAX_DEPTH,
     Capabilities,
     McpConfigError,
     McpPolicy,
@@ -85,6 +86,35 @@ def test_invalid_json() -> None:
     """A file that is not JSON says so."""
     with pytest.raises(McpConfigError, match=r"mcp\.json: not valid JSON"):
         load_servers("[", ENV, source="mcp.json")
+
+
+def meta_nested(depth: int) -> str:
+    """The file: one stdio server whose ``_meta`` makes the whole ``depth`` levels deep."""
+    inner = "[" * (depth - 3) + "]" * (depth - 3)
+    return f'[{{"name": "x", "command": "y", "_meta": {{"k": {inner}}}}}]'
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        (meta_nested(MAX_DEPTH), False),
+        (meta_nested(MAX_DEPTH + 1), True),
+        ("[" * 100_000 + "]" * 100_000, True),  # past what json.loads can follow
+        (meta_nested(5_000), True),
+    ],
+    ids=["at the limit", "one past", "past the parser", "deep meta"],
+)
+def test_a_file_nested_too_deeply_is_refused(text: str, refused: bool) -> None:
+    """A file nested deeper than MAX_DEPTH is refused, saying so, however deep (never a
+    RecursionError); one at the limit loads."""
+    if not refused:
+        assert load_servers(text, ENV, source="mcp.json")[0]["name"] == "x"
+        return
+    with pytest.raises(McpConfigError) as caught:
+        load_servers(text, ENV, source="mcp.json")
+    assert str(caught.value).startswith(
+        f"mcp.json: nested too deeply (arrays or objects more than {MAX_DEPTH} levels"
+    )
 
 
 CLIENT = [

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.acp.strictjson import MAX_DEPTH, JsonRefused, dumps, loads
+from relay.acp.strictjson import MAX_DEPTH, JsonRefused, deeper_than, dumps, loads
 
 
 @pytest.mark.parametrize(
@@ -134,3 +134,33 @@ def test_surrogates_and_depth_are_judged_whatever_the_shortcut(text: bytes, refu
             loads(text)
     else:
         assert loads(text) == json.loads(text)
+
+
+def nested(depth: int) -> Any:
+    """Lists and objects alternating, ``depth`` containers deep."""
+    value: Any = "leaf"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "limit", "deeper"),
+    [
+        ("text", 0, False),
+        ([], 0, True),
+        ([], 1, False),
+        ({"a": [1, 2]}, 2, False),
+        ({"a": [1, [2]]}, 2, True),
+        ([[], [[]], []], 2, True),
+        (nested(100), 100, False),
+        (nested(101), 100, True),
+        (nested(200_000), 32, True),  # walked without recursion
+    ],
+)
+def test_deeper_than_counts_the_containers_inside_one_another(
+    value: Any, limit: int, deeper: bool
+) -> None:
+    """A scalar is 0 deep, ``[]`` 1, each container inside another one more; the deepest
+    branch counts, however deep."""
+    assert deeper_than(value, limit) is deeper

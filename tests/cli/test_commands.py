@@ -51,6 +51,7 @@ from tests.support.waiting import until_async, until_gone
 CAT = "cat"
 KILL_GRACE = 0.5
 OTHER_SECRET = "other-secret-fedcba9876543210"
+WATCHED = "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d"  # a connection's id, as the relay makes them
 
 # An agent that reports its whole environment as one JSON line, then waits for EOF.
 ENV_REPORTER = (
@@ -720,13 +721,53 @@ def test_ticket_command_prints_a_ticket_or_url(url: str | None, prefix: str) -> 
 def test_ticket_command_mints_a_watchers_ticket() -> None:
     """`acp-relay ticket --watch ID --may-answer` mints a watcher's ticket for that connection,
     with the right to answer; --may-answer alone exits 2 saying what it goes with."""
-    result = run_cli("ticket", "--watch", "c-17", "--may-answer", env=secret_env())
+    result = run_cli("ticket", "--watch", WATCHED.upper(), "--may-answer", env=secret_env())
     assert (result.returncode, result.stderr) == (0, "")
     claims = verify(result.stdout.strip(), [SECRET], now=time.time(), max_age=60)
-    assert (claims.watch, claims.may_answer) == ("c-17", True)
+    assert (claims.watch, claims.may_answer) == (WATCHED, True)  # as the relay spells it
     alone = run_cli("ticket", "--may-answer", env=secret_env())
     assert alone.returncode == 2
     assert alone.stderr == "acp-relay: --may-answer goes with --watch CONNECTION_ID\n"
+
+
+@pytest.mark.parametrize("given", [WATCHED[:8], WATCHED[:-1], "c-17", WATCHED + "0", ""])
+def test_ticket_watch_refuses_what_cannot_be_a_connection_id(given: str) -> None:
+    """`ticket --watch` with a shortened id (the 8 characters older terminal logs showed),
+    or anything else that is no whole connection id, exits 2 before minting, saying what one
+    looks like and where the relay shows it."""
+    result = run_cli("ticket", "--watch", given, env=secret_env())
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.endswith(
+        f"acp-relay ticket: error: argument --watch: {given!r} is not a connection id: one is "
+        "36 characters such as 6f1c2a7e-0f3b-4f52-9d0e-8f2b3c4d5e6f, the Acp-Connection-Id of "
+        "the connection's 101; the relay's log shows it whole as connection_id on the "
+        "connection's lines, and the dev console under share\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "hints"),
+    [
+        (["--port", "9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--port=9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--host", "0.0.0.0"], "--host: use --listen HOST:PORT (e.g. --listen 0.0.0.0:8765)"),
+        (["--agnet", "cat"], "--agnet: did you mean --agent?"),
+        (["--workdir", "/srv"], "--workdir: did you mean --workspace?"),
+        (["--zzz"], None),
+    ],
+)
+def test_serve_with_a_flag_it_does_not_take_says_what_to_use(
+    args: list[str], hints: str | None
+) -> None:
+    """An unknown serve flag exits 2 with serve's words, not the top-level usage: the flag to
+    use instead (--port and --host: --listen HOST:PORT) or the nearest one, and where serve's
+    options are listed."""
+    result = run_cli("serve", *args, env=secret_env())
+    said = f"unrecognized arguments: {' '.join(args)}" + (f"; {hints}" if hints else "")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"acp-relay serve: error: {said}\n`acp-relay serve --help` lists its options\n"
+    )
 
 
 def test_ticket_command_without_secret_exits_2() -> None:
@@ -872,9 +913,12 @@ async def test_config_precedence_flag_over_env_over_file(
         ([], {}, "max-conections = 2\n", "unknown key 'max-conections'"),
         ([], {}, "kill-grace = -1\n", "config file key kill-grace"),
         ([], {}, 'secret = "hunter2-hunter2"\n', "ACP_RELAY_SECRET"),
+        ([], {}, '[serve]\nlisten = "127.0.0.1:9000"\n', "'serve' is a table ([serve] or "
+         "serve.NAME = ...), but the file has none: each option is a key at the top level"),
     ],
-    ids=["flag", "env", "listen", "unknown-key", "bad-value-in-file", "secret-in-file"],
-)
+    ids=["flag", "env", "listen", "unknown-key", "bad-value-in-file", "secret-in-file",
+         "section"],
+)  # fmt: skip
 def test_config_error_exits_2_naming_the_setting(
     tmp_path: Path, args: list[str], env: dict[str, str], toml: str | None, named: str
 ) -> None:

@@ -188,6 +188,26 @@ async def test_dev_banner_editor_command_launches_again_and_again_and_resumes() 
     assert resumed["connection_id"] == opened[-1]["connection_id"]
 
 
+@pytest.mark.slow
+async def test_dev_banner_watch_command_watches_the_connection_the_log_names() -> None:
+    """The banner's watch command, with CONNECTION_ID replaced by the connection_id the log
+    shows for a connection, attaches to it as a watcher and follows it to its end."""
+    async with serve("--dev", "--agent", "cat", env=clean_env()) as relay:
+        url, _ = await dev_banner(relay)
+        line = banner_entry(relay, "Watch a connection")
+        assert line.endswith("--watch CONNECTION_ID'"), line
+        async with connect(url) as controller:
+            [opened] = await relay.wait_event("connection opened")
+            command = line.replace("CONNECTION_ID", opened["connection_id"])
+            async with launched(["sh", "-c", command], env=clean_env()) as watcher:
+                await relay.wait_event("watcher attached")
+                await controller.close()
+                assert await watcher.exit_status() == 0
+                shown = (await watcher.rest_of_stdout()).decode()
+        assert await relay.stop() == 0
+    assert shown.startswith("-- watching connection "), shown
+
+
 @pytest.mark.parametrize("given", [False, True], ids=["fresh", "given"])
 async def test_dev_agents_run_in_a_fresh_workspace_unless_one_is_given(
     tmp_path: Path, given: bool

@@ -65,6 +65,15 @@ def test_only_folders_whose_relay_is_gone_are_stale(tmp_path: Path) -> None:
     ]
 
 
+def test_a_pid_file_that_is_no_file_is_left_alone_without_waiting(tmp_path: Path) -> None:
+    """A folder whose relay.pid is a FIFO (never opened to wait for a writer), a directory or
+    too long for a pid is not judged stale."""
+    os.mkfifo(folder_of(None, tmp_path, "fifo") / PID_FILE)
+    (folder_of(None, tmp_path, "dir") / PID_FILE).mkdir()
+    (folder_of(None, tmp_path, "long") / PID_FILE).write_text("0" * 100 + f"{gone_pid()}\n")
+    assert stale_folders(str(tmp_path)) == []
+
+
 @pytest.mark.skipif(not is_root(), reason="needs root: to give a folder to another user")
 def test_another_users_folder_is_never_stale(tmp_path: Path) -> None:
     """A folder of another user is left alone, whatever its pid file says."""

@@ -21,7 +21,6 @@ from relay.cli.preflight import (
     load_secrets,
     private_directory,
     program_problem,
-    read_named,
     shared_directory_problem,
     state_directory,
 )
@@ -91,12 +90,6 @@ def test_a_file_is_no_directory(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(UsageError, match="cannot use --state-dir"):
         private_directory(str(tmp_path / "file"), "--state-dir")
-
-
-def test_an_unreadable_file_names_its_flag(tmp_path: Path) -> None:
-    """A file that cannot be read is a UsageError naming the flag and the path."""
-    with pytest.raises(UsageError, match=r"cannot read --config .*missing\.toml"):
-        read_named(str(tmp_path / "missing.toml"), "--config")
 
 
 def test_secrets_come_from_the_file_before_the_environment(tmp_path: Path) -> None:

@@ -127,3 +127,43 @@ def test_count_refuses_all_but_whole_numbers(value: object) -> None:
     """Negative, fractional, boolean and non-numeric counts are refused."""
     with pytest.raises(ValueError, match="whole number"):
         convert.count(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d", "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d"),
+        ("80309B37-5C1E-4F0A-9D2B-7E6F5A4B3C2D", "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d"),
+        (" 80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d\n", "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d"),
+    ],
+)
+def test_connection_id_is_the_whole_id_in_lower_case(value: str, expected: str) -> None:
+    """A connection's whole id is taken in any case and given back as the relay spells it."""
+    assert convert.connection_id(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "80309b37",  # the 8 characters terminal logs used to show
+        "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2",
+        "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d0",
+        "80309b375c1e4f0a9d2b7e6f5a4b3c2d",
+        "{80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2d}",
+        "80309b37-5c1e-4f0a-9d2b-7e6f5a4b3c2g",
+        "c-17",
+        "",
+        7,
+    ],
+)
+def test_connection_id_refuses_what_cannot_be_one(value: object) -> None:
+    """A prefix, a longer or other spelling, another text or a number is refused, saying what
+    an id looks like and where the relay shows it."""
+    said = (
+        "expected a string"
+        if not isinstance(value, str)
+        else r"is not a connection id: one is 36 characters such as "
+        r"6f1c2a7e-0f3b-4f52-9d0e-8f2b3c4d5e6f, .* connection_id"
+    )
+    with pytest.raises(ValueError, match=said):
+        convert.connection_id(value)

@@ -12,6 +12,8 @@ import pytest
 from relay.config import convert
 from relay.config.serveoptions import GROUPS, OPTIONS, option_named
 from relay.config.settings import (
+    MAX_CONFIG_DEPTH,
+    MAX_CONFIG_DOTS,
     ConfigError,
     Option,
     Settings,
@@ -316,7 +318,16 @@ def test_env_shell_split_error() -> None:
                 "valid keys: listen",
             ],
         ),
-        ("[serve]\nlisten = '1:1'", ["unknown key 'serve'", "ticket-ttl"]),
+        (
+            "[serve]\nlisten = '1:1'",
+            [
+                "'serve' is a table ([serve] or serve.NAME = ...), but the file has none: "
+                "each option is a key at the top level, above any [section] line, named like "
+                'its flag without the dashes, e.g. listen = "127.0.0.1:8765"'
+            ],
+        ),
+        ("serve.listen = '1:1'", ["'serve' is a table"]),
+        ("[agent]\nx = 1", ["'agent' is a table"]),
         ("secret = 'x'", ["key 'secret' is not allowed", "ACP_RELAY_SECRET", "secret-file"]),
         ("max-connections = 3\nmax_connections = 4", ["max-connections is given twice"]),
         ("listen = \n", ["config file relay.toml: invalid TOML", "line 1"]),
@@ -328,6 +339,38 @@ def test_file_structure_errors(toml: str, parts: list[str]) -> None:
     message = error_of(toml=toml)
     for part in parts:
         assert part in message
+
+
+@pytest.mark.parametrize(
+    ("toml", "said"),
+    [
+        ("allow-origin = " + "[" * 9 + "'x'" + "]" * 9, "arrays or tables more than 8 levels"),
+        ("allow-origin = " + "[" * 5_000 + "]" * 5_000, "arrays or tables more than 8 levels"),
+        ("agent = " + "{a = " * 5_000 + "1" + "}" * 5_000, "arrays or tables more than 8 levels"),
+        ("[agent" + ".a" * 4_000 + "]", "arrays or tables more than 8 levels"),
+        ("agent" + ".a" * 4_097 + " = 1", "4097 dots, at most 4096: dotted keys make tables"),
+        ("agent" + ".a" * 500_000 + " = 1", "500000 dots, at most 4096"),
+    ],
+    ids=["one past", "deep array", "deep inline table", "table header", "dots", "many dots"],
+)
+def test_a_file_nested_too_deeply_is_refused(toml: str, said: str) -> None:
+    """A config file nested deeper than any option's value is refused, saying so (never a
+    RecursionError, whether in the parser or in the message about a value); so is one with
+    more dots than any such file holds, before parsing (a long dotted key costs the parser
+    the square of its length)."""
+    assert error_of(toml=toml).startswith(f"config file relay.toml: nested too deeply ({said}")
+
+
+def test_dots_in_values_count_too_but_a_file_may_hold_many() -> None:
+    """Up to MAX_CONFIG_DOTS dots, wherever they are, the file is parsed as usual."""
+    dotted = "." * MAX_CONFIG_DOTS
+    assert settle(toml=f"agent = 'run {dotted}'").agent_argv == ("run", dotted)
+
+
+def test_a_file_at_the_nesting_limit_is_read_as_usual() -> None:
+    """Nesting up to the limit is no error of its own: the value's converter judges it."""
+    toml = "allow-origin = " + "[" * (MAX_CONFIG_DEPTH - 1) + "'x'" + "]" * (MAX_CONFIG_DEPTH - 1)
+    assert "expected an array of strings" in error_of(toml=toml)
 
 
 @pytest.mark.parametrize(

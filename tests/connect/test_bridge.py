@@ -338,7 +338,11 @@ async def test_tls_self_signed_is_refused_unless_trusted_with_cacert(tmp_path: P
             assert await ed.receive() == notification(1)
             await ed.close_stdin()
             assert await ed.exit_status() == 0
-    detail = "certificate verify failed: self-signed certificate"
+    detail = (
+        "certificate verify failed: self-signed certificate; if this relay's certificate is "
+        "yours (self-signed, or from a private CA), trust it with --cacert FILE, the PEM of "
+        "that CA or of the certificate"
+    )
     check_refused(
         refused,
         f"TLS handshake with relay at {url} failed: {detail}",

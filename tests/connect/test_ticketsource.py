@@ -6,11 +6,13 @@ by calling :func:`relay.connect.ticketsource.fetch_ticket` with real files and c
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
+from relay.config.textfiles import MAX_FILE_BYTES
 from relay.connect.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
 from tests.support.connect import check_refused, editor, notification, sdk_refused
 from tests.support.env import connect_env
@@ -87,16 +89,27 @@ async def test_ticket_is_trimmed_from_each_source(tmp_path: Path) -> None:
         (b"\n", "--ticket-file {path} is empty"),
         (b"two words\n", "--ticket-file {path} is not one ticket: it has spaces or control "
          "characters"),
-        (b"\xff\xfe", "cannot read --ticket-file {path}: not UTF-8 text"),
+        (b"\xff\xfe", "cannot read --ticket-file {path}: it is not UTF-8 text (byte 0xff at "
+         "offset 0)"),
+        ("fifo", "cannot read --ticket-file {path}: it is a named pipe (FIFO), not a regular "
+         "file; the relay reads regular files only: write what it should read to a file"),
+        ("directory", "cannot read --ticket-file {path}: it is a directory, not a file"),
+        (b"t" * (MAX_FILE_BYTES + 1), "cannot read --ticket-file {path}: it is over 1 MiB "
+         "(1048577 bytes), more than the relay reads of such a file"),
     ],
-    ids=["missing", "empty", "two-words", "not-text"],
+    ids=["missing", "empty", "two-words", "not-text", "fifo", "directory", "too big"],
 )  # fmt: skip
 async def test_ticket_file_problems_are_said_in_words(
-    tmp_path: Path, content: bytes | None, says: str
+    tmp_path: Path, content: bytes | str | None, says: str
 ) -> None:
-    """A missing, empty, binary or many-word ticket file gives no ticket, saying why."""
+    """A missing, empty, binary, many-word or oversized ticket file, a FIFO (never waited on:
+    it would block the editor's bridge) or a directory gives no ticket, saying why."""
     path = tmp_path / "ticket"
-    if content is not None:
+    if content == "fifo":
+        os.mkfifo(path)
+    elif content == "directory":
+        path.mkdir()
+    elif isinstance(content, bytes):
         path.write_bytes(content)
     with pytest.raises(TicketUnavailable) as unavailable:
         await fetch_ticket(TicketSource(file=str(path)))

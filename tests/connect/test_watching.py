@@ -389,6 +389,12 @@ async def test_attaching_fails_with_one_line_and_exit_1(case: str, says: str) ->
     ("args", "says"),
     [
         ([], "acp-relay: no ticket: set ACP_RELAY_TICKET, or give --ticket-command"),
+        (
+            [],
+            "a watcher's ticket is minted where the relay's secret is, with `acp-relay "
+            "ticket --watch CONNECTION_ID` (e.g. --ticket-command 'acp-relay ticket --watch "
+            "CONNECTION_ID'; the id is the relay log's connection_id)\n",
+        ),
         (["--ticket", "t", "--ticket-file", "f"], "not allowed with argument"),
         (["--ping-interval", "0", "--ticket", "t"], "argument --ping-interval: expected seconds"),
     ],
@@ -406,13 +412,21 @@ async def test_wss_with_cacert_and_a_server_that_is_no_watchable_relay(tmp_path:
     does); a server that opens a socket without choosing acp-relay.watch.v1 (no relay, or
     one without watchers) is refused at once, saying so."""
     cert, key = self_signed_certificate(tmp_path)
+    (tmp_path / "other").mkdir()
+    other, _ = self_signed_certificate(tmp_path / "other")
     env = clean_env(ACP_RELAY_TICKET=make_ticket(watch="c-1"))
     async with tls_echo_server(cert, key) as port:
         url = f"wss://127.0.0.1:{port}/acp"
         untrusted = await refusal(url, env=env)
+        wrongly = await refusal(url, "--cacert", str(other), env=env)
         trusted = await refusal(url, "--cacert", str(cert), env=env)
-    assert untrusted == (1, "", f"acp-relay watch: TLS handshake with relay at {url} failed: "
-                         "certificate verify failed: self-signed certificate\n")  # fmt: skip
+    failed = f"acp-relay watch: TLS handshake with relay at {url} failed: certificate verify failed"
+    assert untrusted == (1, "", f"{failed}: self-signed certificate; if this relay's "
+                         "certificate is yours (self-signed, or from a private CA), trust "
+                         "it with --cacert FILE, the PEM of that CA or of the "
+                         "certificate\n")  # fmt: skip
+    assert wrongly == (1, "", f"{failed}: self-signed certificate; its issuer is not in the "
+                       "--cacert bundle: give the PEM of the CA that signed it\n")  # fmt: skip
     assert trusted == (1, "", f"acp-relay watch: relay at {url} does not offer watching: it "
                        "chose no subprotocol, not acp-relay.watch.v1 (a relay older than "
                        "watchers, or a proxy that drops Sec-WebSocket-Protocol)\n")  # fmt: skip

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from relay.connections import watchdog as watchdog_module
 from relay.connections.watchdog import Watchdog, listed_groups, started_by
 from tests.support.agents import STUBBORN
 from tests.support.processes import pid_alive
@@ -154,6 +155,20 @@ def test_the_watchdog_outlives_the_signals_a_terminal_or_supervisor_sends() -> N
         dog.watch(marker.pid)  # the watchdog still reads, and will act at EOF
         assert dog.proc.poll() is None
     assert marker.wait(timeout=GRACE + 2) == -signal.SIGTERM
+
+
+def test_a_relay_gone_before_the_watchdog_is_ready_leaves_it_quiet() -> None:
+    """A relay that stops waiting while its watchdog starts (it is stopping, or was killed)
+    has closed the watchdog's stdout unread, then its pipe: the watchdog exits 0 and writes
+    nothing on stderr, which is the relay's (it wrote a BrokenPipeError traceback there)."""
+    program = [sys.executable, "-I", "-S", watchdog_module.__file__, repr(GRACE)]
+    proc = subprocess.Popen(
+        program, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # long before the watchdog's Python has started: it finds no reader
+    _, err = proc.communicate(timeout=20)  # closes its stdin: the relay is gone
+    assert (proc.returncode, err.decode()) == (0, "")
 
 
 def test_the_watchdog_gets_none_of_the_relays_environment_nor_its_session() -> None:

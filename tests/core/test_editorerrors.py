@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 
 from relay.core.editorerrors import (
+    NOT_IN_CACERT,
     PLAIN_TO_A_TLS_PORT,
+    TRUST_WITH_CACERT,
     Close,
     Failure,
     cannot_connect,
+    certificate_unverified,
     connection_closed,
     http_refusal,
     reason_from_body,
@@ -236,3 +239,25 @@ def test_a_request_cut_short_by_a_signal_says_which(
         data,
         exit_status,
     )
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "cacert", "said"),
+    [
+        (18, "self-signed certificate", False, f"self-signed certificate; {TRUST_WITH_CACERT}"),
+        (19, "self-signed certificate in certificate chain", False,
+         f"self-signed certificate in certificate chain; {TRUST_WITH_CACERT}"),
+        (20, "unable to get local issuer certificate", False,
+         f"unable to get local issuer certificate; {TRUST_WITH_CACERT}"),
+        (18, "self-signed certificate", True, f"self-signed certificate; {NOT_IN_CACERT}"),
+        (10, "certificate has expired", False, "certificate has expired"),
+        (62, "hostname mismatch", True, "hostname mismatch"),
+    ],
+)  # fmt: skip
+def test_an_untrusted_issuer_is_told_how_to_trust_it(
+    code: int, message: str, cacert: bool, said: str
+) -> None:
+    """A certificate no trusted CA signed (self-signed, a private CA) is told with --cacert
+    as the way to trust it, or, with --cacert given, that its issuer is not in it; other
+    failures (expired, another name) with OpenSSL's words alone."""
+    assert certificate_unverified(code, message, cacert) == f"certificate verify failed: {said}"

@@ -213,8 +213,8 @@ def test_a_failed_agents_close_reason_ends_with_its_last_stderr_line_redacted(
 
 def test_an_agent_that_closed_its_stdout_is_named_by_how_it_then_ended() -> None:
     """After its stdout closed: a status of its own is a failure and a signal a crash, with
-    its stderr; an end the relay brought about (stdin EOF, a signal) is an agent that kept running; nothing says it was
-    still running before its end is known."""
+    its stderr; an end the relay brought about (stdin EOF, a signal) is an agent that kept
+    running; nothing says it was still running before its end is known."""
     for exit_, event in [
         (Exit(1), "agent failed"),
         (Exit(-6), "agent crashed"),

@@ -261,6 +261,11 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         ticket = page_ticket(await served.text())
         status = page.locator("#status")
         await expect(status).to_have_text("open: /acp")
+        [opened_now] = await relay.wait_event("connection opened")
+        await expect(events(page).first).to_have_text(  # the id `ticket --watch` takes
+            f"open: connection {opened_now['connection_id']}"
+        )
+        assert await event_colour(page, "open: connection") != BAD  # a normal event
         workspace = await dev_workspace(relay)  # a fresh one, not this checkout
         await expect(page.locator("#cwd")).to_have_value(workspace)
         assert await page.locator("body").get_attribute("data-ticket") is None
@@ -374,6 +379,19 @@ def events(page: Page) -> Locator:
     return page.locator('#log li[data-dir="event"] .summary')
 
 
+BAD = "rgb(179, 38, 30)"  # console.css's --bad
+
+
+async def event_colour(page: Page, text: str) -> str:
+    """The colour of the label of the first socket row whose text starts with ``text``."""
+    row = page.locator('#log li[data-dir="event"]').filter(
+        has=page.locator(".summary", has_text=re.compile(f"^{re.escape(text)}"))
+    )
+    colour = await row.first.locator(".dir").evaluate("(e) => getComputedStyle(e).color")
+    assert isinstance(colour, str)
+    return colour
+
+
 def not_from_the_cut(problems: list[str]) -> list[str]:
     """``problems`` but Chromium's own line for a request on a pooled connection that the
     test's network cut reset (a ticket or boundary record fetched as the cut came: the
@@ -459,6 +477,8 @@ async def test_console_says_why_it_could_not_resume(chromium: str, tmp_path: Pat
         )
         await expect(page.locator("#reload")).to_be_visible()
         await expect(page.locator("#send-raw")).to_be_disabled()
+        assert await event_colour(page, "connection lost") == BAD  # what went wrong is red
+        assert await event_colour(page, "could not resume") == BAD
         await relay.wait_event("connection expired")
         net.restore()
     assert problems == []

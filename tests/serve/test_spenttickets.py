@@ -111,3 +111,22 @@ def test_a_spent_tickets_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="is a symbolic link, which the relay does not follow"):
         SpentTickets(str(state), ReplayGuard(), NOW)
     assert victim.read_text() == f"{int(NOW + 60)} planted\n"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_spent_tickets_path_that_is_no_file_is_refused(tmp_path: Path, kind: str) -> None:
+    """A FIFO at the spent tickets' path stops start-up at once saying what it is (never
+    waiting for a writer), as a directory does; the lock is let go."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if kind == "fifo":
+        os.mkfifo(state / FILE_NAME)
+        said = "is a named pipe (FIFO), not the relay's file: remove it"
+    else:
+        (state / FILE_NAME).mkdir()
+        said = "is a directory, not the relay's file: remove it"
+    with pytest.raises(UsageError) as refused:
+        SpentTickets(str(state), ReplayGuard(), NOW)
+    assert str(refused.value) == f"cannot use --state-dir {state}: {state / FILE_NAME} {said}"
+    (state / FILE_NAME).unlink() if kind == "fifo" else (state / FILE_NAME).rmdir()
+    SpentTickets(str(state), ReplayGuard(), NOW).close()  # the lock was let go

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 INSTALLER = Path(__file__).with_name("install-packages")
+ANNOUNCED = "install-packages: installing"
+# What the installer said it installed during this run, for the run's summary (conftest.py).
+INSTALLED: list[str] = []
 
 
 def require_packages(*packages: str, commands: tuple[str, ...] = ()) -> None:
@@ -19,6 +22,7 @@ def require_packages(*packages: str, commands: tuple[str, ...] = ()) -> None:
     result = subprocess.run(
         [str(INSTALLER), *packages], capture_output=True, text=True, timeout=900, check=False
     )
+    INSTALLED.extend(line for line in result.stderr.splitlines() if line.startswith(ANNOUNCED))
     if result.returncode == 3:
         pytest.skip(result.stderr.strip())
     if result.returncode != 0:

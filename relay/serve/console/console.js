@@ -12,8 +12,8 @@
 // it could not resume.
 import { resumingWebSocket } from "/acp-relay-resume.js";
 import {
-  ANSWERED, Conversation, PERMISSION, answererText, closeText, isObject, outcomeText,
-  permissionAsk,
+  ANSWERED, Conversation, PERMISSION, answererText, closeText, isObject, normalClose,
+  outcomeText, permissionAsk,
 } from "/conversation.js";
 
 const TICKET_PATH = "/console-ticket";
@@ -304,7 +304,8 @@ function connect() {
   ws = new ResumingWebSocket(`${scheme}//${location.host}${body.dataset.path}`);
   ws.addEventListener("open", () => {
     setStatus("open", `open: ${body.dataset.path}`);
-    conversation.event("open");
+    // The whole id: what `acp-relay ticket --watch` takes, as the relay's log shows it.
+    conversation.event(ws.connection ? `open: connection ${ws.connection}` : "open");
     sendButtons.forEach((b) => { b.disabled = false; });
     offerShare();
     if (ws.connection) boundaryEvery = setInterval(askBoundary, BOUNDARY_EVERY_MS);
@@ -320,7 +321,7 @@ function connect() {
   ws.addEventListener("resuming", (event) => {
     setStatus("resuming", "connection lost, resuming…");
     conversation.event(`connection lost (${event.detail.reason}), resuming within ` +
-      `${event.detail.grace} s`);
+      `${event.detail.grace} s`, { problem: true });
   });
   ws.addEventListener("resumed", (event) => {
     const text = resumedText(event.detail);
@@ -329,7 +330,7 @@ function connect() {
   });
   ws.addEventListener("failed", (event) => {
     failure = `could not resume: ${event.detail.reason}`;
-    conversation.event(failure);
+    conversation.event(failure, { problem: true });
   });
   ws.addEventListener("close", (event) => {
     clearInterval(boundaryEvery);
@@ -341,7 +342,7 @@ function connect() {
     }
     const text = closeText(event.code, why);
     setStatus("closed", failure || text);
-    conversation.event(text);
+    conversation.event(text, { problem: !normalClose(event.code) });
     sendButtons.forEach((b) => { b.disabled = true; });
     $("share").disabled = true;
     $("reload").hidden = false;

@@ -39,6 +39,11 @@ export function isObject(value) {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
+/** Whether a close code ends a socket as expected: done (1000), or going away (1001). */
+export function normalClose(code) {
+  return code === 1000 || code === 1001;
+}
+
 export function closeText(code, reason) {
   const why = reason || CLOSE_NAMES[code] || "";
   return `closed: ${code}${why ? ` (${why})` : ""}`;
@@ -199,8 +204,9 @@ export class Conversation {
     return message;
   }
 
-  event(text) {
-    this.row("event", "socket", text, "", { extraClass: "event" });
+  /** A row of the socket's own: `problem` for what went wrong (red), otherwise plain. */
+  event(text, { problem = false } = {}) {
+    this.row("event", "socket", text, "", { extraClass: problem ? "event problem" : "event" });
   }
 
   #fold(event) {

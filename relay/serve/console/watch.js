@@ -8,7 +8,7 @@
 // controller's detach and resume, and why the watch ended.
 import {
   ANSWERED, CLOSE_NAMES, Conversation, DETACHED, PERMISSION, RESUMED, answererText, closeText,
-  isObject, markAnswered, outcomeText, parse, permissionAsk, remember,
+  isObject, markAnswered, normalClose, outcomeText, parse, permissionAsk, remember,
 } from "/conversation.js";
 
 const WATCH_PROFILE = "acp-relay.watch.v1";
@@ -100,7 +100,7 @@ function told(line) {
     const text = `the controller's socket was lost (${params.reason ?? "no reason"}): the ` +
       `connection waits ${params.grace ?? "?"} s for it to resume`;
     setStatus("resuming", "the controller is away");
-    conversation.event(text);
+    conversation.event(text, { problem: true });
     conversation.note(text);
   } else if (message.method === RESUMED) {
     setStatus("open", `watching ${connection} (${mayAnswer ? "may answer" : "sees only"})`);
@@ -109,7 +109,7 @@ function told(line) {
   } else if (isObject(message.error)) {
     const detail = isObject(message.error.data) ? message.error.data.detail ?? "" : "";
     conversation.event(`the relay refused our frame: ${message.error.message}` +
-      (detail ? `: ${detail}` : ""));
+      (detail ? `: ${detail}` : ""), { problem: true });
   }
 }
 
@@ -122,12 +122,17 @@ function frame(data) {
   if (newline < 0) {
     const first = parse(data);
     if (isObject(first) && first.type === "watching") watching(first);
-    else conversation.event(`a frame this view does not know: ${data.slice(0, 200)}`);
+    else {
+      conversation.event(`a frame this view does not know: ${data.slice(0, 200)}`,
+        { problem: true });
+    }
     return;
   }
   const header = parse(data.slice(0, newline));
   const line = data.slice(newline + 1);
-  if (!isObject(header)) conversation.event(`a frame without a header: ${data.slice(0, 200)}`);
+  if (!isObject(header)) {
+    conversation.event(`a frame without a header: ${data.slice(0, 200)}`, { problem: true });
+  }
   else if (header.from === "relay") told(line);
   else said(header, line);
 }
@@ -158,7 +163,7 @@ async function watch() {
     ticket = await watcherTicket();
   } catch (error) {
     const text = `could not watch: ${error.message}`;
-    conversation.event(text);
+    conversation.event(text, { problem: true });
     ended(text);
     return;
   }
@@ -174,7 +179,7 @@ async function watch() {
         "dropped (the relay's log says why)";
     }
     const text = closeText(event.code, why);
-    conversation.event(text);
+    conversation.event(text, { problem: !normalClose(event.code) });
     for (const shown of asks.values()) {
       for (const button of shown.querySelectorAll("button")) button.disabled = true;
     }
