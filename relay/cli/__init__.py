@@ -20,6 +20,7 @@ import difflib
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from relay import __version__
 from relay.config.errors import UsageError
@@ -29,15 +30,26 @@ __all__ = ["build_parser", "main"]
 COMMANDS = ("serve", "ticket", "connect", "watch")  # each a module of this package with register()
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser that takes no abbreviated flag: ``--secret VALUE`` would otherwise be taken
+    for ``--secret-file VALUE``, and the error about that file would print the value (a
+    secret, when one was typed there)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``acp-relay`` parser: with ``command``, only that subcommand's flags are loaded
     (the others are there by name); without, every subcommand's."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="acp-relay",
         description="Serve an ACP agent over WebSocket, one agent process per socket.",
     )
     parser.add_argument("--version", action="version", version=f"acp-relay {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: main lists them
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=Parser
+    )  # none: main lists them
     for name in COMMANDS:
         if command is None or name == command:
             importlib.import_module(f"relay.cli.{name}").register(commands)
@@ -98,8 +110,27 @@ def unknown_arguments(parser: argparse.ArgumentParser, command: str, unknown: li
             close = difflib.get_close_matches(flag, _flags_of(parser, command), n=1)
             if close:
                 hints.append(f"{flag}: did you mean {close[0]}?")
-    said = "; ".join([f"unrecognized arguments: {' '.join(unknown)}", *hints])
+    said = "; ".join([f"unrecognized arguments: {shown_unknown(unknown)}", *hints])
     return f"acp-relay {command}: error: {said}\n`acp-relay {command} --help` lists its options"
+
+
+def shown_unknown(unknown: list[str]) -> str:
+    """The unknown arguments as an error may show them: each flag by its name, never the
+    value given to it (a mistyped ``--secret VALUE`` must not print the secret)."""
+    shown, hidden = [], 0
+    for at, word in enumerate(unknown):
+        flag, equals, _ = word.partition("=")
+        after_flag = at > 0 and unknown[at - 1].startswith("--") and "=" not in unknown[at - 1]
+        if flag.startswith("-"):
+            shown.append(flag)
+            hidden += bool(equals)
+        elif after_flag:
+            hidden += 1
+        else:
+            shown.append(word)
+    if hidden:
+        shown.append(f"(and {hidden} value{'s' if hidden > 1 else ''}, not shown)")
+    return " ".join(shown)
 
 
 def _flags_of(parser: argparse.ArgumentParser, command: str) -> list[str]:

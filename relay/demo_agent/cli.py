@@ -19,6 +19,7 @@ from relay.demo_agent.stdio import file_stdio, has_a_file, stdio_problem
 def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m relay.demo_agent",
         description="acp-relay demo ACP agent (speaks ACP on stdin/stdout).",
     )

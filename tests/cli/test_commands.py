@@ -746,28 +746,44 @@ def test_ticket_watch_refuses_what_cannot_be_a_connection_id(given: str) -> None
 
 
 @pytest.mark.parametrize(
-    ("args", "hints"),
+    ("args", "shown", "hints"),
     [
-        (["--port", "9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
-        (["--port=9000"], "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
-        (["--host", "0.0.0.0"], "--host: use --listen HOST:PORT (e.g. --listen 0.0.0.0:8765)"),
-        (["--agnet", "cat"], "--agnet: did you mean --agent?"),
-        (["--workdir", "/srv"], "--workdir: did you mean --workspace?"),
-        (["--zzz"], None),
+        (["--port", "9000"], "--port (and 1 value, not shown)",
+         "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--port=9000"], "--port (and 1 value, not shown)",
+         "--port: use --listen HOST:PORT (e.g. --listen 127.0.0.1:9000)"),
+        (["--host", "0.0.0.0"], "--host (and 1 value, not shown)",
+         "--host: use --listen HOST:PORT (e.g. --listen 0.0.0.0:8765)"),
+        (["--agnet", "cat"], "--agnet (and 1 value, not shown)", "--agnet: did you mean --agent?"),
+        (["--workdir", "/srv"], "--workdir (and 1 value, not shown)",
+         "--workdir: did you mean --workspace?"),
+        (["--zzz"], "--zzz", None),
     ],
-)
+)  # fmt: skip
 def test_serve_with_a_flag_it_does_not_take_says_what_to_use(
-    args: list[str], hints: str | None
+    args: list[str], shown: str, hints: str | None
 ) -> None:
     """An unknown serve flag exits 2 with serve's words, not the top-level usage: the flag to
     use instead (--port and --host: --listen HOST:PORT) or the nearest one, and where serve's
     options are listed."""
     result = run_cli("serve", *args, env=secret_env())
-    said = f"unrecognized arguments: {' '.join(args)}" + (f"; {hints}" if hints else "")
+    said = f"unrecognized arguments: {shown}" + (f"; {hints}" if hints else "")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
         f"acp-relay serve: error: {said}\n`acp-relay serve --help` lists its options\n"
     )
+
+
+@pytest.mark.parametrize("command", ["serve", "ticket", "connect", "watch"])
+@pytest.mark.parametrize("typed", [["--secret", "hunter2-typed"], ["--secret=hunter2-typed"]])
+def test_a_mistyped_flag_never_prints_its_value(command: str, typed: list[str]) -> None:
+    """No command takes an abbreviated flag (--secret is not --secret-file), and the error
+    for a flag it does not take names the flag but never prints the value given to it."""
+    url = [] if command in ("serve", "ticket") else ["ws://127.0.0.1:9/acp"]
+    result = run_cli(command, *url, *typed, env=secret_env())
+    assert result.returncode == 2
+    assert "unrecognized arguments: --secret (and 1 value, not shown)" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout
 
 
 def test_ticket_command_without_secret_exits_2() -> None:
