@@ -42,13 +42,41 @@ and its exit status.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import assert_never
+
+from relay.core.connectionevents import (
+    AdmitWatcher,
+    AgentExited,
+    AgentStarted,
+    CloseSocket,
+    CloseWatchers,
+    Detach,
+    End,
+    Event,
+    Flushed,
+    FlushOutput,
+    GraceExpired,
+    KeptRunning,
+    RefuseWatcher,
+    RelayFailed,
+    Resumed,
+    ShutdownWatchers,
+    SocketAttached,
+    SocketGone,
+    StartFailed,
+    StdoutEnded,
+    Step,
+    StopAgent,
+    StopChildren,
+    StopRequested,
+    Tick,
+    WatcherArrived,
+    WatcherLeft,
+)
 
 INTERNAL_ERROR = 1011  # websockets' CloseCode.INTERNAL_ERROR (pure modules import no websockets)
 GOING_AWAY = 1001  # websockets' CloseCode.GOING_AWAY
 EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
-STDOUT_CLOSED_WARNING = "agent closed its stdout but is still running: stopping it"
 SHUTTING_DOWN = "the relay is shutting down"
 CONNECTION_ENDED = "the connection ended"
 
@@ -63,201 +91,10 @@ class Phase(enum.Enum):
     ENDED = "ended"
 
 
-# -- events: what the I/O layer tells the lifecycle ---------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AgentStarted:
-    """The agent runs (started now, or taken from the warm pool)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StartFailed:
-    """The agent could not start, and why."""
-
-    why: str
-
-
-@dataclass(frozen=True, slots=True)
-class SocketAttached:
-    """A socket became the controlling one: the first, or one that resumed the connection
-    (fencing the one before it, if any)."""
-
-    resumed: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SocketGone:
-    """The controlling socket went: ``clean`` when the client closed it with 1000 or the
-    relay closed it; ``why`` for the log."""
-
-    clean: bool
-    why: str
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class AgentExited:
-    """The agent's process exited."""
-
-
-@dataclass(frozen=True, slots=True)
-class StdoutEnded:
-    """The agent's stdout ended and all of it was handed on."""
-
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class Flushed:
-    """A :class:`FlushOutput` is over: the output went, or the socket did."""
-
-
-@dataclass(frozen=True, slots=True)
-class StopRequested:
-    """The relay is shutting down."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelayFailed:
-    """A task of the relay's own failed (a bug): ``error`` names it for the close reason."""
-
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """The time :meth:`Lifecycle.deadline` gave has come (or a wait ended for nothing)."""
-
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
-class WatcherArrived:
-    """A watcher's socket asks to see the connection."""
-
-
-@dataclass(frozen=True, slots=True)
-class WatcherLeft:
-    """A watcher that was admitted is gone."""
-
-
-Event = (
-    AgentStarted
-    | StartFailed
-    | SocketAttached
-    | SocketGone
-    | AgentExited
-    | StdoutEnded
-    | Flushed
-    | StopRequested
-    | RelayFailed
-    | Tick
-    | WatcherArrived
-    | WatcherLeft
-)
-
-
-# -- steps: what the I/O layer carries out, in order ---------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FlushOutput:
-    """Wait until the agent's output has reached the socket (or the socket went), stopping
-    what is left of its process group meanwhile; then tell :class:`Flushed`."""
-
-
-@dataclass(frozen=True, slots=True)
-class StopAgent:
-    """Stop the agent with its process group: stdin EOF, SIGTERM, SIGKILL, each after a
-    grace. With ``eof_first`` False, SIGTERM follows stdin EOF at once."""
-
-    eof_first: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class StopChildren:
-    """The agent is gone: stop what is left of its process group."""
-
-
-@dataclass(frozen=True, slots=True)
-class CloseSocket:
-    """Close the controlling socket with ``code`` and ``reason``; None for both: with the
-    agent's exit status."""
-
-    code: int | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Warn:
-    """Log ``event`` as a warning."""
-
-    event: str
-
-
-@dataclass(frozen=True, slots=True)
-class Detach:
-    """The socket is lost: keep the agent running, wait ``grace`` seconds for a resume;
-    log it and tell the watchers (``why`` the socket went)."""
-
-    why: str
-    grace: float
-
-
-@dataclass(frozen=True, slots=True)
-class Resumed:
-    """A socket resumed the connection: tell the watchers."""
-
-
-@dataclass(frozen=True, slots=True)
-class GraceExpired:
-    """No socket resumed the connection within ``grace`` seconds: log it."""
-
-    grace: float
-
-
-@dataclass(frozen=True, slots=True)
-class CloseWatchers:
-    """Close every watcher: with ``code`` and ``reason``, or (None) as the connection's end
-    says (:func:`watchers_close`)."""
-
-    code: int | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AdmitWatcher:
-    """Show the arriving watcher the conversation."""
-
-
-@dataclass(frozen=True, slots=True)
-class RefuseWatcher:
-    """Close the arriving watcher's socket with ``code`` and ``reason``."""
-
-    code: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class End:
-    """The connection is over: nothing of it remains once the steps before are done."""
-
-
-Step = (
-    FlushOutput
-    | StopAgent
-    | StopChildren
-    | CloseSocket
-    | Warn
-    | Detach
-    | Resumed
-    | GraceExpired
-    | CloseWatchers
-    | AdmitWatcher
-    | RefuseWatcher
-    | End
-)
+AT_ONCE = (Detach, Resumed, ShutdownWatchers, AdmitWatcher, RefuseWatcher)
+"""Steps about the watchers and the log alone: carried out as their event is told. The
+others concern the agent and the controlling socket and are carried out in order, each
+once the one before it is done (a flush, an agent's stop, take time)."""
 
 
 class LifecycleError(Exception):
@@ -308,6 +145,10 @@ class Lifecycle:
         if self._detached_at is None:
             return float("inf")
         return self._detached_at + self.grace - now
+
+    def detached_for(self, now: float) -> float | None:
+        """Seconds without a socket so far; None while one is attached."""
+        return None if self._detached_at is None else now - self._detached_at
 
     def deadline(self) -> float | None:
         """When to come back with a :class:`Tick` if nothing happens before; None: never."""
@@ -428,7 +269,7 @@ class Lifecycle:
         if self.shutting_down:
             return ()
         self.shutting_down = True
-        close = CloseWatchers(GOING_AWAY, SHUTTING_DOWN)  # before the server's own close
+        close = ShutdownWatchers()
         if self.phase is Phase.DETACHED:
             return (close, *self._end(self._stop()))
         return (close,)
@@ -444,11 +285,10 @@ class Lifecycle:
 
     def _stdout_closed(self) -> tuple[Step, ...]:
         """The agent closed its stdout and runs on: it can say nothing more."""
-        warn = Warn(STDOUT_CLOSED_WARNING)
         if self.phase is Phase.DETACHED:
-            return (warn, StopAgent())  # its exit then waits for a resume, like any exit
+            return (KeptRunning(), StopAgent())  # its exit then waits for a resume
         self.phase = Phase.FLUSHING
-        return (warn, StopAgent(), FlushOutput())
+        return (KeptRunning(), StopAgent(), FlushOutput())
 
     # -- shared ----------------------------------------------------------------------------
 

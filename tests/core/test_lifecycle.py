@@ -9,11 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from websockets.frames import CloseCode
 
-from relay.core.lifecycle import (
-    EXIT_WAIT,
-    GOING_AWAY,
-    INTERNAL_ERROR,
-    STDOUT_CLOSED_WARNING,
+from relay.core.connectionevents import (
     AdmitWatcher,
     AgentExited,
     AgentStarted,
@@ -25,12 +21,11 @@ from relay.core.lifecycle import (
     Flushed,
     FlushOutput,
     GraceExpired,
-    Lifecycle,
-    LifecycleError,
-    Phase,
+    KeptRunning,
     RefuseWatcher,
     RelayFailed,
     Resumed,
+    ShutdownWatchers,
     SocketAttached,
     SocketGone,
     StartFailed,
@@ -40,9 +35,17 @@ from relay.core.lifecycle import (
     StopChildren,
     StopRequested,
     Tick,
-    Warn,
     WatcherArrived,
     WatcherLeft,
+)
+from relay.core.lifecycle import (
+    AT_ONCE,
+    EXIT_WAIT,
+    GOING_AWAY,
+    INTERNAL_ERROR,
+    Lifecycle,
+    LifecycleError,
+    Phase,
     watchers_close,
 )
 
@@ -129,7 +132,7 @@ STOP_NOW = StopAgent(eof_first=F)
 CLOSED_BY_CLIENT = "closed by the client"
 LOST = "lost (no close frame)"
 ADMIT = (AdmitWatcher(),)
-WATCHERS_AWAY = CloseWatchers(GOING_AWAY, "the relay is shutting down")
+WATCHERS_AWAY = ShutdownWatchers()
 FAILED = CloseSocket(INTERNAL_ERROR, "relay error: KeyError")
 ENDS = (CloseWatchers(), End())
 EXPIRED = (GraceExpired(GRACE), STOP, *ENDS)
@@ -303,7 +306,7 @@ def test_a_lone_stdout_end_waits_a_moment_for_the_exit() -> None:
     assert lifecycle.deadline() == 5.0 + EXIT_WAIT
     assert lifecycle.handle(Tick(now=5.0 + EXIT_WAIT / 2)) == ()
     steps = lifecycle.handle(Tick(now=5.0 + EXIT_WAIT))
-    assert steps == (Warn(STDOUT_CLOSED_WARNING), STOP, FlushOutput())
+    assert steps == (KeptRunning(), STOP, FlushOutput())
     assert lifecycle.deadline() is None
     assert run(lifecycle, AgentExited(), Flushed()) == [(), (CloseSocket(), *ENDS)]
 
@@ -320,7 +323,7 @@ def test_a_closed_stdout_while_detached_stops_the_agent_and_keeps_waiting() -> N
     """Detached, a closed stdout stops the agent; its exit then waits for a resume."""
     lifecycle = detached()
     steps = run(lifecycle, StdoutEnded(now=1.0), Tick(now=1.0 + EXIT_WAIT), AgentExited())
-    assert steps == [(), (Warn(STDOUT_CLOSED_WARNING), STOP), (StopChildren(),)]
+    assert steps == [(), (KeptRunning(), STOP), (StopChildren(),)]
     assert lifecycle.phase is Phase.DETACHED
     assert run(lifecycle, SocketAttached(resumed=T), Flushed()) == [
         (Resumed(), FlushOutput()),
@@ -392,6 +395,28 @@ def test_the_grace_runs_from_the_loss() -> None:
     assert lifecycle.deadline() is None
 
 
+@pytest.mark.parametrize(
+    ("detached_at", "now", "left"),
+    [(None, 100.0, float("inf")), (10.0, 10.0, GRACE), (10.0, 25.0, 15.0), (10.0, 45.0, -5.0)],
+)
+def test_grace_left(detached_at: float | None, now: float, left: float) -> None:
+    """The grace counts from the loss; attached, there is no deadline."""
+    lifecycle = attached(resumable=T)
+    if detached_at is not None:
+        lifecycle.handle(SocketGone(clean=F, why=LOST, now=detached_at))
+    assert lifecycle.grace_left(now) == left
+
+
+def test_a_resume_after_a_loss_tells_the_gap() -> None:
+    """Detached at 10 s, resumed at 12.5 s: 2.5 s without a socket; attached, none."""
+    lifecycle = attached(resumable=T)
+    assert lifecycle.detached_for(now=5.0) is None
+    lifecycle.handle(SocketGone(clean=F, why=LOST, now=10.0))
+    assert lifecycle.detached_for(now=12.5) == 2.5
+    lifecycle.handle(SocketAttached(resumed=T))
+    assert lifecycle.detached_for(now=13.0) is None
+
+
 def test_the_earliest_deadline_comes_first() -> None:
     """Detached with a stdout that ended, the exit's moment comes before the grace's end."""
     lifecycle = detached()
@@ -427,8 +452,16 @@ def test_a_stopping_relay_closes_the_watchers_once() -> None:
         SocketGone(clean=F, why="closed with 1001", now=0.0),
     )
     assert steps == [(WATCHERS_AWAY,), (), (STOP_NOW, End())]
-    closes = [step for each in steps for step in each if isinstance(step, CloseWatchers)]
+    closes = [s for each in steps for s in each if isinstance(s, CloseWatchers | ShutdownWatchers)]
     assert closes == [WATCHERS_AWAY]
+
+
+def test_only_the_watchers_and_the_log_go_at_once() -> None:
+    """Steps told at once concern the watchers and the log alone; those about the agent and
+    the controlling socket wait their turn."""
+    assert set(AT_ONCE) == {Detach, Resumed, ShutdownWatchers, AdmitWatcher, RefuseWatcher}
+    in_order = (FlushOutput, StopAgent, StopChildren, CloseSocket, CloseWatchers, End)
+    assert not set(in_order) & set(AT_ONCE)
 
 
 @pytest.mark.parametrize(
