@@ -137,6 +137,7 @@ class Connection:
                 history=config.watch_history,
                 tell_controller=self._tell_controller,
                 to_agent=self._to_agent,
+                left=self._watcher_left,
             )
         self.agent: AgentProcess | None = None
         self.exit: Exit | None = None  # the agent's, once it is gone
@@ -409,10 +410,10 @@ class Connection:
                 await attachment.close(step.code, step.reason)
                 return
             assert isinstance(step, AdmitWatcher)
-        try:
-            await self.watching.watch(attachment, claims)
-        finally:
-            self.tell(WatcherLeft())
+        await self.watching.watch(attachment, claims)  # which tells WatcherLeft
+
+    def _watcher_left(self) -> None:
+        self.tell(WatcherLeft())
 
     async def _tell_controller(self, line: bytes) -> None:
         """A line of the relay's own to the controlling socket, if one is attached."""

@@ -83,7 +83,10 @@ class Watching:
         history: int,
         tell_controller: Callable[[bytes], Awaitable[None]],
         to_agent: Callable[[Sequence[bytes]], Awaitable[None]],
+        left: Callable[[], None],
     ) -> None:
+        """``left`` is told once of each watcher that is no longer shown the conversation
+        (its socket gone, or dropped for falling behind)."""
         self.conn_id = conn_id
         self.observer = observer
         self.history = History(history)
@@ -92,6 +95,7 @@ class Watching:
         self.watchers: set[Watcher] = set()
         self._tell_controller = tell_controller
         self._to_agent = to_agent
+        self._left = left
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -186,7 +190,7 @@ class Watching:
             watcher.frames.write(text_frames([first, *history.frames()]))
             await self._receive(watcher)
         finally:
-            self.watchers.discard(watcher)
+            self._drop(watcher)
             self.observer.watcher_left(watcher.subject, attachment.close_code, len(self.watchers))
 
     async def _receive(self, watcher: Watcher) -> None:
@@ -234,10 +238,16 @@ class Watching:
 
     def _send(self, watcher: Watcher, data: bytes) -> None:
         if watcher.frames.write(data) and watcher.frames.buffered() > self.lag_bytes:
-            self.watchers.discard(watcher)
+            self._drop(watcher)
             self.observer.watcher_fell_behind(watcher.subject, watcher.frames.buffered())
             reason = f"fell behind: more than {self.lag_bytes} bytes unread"
             self._spawn(watcher.attachment.close(FELL_BEHIND, reason))
+
+    def _drop(self, watcher: Watcher) -> None:
+        """``watcher`` is shown nothing more (told once, however it went)."""
+        if watcher in self.watchers:
+            self.watchers.discard(watcher)
+            self._left()
 
     def _announce(self, notice: bytes) -> None:
         """Which answer was taken, to every attached socket (the controller too) while any
