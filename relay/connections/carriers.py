@@ -26,6 +26,7 @@ from typing import Protocol
 from websockets.exceptions import ConnectionClosed
 
 from relay.connections.attachments import Attachment
+from relay.core.lifecycle import Lifecycle
 from relay.core.outcome import (
     Close,
     Outcome,
@@ -63,9 +64,6 @@ class Carrier(Protocol):
     (:mod:`relay.connections.carriers`): the sink of the agent's lines, and what a socket's
     frames mean."""
 
-    resumable: bool  # a socket lost other than by a clean close detaches, not ends
-    grace: float  # seconds a detached connection waits for a resume
-
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """The agent's lines of one read (ConnectionClosed when they cannot go anywhere)."""
 
@@ -87,9 +85,6 @@ class Carrier(Protocol):
     def claim(self, resume: Resume, owner: tuple[str, str | None]) -> bool:
         """Whether ``resume`` may take the connection over (never, without the profile)."""
 
-    def grace_left(self) -> float:
-        """Seconds left to resume a detached connection."""
-
     async def flush(self, closed: asyncio.Task[None]) -> None:
         """Wait until what the carrier holds was sent, or the socket is ``closed``."""
 
@@ -99,9 +94,6 @@ class Carrier(Protocol):
 
 class DirectFrames:
     """``acp.v1``: the agent's lines as text frames on the connection's one socket."""
-
-    resumable = False
-    grace = 0.0
 
     def __init__(
         self, observer: ConnectionObserver, stall_timeout: float, attachment: Attachment
@@ -138,9 +130,6 @@ class DirectFrames:
     def claim(self, resume: Resume, owner: tuple[str, str | None]) -> bool:
         return False
 
-    def grace_left(self) -> float:
-        return float("inf")
-
     async def flush(self, closed: asyncio.Task[None]) -> None:
         pass  # each line was sent as it was read
 
@@ -149,19 +138,21 @@ class DirectFrames:
 
 
 class ReplayWindow:
-    """``acp-relay.resume.v1``: the agent's lines kept as numbered records until acknowledged."""
+    """``acp-relay.resume.v1``: the agent's lines kept as numbered records until acknowledged.
 
-    resumable = True
+    Whether a socket is attached, and for how long none was, it asks the connection's
+    ``lifecycle``."""
 
     def __init__(
         self,
         observer: ConnectionObserver,
         stall_timeout: float,
         session: Session,
+        lifecycle: Lifecycle,
     ) -> None:
         self.observer = observer
         self.stall_timeout = stall_timeout
-        self.grace = session.grace
+        self.lifecycle = lifecycle
         self.session = session
         self.outbox = self.session.outbox
         self.reply_allowance = max(
@@ -185,13 +176,13 @@ class ReplayWindow:
         session = self.session
         secret = secrets.token_urlsafe(SECRET_BYTES)
         if isinstance(first, Resume):
-            resumed = session.resume(first, secret, time.monotonic())
+            resumed = session.resume(first, secret, attached=self.lifecycle.attached)
             if isinstance(resumed, Refused):
                 return resumed.reason
             self._room.set()
             welcome, epoch = resumed.welcome, resumed.epoch
             self.observer.resumed(
-                gap=resumed.gap,
+                gap=self.lifecycle.detached_for(time.monotonic()),
                 replayed=resumed.replayed,
                 resent=resumed.resent,
                 fenced=resumed.fenced,
@@ -215,10 +206,6 @@ class ReplayWindow:
         out = self._outgoing
         if out is not None and out.attachment is attachment:
             self._outgoing = None
-            self.session.lost(out.epoch, time.monotonic())
-
-    def grace_left(self) -> float:
-        return self.session.grace_left(time.monotonic())
 
     def ended(self) -> None:
         self.session.end()

@@ -1,5 +1,5 @@
-"""The waits of a connection: a reader timed on an empty pipe, the first of its tasks to
-fail, a wait that gives up.
+"""The waits of a connection: a reader timed on an empty pipe, the agent's output flushed,
+the first of its tasks to fail, a wait that gives up.
 
 I/O helpers of :mod:`relay.connections.connection`, apart so that the lifecycle reads on
 its own.
@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
+
+from websockets.asyncio.connection import Connection
 
 
 class IdleClock:
@@ -56,3 +58,52 @@ async def bounded_wait(task: asyncio.Task[None], seconds: float) -> None:
         await asyncio.wait_for(task, max(seconds, 0.1))
     except Exception:  # TimeoutError included
         task.cancel()
+
+
+class Flushes(Protocol):
+    """What holds the agent's output on its way to the socket (a connection's carrier)."""
+
+    async def flush(self, closed: asyncio.Task[None]) -> None: ...
+
+
+class Warns(Protocol):
+    """Where a connection's warnings go (its observer)."""
+
+    def warn(self, event: str) -> None: ...
+
+
+async def output_flushed(
+    ws: Connection,
+    stdout_done: asyncio.Event,
+    children: asyncio.Task[None],
+    stdout: IdleClock,
+    *,
+    grace: float,
+    carrier: Flushes,
+    observer: Warns,
+) -> None:
+    """Wait until what the agent wrote has been sent on ``ws``, or ``ws`` is gone.
+
+    The wait ends with the end of stdout (``stdout_done``), which comes once the agent's
+    process group is gone (``children`` stops what is left of it). A process that left the
+    group may hold stdout open for ever: once the group is gone, the wait ends when the
+    relay has waited ``grace`` on an empty pipe. Then the carrier sends what it still holds.
+    """
+    closed = asyncio.create_task(ws.wait_closed())
+    flushed = asyncio.create_task(stdout_done.wait())
+    try:
+        while not (flushed.done() or closed.done()):
+            if not children.done():
+                wanted = {flushed, closed, children}
+                await asyncio.wait(wanted, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            idle = stdout.idle_for()
+            if idle >= grace:
+                observer.warn("agent's stdout held open outside its process group: closing anyway")
+                break
+            await asyncio.wait({flushed, closed}, timeout=grace - idle)
+        if not closed.done():
+            await carrier.flush(closed)
+    finally:
+        flushed.cancel()
+        closed.cancel()

@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
@@ -80,28 +80,46 @@ class Watching:
         conn_id: str,
         observer: ConnectionObserver,
         *,
-        most: int,
         history: int,
         tell_controller: Callable[[bytes], Awaitable[None]],
         to_agent: Callable[[Sequence[bytes]], Awaitable[None]],
+        left: Callable[[], None],
     ) -> None:
+        """``left`` is told once of each watcher that is no longer shown the conversation
+        (its socket gone, or dropped for falling behind)."""
         self.conn_id = conn_id
         self.observer = observer
-        self.most = most
-        self.enabled = most > 0
         self.history = History(history)
         self.answers = Answers()
         self.lag_bytes = max(LAG_HISTORIES * history, MIN_LAG_BYTES)
         self.watchers: set[Watcher] = set()
         self._tell_controller = tell_controller
         self._to_agent = to_agent
+        self._left = left
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def count(self) -> int:
         return len(self.watchers)
 
-    # -- the conversation, as the relay carries it ---------------------------------------
+    # -- the conversation, as the relay carries it: the watchers' tap on the pumps -------
+
+    @property
+    def client_frame_tap(self) -> Callable[[Forward], None]:
+        """What the client → agent pump tells of each line it wrote to the agent."""
+        return self.client_forwarded
+
+    @property
+    def agent_lines_tap(self) -> Callable[[Sequence[bytes]], None]:
+        """What the agent → client pump tells of the lines of each read it sent."""
+        return self.agent_lines
+
+    def client_forwarded(self, outcome: Forward) -> None:
+        """A line of the controller's reached the agent (as the boundary made it)."""
+        if outcome.rewrite is None:
+            self.client_line(outcome.line)
+        else:
+            self.client_rewritten(outcome)
 
     def client_line(self, line: bytes) -> None:
         """A line the controller sent reached the agent."""
@@ -172,7 +190,7 @@ class Watching:
             watcher.frames.write(text_frames([first, *history.frames()]))
             await self._receive(watcher)
         finally:
-            self.watchers.discard(watcher)
+            self._drop(watcher)
             self.observer.watcher_left(watcher.subject, attachment.close_code, len(self.watchers))
 
     async def _receive(self, watcher: Watcher) -> None:
@@ -220,10 +238,16 @@ class Watching:
 
     def _send(self, watcher: Watcher, data: bytes) -> None:
         if watcher.frames.write(data) and watcher.frames.buffered() > self.lag_bytes:
-            self.watchers.discard(watcher)
+            self._drop(watcher)
             self.observer.watcher_fell_behind(watcher.subject, watcher.frames.buffered())
             reason = f"fell behind: more than {self.lag_bytes} bytes unread"
             self._spawn(watcher.attachment.close(FELL_BEHIND, reason))
+
+    def _drop(self, watcher: Watcher) -> None:
+        """``watcher`` is shown nothing more (told once, however it went)."""
+        if watcher in self.watchers:
+            self.watchers.discard(watcher)
+            self._left()
 
     def _announce(self, notice: bytes) -> None:
         """Which answer was taken, to every attached socket (the controller too) while any
@@ -239,15 +263,69 @@ class Watching:
         task.add_done_callback(self._tasks.discard)
 
     async def close_all(self, code: int, reason: str) -> None:
-        """The connection ended: close every watcher with ``code`` and ``reason``, and wait
-        for what is still being sent."""
+        """Close every watcher with ``code`` and ``reason``, and wait for what is still being
+        sent."""
         closing = [watcher.attachment.close(code, reason) for watcher in list(self.watchers)]
         await asyncio.gather(*closing, *list(self._tasks), return_exceptions=True)
-        # The connection and its watchers refer to each other; once it ended, nothing goes
-        # to it, and dropping the references frees both when the connection goes, rather
-        # than at the garbage collector's next full pass.
+
+    def release(self) -> None:
+        """The connection ended: nothing goes to it any more."""
         self._tell_controller = self._to_agent = _nowhere
-        self.observer.conversation = None
+
+
+class Watchers(Protocol):
+    """What a connection asks of its watchers: :class:`Watching` when sharing is on, else
+    :data:`NO_WATCHING`, which has none and costs the pumps nothing."""
+
+    @property
+    def history(self) -> History: ...
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def client_frame_tap(self) -> Callable[[Forward], None] | None: ...
+
+    @property
+    def agent_lines_tap(self) -> Callable[[Sequence[bytes]], None] | None: ...
+
+    def controller_judge(self, judge: Judge, subject: str) -> Judge: ...
+
+    def notify(self, method: str, params: dict[str, Any]) -> None: ...
+
+    async def watch(self, attachment: Attachment, claims: Claims) -> None: ...
+
+    async def close_all(self, code: int, reason: str) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class NoWatching:
+    """A connection without sharing (``--max-watchers 0``): no tap on the pumps, no
+    history, nothing to tell; the upgrade admits no watcher."""
+
+    history = History(0)
+    count = 0
+    client_frame_tap = None
+    agent_lines_tap = None
+
+    def controller_judge(self, judge: Judge, subject: str) -> Judge:
+        return judge
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        pass
+
+    async def watch(self, attachment: Attachment, claims: Claims) -> None:
+        raise AssertionError("sharing is off: the upgrade admits no watcher")
+
+    async def close_all(self, code: int, reason: str) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+NO_WATCHING = NoWatching()
 
 
 def shown_line(outcome: Forward) -> bytes:
@@ -265,11 +343,3 @@ def shown_line(outcome: Forward) -> bytes:
 
 async def _nowhere(_: Any) -> None:
     """Where lines meant for an ended connection go."""
-
-
-def ended_reason(exit_reason: str | None, shutting_down: bool) -> tuple[int, str]:
-    """The close code and reason a watcher gets when its connection ends."""
-    if shutting_down:
-        return CloseCode.GOING_AWAY, "the relay is shutting down"
-    why = f": {exit_reason}" if exit_reason else ""
-    return CloseCode.NORMAL_CLOSURE, f"the connection ended{why}"

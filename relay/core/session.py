@@ -1,16 +1,14 @@
 """A resumable connection's session with its client (``acp-relay.resume.v1``), decided here.
 
-Pure, like :mod:`relay.core.ending`: the state of one logical connection across the
-sockets that carry it, and what each event does to it. The I/O layer
+Pure, like :mod:`relay.core.lifecycle`: the profile's state of one logical connection
+across the sockets that carry it, and what each frame and resume does to it. The I/O layer
 (:mod:`relay.connections.carriers`) reads frames and sends records; it asks this class
 what they mean and carries out the answer. The clock (``now``) and the new secrets come
 in as arguments.
 
-The states: ``STARTING`` (the agent starts, no socket welcomed yet), ``ATTACHED`` (a
-socket carries the connection), ``DETACHED`` (the socket was lost; the agent runs on,
-its output kept in the window, until a resume or the grace's end), ``ENDED``.
-
-What it keeps:
+Whether a socket is attached, since when the connection is detached and how long it
+waits for a resume are the connection's lifecycle's (:mod:`relay.core.lifecycle`); a
+session keeps what the profile itself needs:
 
 - the replay window (:class:`relay.core.profile.Outbox`): the agent's lines not yet
   acknowledged, numbered from 1;
@@ -20,12 +18,12 @@ What it keeps:
   ``delivered`` the client was told of;
 - the *epoch*: which socket is the attached one. A resume fences the socket before it
   (a new epoch); what a fenced socket reports afterwards changes nothing;
-- the resume secret, as a digest, replaced at every welcome and spent by a claim.
+- the resume secret, as a digest, replaced at every welcome, spent by a claim, revoked
+  when the connection ends.
 """
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import hmac
 from collections.abc import Sequence
@@ -45,15 +43,6 @@ Owner = tuple[str, str | None]
 """Whose connection it is: the ticket's subject and audience."""
 
 
-class State(enum.Enum):
-    """Where a resumable connection stands with its client."""
-
-    STARTING = "starting"
-    ATTACHED = "attached"
-    DETACHED = "detached"
-    ENDED = "ended"
-
-
 @dataclass(frozen=True)
 class Resumed:
     """A resume accepted: the welcome to send, and what the log line and trace say of it."""
@@ -61,7 +50,6 @@ class Resumed:
     welcome: Welcome
     epoch: int
     fenced: bool  # a socket was still attached: close it, it is superseded
-    gap: float | None  # seconds without a socket (None: the older socket was still attached)
     replayed: int  # records sent before and not acknowledged: the client gets them again
     resent: int  # messages the client re-sends that the agent never got
 
@@ -102,19 +90,17 @@ class Session:
         self.owner = owner
         self.grace = grace
         self.outbox = Outbox(window)
-        self.state = State.STARTING
         self.epoch = 0  # the attached socket's; each welcome starts a new one
         self.delivered = 0
         self.acked_to_client = 0
         self.sent = 0
-        self.detached_at: float | None = None
+        self.ended = False
         self._digest = b""
 
     # -- sockets -------------------------------------------------------------------------
 
     def open(self, secret: str) -> tuple[Welcome, int]:
         """The first socket: its welcome (carrying ``secret``) and its epoch."""
-        self.state = State.ATTACHED
         return self._welcome(secret, resumed=False, start=1), self.epoch
 
     def claim(self, resume: Resume, owner: Owner) -> bool:
@@ -124,27 +110,25 @@ class Session:
         spent at once, so of two sockets resuming together exactly one wins.
         """
         secret_ok = hmac.compare_digest(digest(resume.secret), self._digest)
-        if self.state is State.ENDED or owner != self.owner or not secret_ok:
+        if self.ended or owner != self.owner or not secret_ok:
             return False
         self._digest = b""
         return True
 
-    def resume(self, resume: Resume, secret: str, now: float) -> Resumed | Refused:
-        """Continue on a new socket from the client's ``resume`` (already claimed)."""
+    def resume(self, resume: Resume, secret: str, *, attached: bool) -> Resumed | Refused:
+        """Continue on a new socket from the client's ``resume`` (already claimed);
+        ``attached``: another socket still carries the connection (it is fenced)."""
         problem = self._resume_problem(resume)
         if problem is not None:
             return Refused(problem)
         self.outbox.acknowledge(resume.ack)
-        fenced = self.state is State.ATTACHED
-        gap = None if self.detached_at is None else now - self.detached_at
         replayed = max(self.sent - resume.ack, 0)
         resent = max(resume.sent - self.delivered, 0)
-        self.state = State.ATTACHED
         welcome = self._welcome(secret, resumed=True, start=resume.ack + 1)
-        return Resumed(welcome, self.epoch, fenced, gap, replayed, resent)
+        return Resumed(welcome, self.epoch, attached, replayed, resent)
 
     def _resume_problem(self, resume: Resume) -> str | None:
-        if self.state is State.ENDED:
+        if self.ended:
             return NO_CONNECTION
         outbox = self.outbox
         if resume.ack < outbox.acked or resume.ack >= outbox.next_seq:
@@ -159,7 +143,6 @@ class Session:
     def _welcome(self, secret: str, *, resumed: bool, start: int) -> Welcome:
         self.epoch += 1
         self._digest = digest(secret)
-        self.detached_at = None
         self.acked_to_client = self.delivered
         self.sent = start - 1
         return Welcome(
@@ -173,23 +156,9 @@ class Session:
             last=self.outbox.next_seq - 1,
         )
 
-    def lost(self, epoch: int, now: float) -> bool:
-        """Socket ``epoch`` is gone; True when it was the attached one (now detached)."""
-        if epoch != self.epoch or self.state is not State.ATTACHED:
-            return False  # fenced by a resume, or the connection is over
-        self.state = State.DETACHED
-        self.detached_at = now
-        return True
-
-    def grace_left(self, now: float) -> float:
-        """Seconds a detached connection still waits for a resume (infinite while attached)."""
-        if self.state is not State.DETACHED or self.detached_at is None:
-            return float("inf")
-        return self.detached_at + self.grace - now
-
     def end(self) -> None:
         """Nothing may resume this connection any more."""
-        self.state = State.ENDED
+        self.ended = True
         self._digest = b""
 
     # -- the client's frames -------------------------------------------------------------

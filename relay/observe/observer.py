@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from relay.core.exits import ending_event
 from relay.core.framing import Dropped
@@ -138,17 +138,6 @@ class PumpObserver:
         self.log.warning("socket peer stopped reading: closing", seconds=round(seconds, 3))
 
 
-class Conversation(Protocol):
-    """Where the lines a connection carried go besides the pipes: its watchers
-    (:class:`relay.connections.watchers.Watching`)."""
-
-    def client_line(self, line: bytes) -> None: ...
-
-    def client_rewritten(self, outcome: Forward) -> None: ...
-
-    def agent_lines(self, lines: Sequence[bytes]) -> None: ...
-
-
 class ConnectionObserver(PumpObserver):
     """Logs, counts and traces one connection; both pumps and the connection report here."""
 
@@ -169,7 +158,6 @@ class ConnectionObserver(PumpObserver):
         self._told_stdin_closed = False
         self._stdout_closed_first = False  # the agent closed its stdout, then was stopped
         self.stderr_tail = StderrTail()
-        self.conversation: Conversation | None = None  # the watchers', when sharing is on
         self.boundary: BoundaryRecords | None = None  # the dev console's, under serve --dev
 
     # -- the pumps ------------------------------------------------------------------
@@ -180,11 +168,7 @@ class ConnectionObserver(PumpObserver):
             up = self.up  # nearly every frame: counted, nothing to log nor to count apart
             up.messages += 1
             up.bytes += len(outcome.line)
-            if self.conversation is not None:
-                self.conversation.client_line(outcome.line)
         else:
-            if self.conversation is not None and isinstance(outcome, Forward):
-                self.conversation.client_rewritten(outcome)
             super().frame(outcome)
             if self.boundary is not None and isinstance(outcome, Forward) and outcome.rewrite:
                 self.boundary.client(outcome.rewrite)
@@ -206,8 +190,6 @@ class ConnectionObserver(PumpObserver):
         """Agent lines were handled; traced as well as counted and logged."""
         sent_before, dropped_before = self.down.messages, self.down.dropped
         super().lines(verdicts, sent)
-        if self.conversation is not None and sent:
-            self.conversation.agent_lines(sent)
         if self.boundary is not None:
             self.boundary.agent(verdicts)
         if self.stats is not None:

@@ -25,9 +25,10 @@ from relay.config.resolved import RelayConfig
 from relay.connections.agent import AgentProcess, Guard
 from relay.connections.attachments import Attachment
 from relay.connections.carriers import Carrier, DirectFrames, ReplayWindow
-from relay.connections.connection import Connection, RelayContext
-from relay.connections.watchers import ended_reason
+from relay.connections.connection import Connection
+from relay.connections.starting import RelayContext
 from relay.core.admission import Refusal, no_such_connection, watchers_full
+from relay.core.lifecycle import CONNECTION_ENDED
 from relay.core.profile import (
     CANNOT_RESUME,
     NO_CONNECTION,
@@ -88,9 +89,7 @@ class Relay:
             )
 
             self.warm = relays_warm_agents(config, self.agents, self.stats, guard)
-        self.context = RelayContext(
-            self.agents, lambda: self.shutting_down, self.stats, guard, self.warm
-        )
+        self.context = RelayContext(self.agents, self.stats, guard, self.warm)
         self.exposition = Exposition(self.stats, self._gauges)
         replay_guard = ReplayGuard()
         self.spent: SpentTickets | None = None
@@ -172,12 +171,10 @@ class Relay:
         """Stop accepting, close sockets with 1001, stop every agent; return when all are gone."""
         self.shutting_down = True
         warm = asyncio.create_task(self.warm.close()) if self.warm is not None else None
-        for connection in list(self.connections.values()):
-            connection.request_stop()
-        # Watchers first, saying why: the server's own close would give them 1001 alone.
-        code, reason = ended_reason(None, shutting_down=True)
-        watching = [c.watching.close_all(code, reason) for c in self.connections.values()]
-        await asyncio.gather(*watching, return_exceptions=True)
+        # Each connection's watchers hear why first: the server's own close would give them
+        # 1001 alone.
+        stopping = [connection.stop() for connection in list(self.connections.values())]
+        await asyncio.gather(*stopping, return_exceptions=True)
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -221,7 +218,7 @@ class Relay:
         connection = self.connections.get(conn_id)
         if connection is None or connection.ended:
             return no_such_connection(conn_id)
-        if connection.watching.count >= self.config.max_watchers:
+        if connection.lifecycle.watchers >= self.config.max_watchers:
             return watchers_full(conn_id, self.config.max_watchers)
         return None
 
@@ -234,7 +231,7 @@ class Relay:
         idle = None if idle is None else round(idle, 3)
         detached = sum(1 for connection in self.connections.values() if connection.detached)
         warm = 0 if self.warm is None else self.warm.ready
-        watchers = sum(connection.watching.count for connection in self.connections.values())
+        watchers = sum(c.lifecycle.watchers for c in self.connections.values())
         return {
             "busy": count > 0,
             "connections": count,
@@ -281,9 +278,11 @@ class Relay:
                 return DirectFrames(observer, stall, attachment)
             owner = (claims.sub, claims.aud)
             session = Session(admitted.conn_id, owner, grace=c.resume_grace, window=c.resume_buffer)
-            return ReplayWindow(observer, stall, session)
+            return ReplayWindow(observer, stall, session, connection.lifecycle)
 
-        connection = Connection(admitted.conn_id, claims, c, self.context, carrier)
+        connection = Connection(
+            admitted.conn_id, claims, c, self.context, carrier, resumable=resumable
+        )
         self._register(connection)
         live = asyncio.create_task(connection.live(attachment))
         self.lives.add(live)
@@ -303,10 +302,10 @@ class Relay:
     async def _watch(self, attachment: Attachment, admitted: PendingSocket) -> None:
         """A watcher's socket: it sees the connection until either goes."""
         connection = self.connections.get(admitted.conn_id)
-        if connection is None or connection.ended:  # it ended since the upgrade was admitted
-            await attachment.close(CloseCode.NORMAL_CLOSURE, "the connection ended")
+        if connection is None:  # it ended and went since the upgrade was admitted
+            await attachment.close(CloseCode.NORMAL_CLOSURE, CONNECTION_ENDED)
             return
-        await connection.watching.watch(attachment, admitted.claims)
+        await connection.watch(attachment, admitted.claims)
 
     async def _first_frame(self, attachment: Attachment) -> Open | Resume | None:
         """The resume profile's first frame, within the open timeout; None if it failed."""

@@ -108,6 +108,7 @@ async def lines_to_frames(
     observer: LineObserver,
     translate: Translate | None = None,
     answer: Answer | None = None,
+    tap: Callable[[Sequence[bytes]], None] | None = None,
 ) -> None:
     """Send each line of ``reader`` as one text frame, byte-identical, until EOF.
 
@@ -116,8 +117,9 @@ async def lines_to_frames(
     :meth:`relay.acp.boundary.Boundary.agent_lines`) is shown the lines of each read
     before they are sent, and may give some a translated line, or the relay's own reply
     for ``answer`` to carry back (that line then goes nowhere else). ``observer`` gets the
-    verdicts of each read once its lines were sent. Raises ConnectionClosed if the socket
-    goes first.
+    verdicts of each read once its lines were sent, and ``tap`` (the watchers',
+    :class:`relay.connections.watchers.Watching`) the lines sent. Raises ConnectionClosed
+    if the socket goes first.
     """
     splitter = LineSplitter(max_bytes, utf8=True)
     room: Callable[[], Awaitable[None]] | None = getattr(sink, "room", None)
@@ -125,12 +127,12 @@ async def lines_to_frames(
         dropped = splitter.dropped
         verdicts = splitter.feed(chunk)
         clean = splitter.dropped == dropped  # nearly always: every line is sent
-        await _send(verdicts, clean, sink, observer, translate, answer)
+        await _send(verdicts, clean, sink, observer, translate, answer, tap)
         if room is not None and splitter.partial:
             await room()  # the rest of a begun line waits in the pipe until it can go
     last = splitter.finish()
     if last is not None:
-        await _send([last], False, sink, observer, translate, answer)
+        await _send([last], False, sink, observer, translate, answer, tap)
 
 
 async def _send(
@@ -140,8 +142,9 @@ async def _send(
     observer: LineObserver,
     translate: Translate | None,
     answer: Answer | None,
+    tap: Callable[[Sequence[bytes]], None] | None,
 ) -> None:
-    """Send the lines of one read together, then tell the observer.
+    """Send the lines of one read together, then tell the observer and the tap.
 
     ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
     """
@@ -159,6 +162,8 @@ async def _send(
     if frames:
         await sink.send_frames(frames)
     observer.lines(told, frames)
+    if tap is not None and frames:
+        tap(frames)
 
 
 def answered(verdict: AgentLine) -> TypeGuard[ToAgent]:
@@ -191,12 +196,14 @@ async def frames_to_lines(
     observer: FrameObserver,
     reply: Reply | None = None,
     after_pipe: bool = False,
+    tap: Callable[[Forward], None] | None = None,
 ) -> Ended:
     """Carry out the outcome of each frame of ``ws`` until either side closes.
 
     ``judge`` gives each frame its outcome: a line to write into ``writer``, a reply to
     send back (through ``reply``, by default a text frame on ``ws``), nothing, or a close.
-    ``observer`` is told each outcome once it was carried out. When the peer hangs up
+    ``observer`` is told each outcome once it was carried out, and ``tap`` (the watchers')
+    each line written to the pipe. When the peer hangs up
     while the pipe is full (the socket is not being read, so nothing else notices), the
     socket is aborted and the pump ends SOCKET_CLOSED.
 
@@ -231,6 +238,8 @@ async def frames_to_lines(
             if not pipe_open:
                 observer.dropped(outcome)
                 continue
+            if tap is not None:
+                tap(outcome)
         elif isinstance(outcome, Refuse) and not await send_reply(outcome.reply):
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED

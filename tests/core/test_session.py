@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.core.profile import NO_CONNECTION, ProfileError, Resume, Welcome
-from relay.core.session import Batch, Duplicate, Refused, Resumed, Session, State, digest
+from relay.core.session import Batch, Duplicate, Refused, Resumed, Session, digest
 
 OWNER = ("alice", "box-17")
 GRACE, WINDOW = 30.0, 1000
@@ -30,10 +30,10 @@ def resume(ack: int = 0, sent: int = 0, secret: str = "s1") -> Resume:
 def test_open_welcomes_from_record_one_with_a_new_epoch() -> None:
     """The first socket is welcomed at record 1, attached, with the secret it carries."""
     session = Session("c1", OWNER, grace=GRACE, window=WINDOW)
-    assert session.state is State.STARTING
+    assert session.epoch == 0
     welcome, epoch = session.open("s1")
     assert welcome == Welcome("c1", "s1", False, 0, 1, GRACE, WINDOW, 0)
-    assert (session.state, epoch) == (State.ATTACHED, 1)
+    assert epoch == 1
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def test_resume_range_checks(
     """A resume is refused when the client's record is not one the window holds."""
     session = opened(lines)
     session.outbox.acknowledge(acked)
-    result = session.resume(resume(ack, sent), "s2", now=10.0)
+    result = session.resume(resume(ack, sent), "s2", attached=False)
     if problem is None:
         assert isinstance(result, Resumed)
     else:
@@ -95,7 +95,7 @@ def test_resume_refused_when_the_client_sent_less_than_the_agent_got() -> None:
     session = opened()
     session.take(b'{"seq":1}\n{}')
     session.take(b'{"seq":2}\n{}')
-    result = session.resume(resume(0, 1), "s2", now=1.0)
+    result = session.resume(resume(0, 1), "s2", attached=False)
     assert result == Refused("cannot resume: the client sent 1 messages, the agent has more")
 
 
@@ -103,52 +103,39 @@ def test_resume_of_an_ended_session_says_there_is_none() -> None:
     """An ended connection answers with the profile's one refusal."""
     session = opened()
     session.end()
-    assert session.resume(resume(), "s2", now=1.0) == Refused(NO_CONNECTION)
+    assert session.resume(resume(), "s2", attached=False) == Refused(NO_CONNECTION)
 
 
-def test_resume_after_a_loss_tells_the_gap_and_what_is_replayed() -> None:
-    """Detached at 10 s, resumed at 12.5 s: records sent but unacknowledged come again."""
+def test_resume_after_a_loss_tells_what_is_replayed() -> None:
+    """Resumed after a loss: records sent but unacknowledged come again (how long the
+    connection was detached is the lifecycle's: tests/core/test_lifecycle.py)."""
     session = opened(5)
     session.sent_through(1, 4)  # the first socket got records 1 to 4 out
-    assert session.lost(1, now=10.0)
-    assert session.state is State.DETACHED
-    result = session.resume(resume(ack=2, sent=0), "s2", now=12.5)
+    result = session.resume(resume(ack=2, sent=0), "s2", attached=False)
     assert isinstance(result, Resumed)
-    assert (result.gap, result.replayed, result.resent, result.fenced) == (2.5, 2, 0, False)
+    assert (result.replayed, result.resent, result.fenced) == (2, 0, False)
     assert result.welcome == Welcome("c1", "s2", True, 0, 3, GRACE, WINDOW, 5)
-    assert (session.state, session.epoch, session.outbox.first_seq) == (State.ATTACHED, 2, 3)
+    assert (session.epoch, session.outbox.first_seq) == (2, 3)
 
 
 def test_resume_while_attached_fences_the_older_socket() -> None:
-    """A resume that comes before the loss is seen supersedes the socket still attached."""
+    """A resume that comes before the loss is seen supersedes the socket still attached:
+    the older socket's sends count for nothing from then on."""
     session = opened(1)
-    result = session.resume(resume(), "s2", now=1.0)
+    result = session.resume(resume(), "s2", attached=True)
     assert isinstance(result, Resumed)
     assert result.fenced
-    assert result.gap is None
-    assert not session.lost(1, now=2.0)  # the fenced socket's loss changes nothing
-    assert session.state is State.ATTACHED
+    session.sent_through(1, 1)  # the fenced socket's
+    assert session.sent == 0
 
 
 def test_the_secret_rotates_at_each_welcome() -> None:
     """The secret of a welcome replaces the one before: the old one no longer claims."""
     session = opened()
     assert session.claim(resume(secret="s1"), OWNER)
-    session.resume(resume(), "s2", now=1.0)
+    session.resume(resume(), "s2", attached=False)
     assert not session.claim(resume(secret="s1"), OWNER)
     assert session.claim(resume(secret="s2"), OWNER)
-
-
-@pytest.mark.parametrize(
-    ("detached_at", "now", "left"),
-    [(None, 100.0, float("inf")), (10.0, 10.0, GRACE), (10.0, 25.0, 15.0), (10.0, 45.0, -5.0)],
-)
-def test_grace_left(detached_at: float | None, now: float, left: float) -> None:
-    """The grace counts from the loss; attached, there is no deadline."""
-    session = opened()
-    if detached_at is not None:
-        session.lost(1, now=detached_at)
-    assert session.grace_left(now) == left
 
 
 @pytest.mark.parametrize(
@@ -213,7 +200,7 @@ def test_an_ack_alone_goes_only_when_one_is_due() -> None:
 def test_sends_of_a_fenced_socket_count_for_nothing() -> None:
     """Only the attached socket's progress moves what the relay thinks was sent."""
     session = opened(3)
-    session.resume(resume(), "s2", now=1.0)  # epoch 2 now
+    session.resume(resume(), "s2", attached=False)  # epoch 2 now
     session.sent_through(1, 3)
     assert not session.all_sent()
     session.sent_through(2, 3)
@@ -239,7 +226,7 @@ def test_resends_after_any_resume_deliver_every_message_once(cuts: list[int]) ->
             taken = session.take(b'{"seq":%d}\n{"n":%d}' % (sent, sent))
             if isinstance(taken, bytes):
                 got.append(taken)
-        result = session.resume(resume(0, sent, ""), f"s{step + 2}", now=float(step))
+        result = session.resume(resume(0, sent, ""), f"s{step + 2}", attached=False)
         assert isinstance(result, Resumed)
         for again in range(result.welcome.received + 1, sent + 1):
             assert isinstance(session.take(b'{"seq":%d}\n{}' % again), Duplicate)

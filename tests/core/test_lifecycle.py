@@ -1,0 +1,529 @@
+"""relay.core.lifecycle: a connection's phases, every (phase, event) pair, from tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from websockets.frames import CloseCode
+
+from relay.core.connectionevents import (
+    AdmitWatcher,
+    AgentExited,
+    AgentStarted,
+    CloseSocket,
+    CloseWatchers,
+    Detach,
+    End,
+    Event,
+    Flushed,
+    FlushOutput,
+    GraceExpired,
+    KeptRunning,
+    RefuseWatcher,
+    RelayFailed,
+    Resumed,
+    ShutdownWatchers,
+    SocketAttached,
+    SocketGone,
+    StartFailed,
+    StdoutEnded,
+    Step,
+    StopAgent,
+    StopChildren,
+    StopRequested,
+    Tick,
+    WatcherArrived,
+    WatcherLeft,
+)
+from relay.core.lifecycle import (
+    AT_ONCE,
+    EXIT_WAIT,
+    GOING_AWAY,
+    INTERNAL_ERROR,
+    Lifecycle,
+    LifecycleError,
+    Phase,
+    watchers_close,
+)
+
+T, F = True, False
+GRACE = 30.0
+LATER = 1000.0  # past every deadline a test sets
+
+# -- the phases, each reached by the events that lead there ---------------------------------
+
+
+def starting(resumable: bool = F) -> Lifecycle:
+    return Lifecycle(resumable=resumable, grace=GRACE if resumable else 0.0, most_watchers=2)
+
+
+def attached(resumable: bool = F) -> Lifecycle:
+    lifecycle = starting(resumable)
+    lifecycle.handle(AgentStarted())
+    lifecycle.handle(SocketAttached(resumed=F))
+    return lifecycle
+
+
+def detached() -> Lifecycle:
+    lifecycle = attached(resumable=T)
+    lifecycle.handle(SocketGone(clean=F, why="lost (no close frame)", now=0.0))
+    return lifecycle
+
+
+def detached_exited() -> Lifecycle:
+    lifecycle = detached()
+    lifecycle.handle(AgentExited())
+    return lifecycle
+
+
+def flushing(resumable: bool = F) -> Lifecycle:
+    lifecycle = attached(resumable)
+    lifecycle.handle(AgentExited())
+    return lifecycle
+
+
+def stopping() -> Lifecycle:
+    lifecycle = attached(resumable=T)
+    lifecycle.handle(StopRequested())
+    return lifecycle
+
+
+def ended() -> Lifecycle:
+    lifecycle = attached()
+    lifecycle.handle(SocketGone(clean=T, why="closed by the client", now=0.0))
+    return lifecycle
+
+
+PHASES: dict[str, tuple[Callable[[], Lifecycle], Phase]] = {
+    "starting": (starting, Phase.STARTING),
+    "attached": (attached, Phase.ATTACHED),
+    "attached, resumable": (lambda: attached(resumable=T), Phase.ATTACHED),
+    "attached, relay stopping": (stopping, Phase.ATTACHED),
+    "detached": (detached, Phase.DETACHED),
+    "detached, agent exited": (detached_exited, Phase.DETACHED),
+    "flushing": (flushing, Phase.FLUSHING),
+    "flushing, resumable": (lambda: flushing(resumable=T), Phase.FLUSHING),
+    "ended": (ended, Phase.ENDED),
+}
+
+EVENTS: dict[str, Event] = {
+    "agent started": AgentStarted(),
+    "start failed": StartFailed("x: command not found"),
+    "socket attached": SocketAttached(resumed=F),
+    "socket resumed": SocketAttached(resumed=T),
+    "socket closed": SocketGone(clean=T, why="closed by the client", now=0.0),
+    "socket lost": SocketGone(clean=F, why="lost (no close frame)", now=0.0),
+    "agent exited": AgentExited(),
+    "stdout ended": StdoutEnded(now=0.0),
+    "flushed": Flushed(),
+    "stop requested": StopRequested(),
+    "relay failed": RelayFailed("KeyError"),
+    "tick": Tick(now=LATER),
+    "watcher arrived": WatcherArrived(),
+    "watcher left": WatcherLeft(),
+}
+
+ERROR = LifecycleError
+STOP = StopAgent(eof_first=T)
+STOP_NOW = StopAgent(eof_first=F)
+CLOSED_BY_CLIENT = "closed by the client"
+LOST = "lost (no close frame)"
+ADMIT = (AdmitWatcher(),)
+WATCHERS_AWAY = ShutdownWatchers()
+FAILED = CloseSocket(INTERNAL_ERROR, "relay error: KeyError")
+ENDS = (CloseWatchers(), End())
+EXPIRED = (GraceExpired(GRACE), STOP, *ENDS)
+
+Expected = tuple[tuple[Step, ...], Phase] | type[LifecycleError]
+A, D, FL, E, S = Phase.ATTACHED, Phase.DETACHED, Phase.FLUSHING, Phase.ENDED, Phase.STARTING
+
+TABLE: dict[tuple[str, str], Expected] = {
+    # starting: only the agent's start, a stop, a watcher and the clock make sense
+    ("starting", "agent started"): ((), A),
+    ("starting", "start failed"): (
+        (CloseSocket(INTERNAL_ERROR, "agent failed to start: x: command not found"), *ENDS), E),
+    ("starting", "socket attached"): ERROR,
+    ("starting", "socket resumed"): ERROR,
+    ("starting", "socket closed"): ERROR,
+    ("starting", "socket lost"): ERROR,
+    ("starting", "agent exited"): ERROR,
+    ("starting", "stdout ended"): ERROR,
+    ("starting", "flushed"): ERROR,
+    ("starting", "stop requested"): ((WATCHERS_AWAY,), S),
+    ("starting", "relay failed"): ERROR,
+    ("starting", "tick"): ((), S),
+    ("starting", "watcher arrived"): (ADMIT, S),
+    ("starting", "watcher left"): ERROR,
+    # attached, plain: the socket's end is the connection's
+    ("attached", "agent started"): ERROR,
+    ("attached", "start failed"): ERROR,
+    ("attached", "socket attached"): ((), A),
+    ("attached", "socket resumed"): ((Resumed(),), A),
+    ("attached", "socket closed"): ((STOP, *ENDS), E),
+    ("attached", "socket lost"): ((STOP, *ENDS), E),
+    ("attached", "agent exited"): ((FlushOutput(),), FL),
+    ("attached", "stdout ended"): ((), A),
+    ("attached", "flushed"): ERROR,
+    ("attached", "stop requested"): ((WATCHERS_AWAY,), A),
+    ("attached", "relay failed"): ((FAILED, STOP, *ENDS), E),
+    ("attached", "tick"): ((), A),
+    ("attached", "watcher arrived"): (ADMIT, A),
+    ("attached", "watcher left"): ERROR,
+    # attached, resumable: a lost socket detaches; a clean close still ends
+    ("attached, resumable", "agent started"): ERROR,
+    ("attached, resumable", "start failed"): ERROR,
+    ("attached, resumable", "socket attached"): ((), A),
+    ("attached, resumable", "socket resumed"): ((Resumed(),), A),
+    ("attached, resumable", "socket closed"): ((STOP, *ENDS), E),
+    ("attached, resumable", "socket lost"): ((Detach(LOST, GRACE),), D),
+    ("attached, resumable", "agent exited"): ((FlushOutput(),), FL),
+    ("attached, resumable", "stdout ended"): ((), A),
+    ("attached, resumable", "flushed"): ERROR,
+    ("attached, resumable", "stop requested"): ((WATCHERS_AWAY,), A),
+    ("attached, resumable", "relay failed"): ((FAILED, STOP, *ENDS), E),
+    ("attached, resumable", "tick"): ((), A),
+    ("attached, resumable", "watcher arrived"): (ADMIT, A),
+    ("attached, resumable", "watcher left"): ERROR,
+    # the relay stopping: no detaching, no stdin EOF grace, watchers told already
+    ("attached, relay stopping", "agent started"): ERROR,
+    ("attached, relay stopping", "start failed"): ERROR,
+    ("attached, relay stopping", "socket attached"): ((), A),
+    ("attached, relay stopping", "socket resumed"): ((Resumed(),), A),
+    ("attached, relay stopping", "socket closed"): ((STOP_NOW, End()), E),
+    ("attached, relay stopping", "socket lost"): ((STOP_NOW, End()), E),
+    ("attached, relay stopping", "agent exited"): ((FlushOutput(),), FL),
+    ("attached, relay stopping", "stdout ended"): ((), A),
+    ("attached, relay stopping", "flushed"): ERROR,
+    ("attached, relay stopping", "stop requested"): ((), A),
+    ("attached, relay stopping", "relay failed"): ((FAILED, STOP_NOW, End()), E),
+    ("attached, relay stopping", "tick"): ((), A),
+    ("attached, relay stopping", "watcher arrived"): (
+        (RefuseWatcher(GOING_AWAY, "the relay is shutting down"),), A),
+    ("attached, relay stopping", "watcher left"): ERROR,
+    # detached: the agent runs on until a resume or the grace's end
+    ("detached", "agent started"): ERROR,
+    ("detached", "start failed"): ERROR,
+    ("detached", "socket attached"): ((), A),
+    ("detached", "socket resumed"): ((Resumed(),), A),
+    ("detached", "socket closed"): ((), D),
+    ("detached", "socket lost"): ((), D),
+    ("detached", "agent exited"): ((StopChildren(),), D),
+    ("detached", "stdout ended"): ((), D),
+    ("detached", "flushed"): ERROR,
+    ("detached", "stop requested"): ((WATCHERS_AWAY, STOP_NOW, End()), E),
+    ("detached", "relay failed"): ((STOP, *ENDS), E),
+    ("detached", "tick"): (EXPIRED, E),
+    ("detached", "watcher arrived"): (ADMIT, D),
+    ("detached", "watcher left"): ERROR,
+    # detached after the agent exited: its output and status wait for a resume
+    ("detached, agent exited", "agent started"): ERROR,
+    ("detached, agent exited", "start failed"): ERROR,
+    ("detached, agent exited", "socket attached"): ((FlushOutput(),), FL),
+    ("detached, agent exited", "socket resumed"): ((Resumed(), FlushOutput()), FL),
+    ("detached, agent exited", "socket closed"): ((), D),
+    ("detached, agent exited", "socket lost"): ((), D),
+    ("detached, agent exited", "agent exited"): ERROR,
+    ("detached, agent exited", "stdout ended"): ((), D),
+    ("detached, agent exited", "flushed"): ERROR,
+    ("detached, agent exited", "stop requested"): ((WATCHERS_AWAY, STOP_NOW, End()), E),
+    ("detached, agent exited", "relay failed"): ((STOP, *ENDS), E),
+    ("detached, agent exited", "tick"): (EXPIRED, E),
+    ("detached, agent exited", "watcher arrived"): (ADMIT, D),
+    ("detached, agent exited", "watcher left"): ERROR,
+    # flushing, plain: whatever the socket does, the flush's end closes with the status
+    ("flushing", "agent started"): ERROR,
+    ("flushing", "start failed"): ERROR,
+    ("flushing", "socket attached"): ((), FL),
+    ("flushing", "socket resumed"): ((Resumed(),), FL),
+    ("flushing", "socket closed"): ((), FL),
+    ("flushing", "socket lost"): ((), FL),
+    ("flushing", "agent exited"): ERROR,
+    ("flushing", "stdout ended"): ((), FL),
+    ("flushing", "flushed"): ((CloseSocket(), *ENDS), E),
+    ("flushing", "stop requested"): ((WATCHERS_AWAY,), FL),
+    ("flushing", "relay failed"): ((FAILED, STOP, *ENDS), E),
+    ("flushing", "tick"): ((), FL),
+    ("flushing", "watcher arrived"): (ADMIT, FL),
+    ("flushing", "watcher left"): ERROR,
+    # flushing, resumable: the same until the flush ends (see the sequences below)
+    ("flushing, resumable", "agent started"): ERROR,
+    ("flushing, resumable", "start failed"): ERROR,
+    ("flushing, resumable", "socket attached"): ((), FL),
+    ("flushing, resumable", "socket resumed"): ((Resumed(),), FL),
+    ("flushing, resumable", "socket closed"): ((), FL),
+    ("flushing, resumable", "socket lost"): ((), FL),
+    ("flushing, resumable", "agent exited"): ERROR,
+    ("flushing, resumable", "stdout ended"): ((), FL),
+    ("flushing, resumable", "flushed"): ((CloseSocket(), *ENDS), E),
+    ("flushing, resumable", "stop requested"): ((WATCHERS_AWAY,), FL),
+    ("flushing, resumable", "relay failed"): ((FAILED, STOP, *ENDS), E),
+    ("flushing, resumable", "tick"): ((), FL),
+    ("flushing, resumable", "watcher arrived"): (ADMIT, FL),
+    ("flushing, resumable", "watcher left"): ERROR,
+    # ended: late events change nothing; a watcher is told the connection ended
+    **{("ended", name): ((), E) for name in EVENTS if name != "watcher arrived"},
+    ("ended", "watcher arrived"): ((RefuseWatcher(1000, "the connection ended"),), E),
+}  # fmt: skip
+
+
+def test_the_table_covers_every_phase_and_event() -> None:
+    """Every (phase, event) pair has its row: none is left to chance."""
+    assert set(TABLE) == {(phase, event) for phase in PHASES for event in EVENTS}
+    assert {phase for _, phase in PHASES.values()} == set(Phase)
+
+
+@pytest.mark.parametrize(("phase", "event"), sorted(TABLE))
+def test_each_phase_and_event(phase: str, event: str) -> None:
+    """Each event, in each phase, gives its steps and the phase after, or is refused."""
+    make, expected_phase = PHASES[phase]
+    lifecycle = make()
+    assert lifecycle.phase is expected_phase
+    expected = TABLE[(phase, event)]
+    if expected is LifecycleError:
+        with pytest.raises(LifecycleError):
+            lifecycle.handle(EVENTS[event])
+        return
+    assert isinstance(expected, tuple)
+    steps, after = expected
+    assert lifecycle.handle(EVENTS[event]) == steps
+    assert lifecycle.phase is after
+
+
+# -- sequences -----------------------------------------------------------------------------
+
+
+def run(lifecycle: Lifecycle, *events: Event) -> list[tuple[Step, ...]]:
+    return [lifecycle.handle(event) for event in events]
+
+
+def test_a_lone_stdout_end_waits_a_moment_for_the_exit() -> None:
+    """An agent that closed its stdout has EXIT_WAIT to exit; then it is stopped, then flushed."""
+    lifecycle = attached()
+    assert lifecycle.handle(StdoutEnded(now=5.0)) == ()
+    assert lifecycle.deadline() == 5.0 + EXIT_WAIT
+    assert lifecycle.handle(Tick(now=5.0 + EXIT_WAIT / 2)) == ()
+    steps = lifecycle.handle(Tick(now=5.0 + EXIT_WAIT))
+    assert steps == (KeptRunning(), STOP, FlushOutput())
+    assert lifecycle.deadline() is None
+    assert run(lifecycle, AgentExited(), Flushed()) == [(), (CloseSocket(), *ENDS)]
+
+
+def test_an_exit_within_the_moment_is_an_exit() -> None:
+    """The exit that follows a closed stdout in time is acted on as an exit, not a warning."""
+    lifecycle = attached()
+    assert run(lifecycle, StdoutEnded(now=0.0), AgentExited()) == [(), (FlushOutput(),)]
+    assert lifecycle.deadline() is None
+    assert lifecycle.handle(Tick(now=LATER)) == ()
+
+
+def test_a_closed_stdout_while_detached_stops_the_agent_and_keeps_waiting() -> None:
+    """Detached, a closed stdout stops the agent; its exit then waits for a resume."""
+    lifecycle = detached()
+    steps = run(lifecycle, StdoutEnded(now=1.0), Tick(now=1.0 + EXIT_WAIT), AgentExited())
+    assert steps == [(), (KeptRunning(), STOP), (StopChildren(),)]
+    assert lifecycle.phase is Phase.DETACHED
+    assert run(lifecycle, SocketAttached(resumed=T), Flushed()) == [
+        (Resumed(), FlushOutput()),
+        (CloseSocket(), *ENDS),
+    ]
+
+
+def test_a_resumable_socket_lost_during_the_flush_detaches() -> None:
+    """The flush's socket went: a resumable connection detaches, and a resume gets the rest."""
+    lifecycle = flushing(resumable=T)
+    gone = SocketGone(clean=F, why=LOST, now=2.0)
+    assert run(lifecycle, gone, Flushed()) == [(), (Detach(LOST, GRACE),)]
+    assert lifecycle.grace_left(now=12.0) == GRACE - 10.0
+    assert run(lifecycle, SocketAttached(resumed=T), Flushed()) == [
+        (Resumed(), FlushOutput()),
+        (CloseSocket(), *ENDS),
+    ]
+
+
+def test_a_clean_close_during_the_flush_ends() -> None:
+    """A client that closed cleanly during the flush is not waited for."""
+    lifecycle = flushing(resumable=T)
+    closed = SocketGone(clean=T, why=CLOSED_BY_CLIENT, now=2.0)
+    assert run(lifecycle, closed, Flushed()) == [(), (CloseSocket(), *ENDS)]
+
+
+def test_a_plain_socket_lost_during_the_flush_ends() -> None:
+    """Without the resume profile, a socket lost during the flush ends the connection."""
+    lifecycle = flushing()
+    gone = SocketGone(clean=F, why=LOST, now=2.0)
+    assert run(lifecycle, gone, Flushed()) == [(), (CloseSocket(), *ENDS)]
+
+
+def test_a_resume_during_the_flush_flushes_again_to_the_new_socket() -> None:
+    """The older socket's flush ended with it; the resumed socket gets its own flush."""
+    lifecycle = flushing(resumable=T)
+    steps = run(
+        lifecycle,
+        SocketGone(clean=F, why=LOST, now=1.0),
+        SocketAttached(resumed=T),
+        Flushed(),
+        Flushed(),
+    )
+    assert steps == [(), (Resumed(),), (FlushOutput(),), (CloseSocket(), *ENDS)]
+
+
+def test_a_resumed_socket_lost_during_the_reflush_detaches() -> None:
+    """A loss after the resume, during the flush, is the one decided: detach again."""
+    lifecycle = flushing(resumable=T)
+    steps = run(
+        lifecycle,
+        SocketAttached(resumed=T),
+        SocketGone(clean=F, why=LOST, now=3.0),
+        Flushed(),
+    )
+    assert steps == [(Resumed(),), (), (Detach(LOST, GRACE),)]
+
+
+def test_the_grace_runs_from_the_loss() -> None:
+    """A detached connection's deadline is its loss plus the grace; a tick before changes
+    nothing, one at it ends the connection."""
+    lifecycle = attached(resumable=T)
+    assert lifecycle.deadline() is None
+    assert lifecycle.grace_left(now=0.0) == float("inf")
+    lifecycle.handle(SocketGone(clean=F, why=LOST, now=10.0))
+    assert lifecycle.deadline() == 10.0 + GRACE
+    assert lifecycle.handle(Tick(now=10.0 + GRACE - 0.5)) == ()
+    assert lifecycle.handle(Tick(now=10.0 + GRACE)) == EXPIRED
+    assert lifecycle.deadline() is None
+
+
+@pytest.mark.parametrize(
+    ("detached_at", "now", "left"),
+    [(None, 100.0, float("inf")), (10.0, 10.0, GRACE), (10.0, 25.0, 15.0), (10.0, 45.0, -5.0)],
+)
+def test_grace_left(detached_at: float | None, now: float, left: float) -> None:
+    """The grace counts from the loss; attached, there is no deadline."""
+    lifecycle = attached(resumable=T)
+    if detached_at is not None:
+        lifecycle.handle(SocketGone(clean=F, why=LOST, now=detached_at))
+    assert lifecycle.grace_left(now) == left
+
+
+def test_a_resume_after_a_loss_tells_the_gap() -> None:
+    """Detached at 10 s, resumed at 12.5 s: 2.5 s without a socket; attached, none."""
+    lifecycle = attached(resumable=T)
+    assert lifecycle.detached_for(now=5.0) is None
+    lifecycle.handle(SocketGone(clean=F, why=LOST, now=10.0))
+    assert lifecycle.detached_for(now=12.5) == 2.5
+    lifecycle.handle(SocketAttached(resumed=T))
+    assert lifecycle.detached_for(now=13.0) is None
+
+
+def test_the_earliest_deadline_comes_first() -> None:
+    """Detached with a stdout that ended, the exit's moment comes before the grace's end."""
+    lifecycle = detached()
+    lifecycle.handle(StdoutEnded(now=4.0))
+    assert lifecycle.deadline() == 4.0 + EXIT_WAIT
+
+
+def test_a_resume_stops_the_grace() -> None:
+    """Once resumed, no deadline is left of the grace."""
+    lifecycle = detached()
+    lifecycle.handle(SocketAttached(resumed=T))
+    assert lifecycle.deadline() is None
+    assert lifecycle.grace_left(now=LATER) == float("inf")
+
+
+def test_watchers_are_counted_up_to_the_most() -> None:
+    """The watchers' cap holds after the upgrade too; one that leaves makes room."""
+    lifecycle = attached()
+    assert run(lifecycle, WatcherArrived(), WatcherArrived()) == [ADMIT, ADMIT]
+    refused = lifecycle.handle(WatcherArrived())
+    assert refused == (RefuseWatcher(1013, "the connection has its most watchers"),)
+    assert lifecycle.watchers == 2
+    assert run(lifecycle, WatcherLeft(), WatcherArrived()) == [(), ADMIT]
+
+
+def test_a_stopping_relay_closes_the_watchers_once() -> None:
+    """At shutdown the watchers hear why first; the end does not close them again."""
+    lifecycle = attached(resumable=T)
+    steps = run(
+        lifecycle,
+        StopRequested(),
+        StopRequested(),
+        SocketGone(clean=F, why="closed with 1001", now=0.0),
+    )
+    assert steps == [(WATCHERS_AWAY,), (), (STOP_NOW, End())]
+    closes = [s for each in steps for s in each if isinstance(s, CloseWatchers | ShutdownWatchers)]
+    assert closes == [WATCHERS_AWAY]
+
+
+def test_only_the_watchers_and_the_log_go_at_once() -> None:
+    """Steps told at once concern the watchers and the log alone; those about the agent and
+    the controlling socket wait their turn."""
+    assert set(AT_ONCE) == {Detach, Resumed, ShutdownWatchers, AdmitWatcher, RefuseWatcher}
+    in_order = (FlushOutput, StopAgent, StopChildren, CloseSocket, CloseWatchers, End)
+    assert not set(in_order) & set(AT_ONCE)
+
+
+@pytest.mark.parametrize(
+    ("exit_reason", "shutting_down", "expected"),
+    [
+        (None, F, (1000, "the connection ended")),
+        ("agent exited with status 3", F,
+         (1000, "the connection ended: agent exited with status 3")),
+        ("agent exited", T, (1001, "the relay is shutting down")),
+    ],
+)  # fmt: skip
+def test_what_watchers_are_told_at_the_end(
+    exit_reason: str | None, shutting_down: bool, expected: tuple[int, str]
+) -> None:
+    """Watchers hear how their connection ended, or that the relay is going away."""
+    assert watchers_close(exit_reason, shutting_down) == expected
+
+
+def test_the_close_codes_are_websockets() -> None:
+    """The pure module's codes are the standard ones websockets names."""
+    assert INTERNAL_ERROR == CloseCode.INTERNAL_ERROR
+    assert GOING_AWAY == CloseCode.GOING_AWAY
+
+
+# -- properties ----------------------------------------------------------------------------
+
+ANY_EVENT = st.one_of(
+    st.just(AgentStarted()),
+    st.builds(StartFailed, st.just("why")),
+    st.builds(SocketAttached, st.booleans()),
+    st.builds(SocketGone, st.booleans(), st.just("why"), st.floats(0, 100)),
+    st.just(AgentExited()),
+    st.builds(StdoutEnded, st.floats(0, 100)),
+    st.just(Flushed()),
+    st.just(StopRequested()),
+    st.builds(RelayFailed, st.just("E")),
+    st.builds(Tick, st.floats(0, 200)),
+    st.just(WatcherArrived()),
+    st.just(WatcherLeft()),
+)
+
+
+@given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
+def test_a_connection_ends_once_and_then_stays_ended(resumable: bool, events: list[Event]) -> None:
+    """Whatever happens, End comes at most once, last of its steps, and nothing follows it
+    but refusals of watchers; the agent is stopped or gone before the end."""
+    lifecycle = starting(resumable)
+    ends = 0
+    stopped = False
+    for event in events:
+        try:
+            steps = lifecycle.handle(event)
+        except LifecycleError:
+            continue
+        if ends:
+            assert all(isinstance(step, RefuseWatcher) for step in steps)
+        stopped = stopped or lifecycle.exited or any(isinstance(s, StopAgent) for s in steps)
+        if End() in steps:
+            ends += 1
+            assert steps[-1] == End()
+            assert lifecycle.phase is Phase.ENDED
+            started = not isinstance(event, StartFailed)
+            assert stopped or not started or isinstance(event, Flushed)
+    assert ends <= 1
+    assert lifecycle.watchers >= 0
