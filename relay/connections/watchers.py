@@ -271,6 +271,7 @@ class Watching:
     def release(self) -> None:
         """The connection ended: nothing goes to it any more."""
         self._tell_controller = self._to_agent = _nowhere
+        self._left = _nothing
 
 
 class Watchers(Protocol):
@@ -343,3 +344,7 @@ def shown_line(outcome: Forward) -> bytes:
 
 async def _nowhere(_: Any) -> None:
     """Where lines meant for an ended connection go."""
+
+
+def _nothing() -> None:
+    """What an ended connection is told of its watchers."""
