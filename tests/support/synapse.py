@@ -1,0 +1,223 @@
+"""A real Matrix homeserver for the chat's tests: Synapse on 127.0.0.1, SQLite, one per session.
+
+Synapse comes from PyPI into a venv of its own, ``tests/.synapse`` (pinned in
+``tests/support/synapse.txt``, ignored by git), created on first use like the benchmark's
+peers: ``.ci/run`` needs no step of its own. The ``homeserver`` fixture (session scope,
+registered by tests/conftest.py) starts it once on a free port with a fresh SQLite
+database in pytest's temporary folder, with no federation listener and no trusted key
+servers, and stops it at the end. Users are registered through the admin API with the
+registration shared secret (no open registration); the message rate limit is Synapse's
+default, lifted per user with :meth:`Homeserver.unlimited` (a test that wants real
+``429 M_LIMIT_EXCEEDED`` answers registers a user without it).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.sockets import free_port
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+VENV = ROOT / "tests" / ".synapse"
+PINS = Path(__file__).resolve().parent / "synapse.txt"
+SERVER_NAME = "relay.test"
+START_SECONDS = 60.0  # a first start creates the database
+HTTP_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Account:
+    """A registered user: its id and an access token (a secret: never logged)."""
+
+    user_id: str
+    token: str
+    localpart: str
+
+
+@dataclass
+class Homeserver:
+    """A running Synapse: its URL, and registration of users."""
+
+    url: str
+    shared_secret: str
+    process: subprocess.Popen[bytes]
+    folder: Path
+    admin: Account | None = None
+    _names: Iterator[int] = field(default_factory=lambda: count(1))
+
+    def register(self, prefix: str, *, unlimited: bool = True, admin: bool = False) -> Account:
+        """A new user ``PREFIX-N`` (N makes it unique in the session), logged in; its rate
+        limits lifted unless ``unlimited`` is False."""
+        localpart = f"{prefix}-{next(self._names)}"
+        nonce = self._call("GET", "/_synapse/admin/v1/register")["nonce"]
+        password = secrets.token_hex(12)
+        mac = hmac.new(self.shared_secret.encode(), digestmod=hashlib.sha1)
+        kind = b"admin" if admin else b"notadmin"
+        mac.update(b"\0".join([nonce.encode(), localpart.encode(), password.encode(), kind]))
+        body = {"nonce": nonce, "username": localpart, "password": password,
+                "admin": admin, "mac": mac.hexdigest()}  # fmt: skip
+        answer = self._call("POST", "/_synapse/admin/v1/register", body)
+        account = Account(answer["user_id"], answer["access_token"], localpart)
+        if unlimited and self.admin is not None:
+            path = f"/_synapse/admin/v1/users/{account.user_id}/override_ratelimit"
+            limits = {"messages_per_second": 0, "burst_count": 0}  # 0: no limit
+            self._call("POST", path, limits, token=self.admin.token)
+        return account
+
+    def _call(
+        self, method: str, path: str, body: dict[str, Any] | None = None, token: str | None = None
+    ) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        if token is not None:
+            request.add_header("Authorization", f"Bearer {token}")
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
+            result: dict[str, Any] = json.loads(answer.read())
+            return result
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of Synapse's log, for a failure's message."""
+        text = (self.folder / "synapse.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop Synapse (SIGTERM, then SIGKILL) and wait for it."""
+        stop_process(self.process)
+
+    def start(self) -> None:
+        """Start Synapse again on the same port and database (after :meth:`stop`)."""
+        self.process = launch(self.folder)
+        wait_ready(self)
+
+
+def ensure_venv() -> Path:
+    """The venv's python, created from the pins when missing or stale; skips the test
+    (saying how) when PyPI cannot be reached."""
+    python = VENV / "bin" / "python"
+    stamp = VENV / "synapse.txt"
+    if stamp.exists() and stamp.read_text() == PINS.read_text() and python.exists():
+        return python
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(VENV)],
+        [str(python), "-m", "pip", "install", "-q", "-r", str(PINS)],
+    ]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False, timeout=600)
+        if done.returncode:
+            pytest.skip(f"could not install Synapse ({' '.join(step[-2:])}): "
+                        f"{done.stderr.strip()[-300:]}")  # fmt: skip
+    stamp.write_text(PINS.read_text())
+    return python
+
+
+def signing_key() -> str:
+    """A fresh ed25519 signing key in Synapse's file format (version, unpadded base64 seed)."""
+    seed = base64.b64encode(os.urandom(32)).decode().rstrip("=")
+    return f"ed25519 a_test {seed}\n"
+
+
+def write_config(folder: Path, port: int) -> str:
+    """homeserver.yaml (JSON, which YAML reads) for a loopback test server; the shared secret."""
+    shared = secrets.token_hex(24)
+    (folder / "signing.key").write_text(signing_key())
+    lifted = {"per_second": 1000, "burst_count": 1000}
+    config = {
+        "server_name": SERVER_NAME,
+        "pid_file": str(folder / "homeserver.pid"),
+        "listeners": [{
+            "port": port, "bind_addresses": ["127.0.0.1"], "type": "http", "tls": False,
+            "x_forwarded": False, "resources": [{"names": ["client"], "compress": False}],
+        }],
+        "database": {"name": "sqlite3", "args": {"database": str(folder / "homeserver.db")}},
+        "media_store_path": str(folder / "media"),
+        "signing_key_path": str(folder / "signing.key"),
+        "registration_shared_secret": shared,
+        "macaroon_secret_key": secrets.token_hex(24),
+        "form_secret": secrets.token_hex(24),
+        "report_stats": False,
+        "enable_metrics": False,
+        "trusted_key_servers": [],
+        "suppress_key_server_warning": True,
+        "presence": {"enabled": False},
+        "rc_login": {"address": lifted, "account": lifted, "failed_attempts": lifted},
+        "rc_registration": lifted,
+        "rc_joins": {"local": lifted, "remote": lifted},
+        "rc_invites": {"per_room": lifted, "per_user": lifted, "per_issuer": lifted},
+        "rc_room_creation": lifted,
+        "rc_admin_redaction": lifted,
+    }  # fmt: skip
+    (folder / "homeserver.yaml").write_text(json.dumps(config, indent=1))
+    return shared
+
+
+def launch(folder: Path) -> subprocess.Popen[bytes]:
+    python = VENV / "bin" / "python"
+    with (folder / "synapse.log").open("ab") as log:
+        return subprocess.Popen(
+            [str(python), "-m", "synapse.app.homeserver", "-c", str(folder / "homeserver.yaml")],
+            cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def wait_ready(server: Homeserver) -> None:
+    """Until /_matrix/client/versions answers (at most START_SECONDS)."""
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(f"Synapse exited: {server.log_tail()}")
+        try:
+            with urllib.request.urlopen(server.url + "/_matrix/client/versions", timeout=2):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            time.sleep(0.05)
+    raise AssertionError(f"Synapse not ready within {START_SECONDS} s: {server.log_tail()}")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=10)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="session")
+def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    """Synapse for the whole session on 127.0.0.1 (started at first use), stopped at the end."""
+    ensure_venv()
+    folder = tmp_path_factory.mktemp("synapse")
+    port = free_port()
+    shared = write_config(folder, port)
+    server = Homeserver(f"http://127.0.0.1:{port}", shared, launch(folder), folder)
+    try:
+        wait_ready(server)
+        server.admin = server.register("admin", unlimited=False, admin=True)
+        yield server
+    finally:
+        server.stop()
