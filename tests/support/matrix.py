@@ -13,12 +13,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from mautrix.api import HTTPAPI
 from mautrix.client import ClientAPI
-from mautrix.types import EventType, RoomID, UserID
+from mautrix.types import EventType, RoomID, SyncToken, UserID
 
 from tests.support.synapse import Account, Homeserver
 from tests.support.waiting import until
@@ -66,8 +66,8 @@ class Person:
             override = {"users": {self.user_id: 100, **power}}
         room = await self.api.create_room(
             invitees=[UserID(user) for user in invite],
-            initial_state=state,
-            power_level_override=override,
+            initial_state=cast(Any, state),
+            power_level_override=cast(Any, override),
         )
         self.events.setdefault(room, [])
         return str(room)
@@ -87,12 +87,16 @@ class Person:
             content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread,
                                        "is_falling_back": True,
                                        "m.in_reply_to": {"event_id": thread}}  # fmt: skip
-        sent = await self.api.send_message_event(RoomID(room), EventType.ROOM_MESSAGE, content)
+        sent = await self.api.send_message_event(
+            RoomID(room), EventType.ROOM_MESSAGE, cast(Any, content)
+        )
         return str(sent)
 
     async def react(self, room: str, target: str, key: str) -> str:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
-        sent = await self.api.send_message_event(RoomID(room), EventType.REACTION, content)
+        sent = await self.api.send_message_event(
+            RoomID(room), EventType.REACTION, cast(Any, content)
+        )
         return str(sent)
 
     def thread(self, room: str, root: str) -> list[Seen]:
@@ -146,7 +150,9 @@ class Person:
         token: str | None = None
         while True:
             try:
-                answer = await self.api.sync(since=token, timeout=SYNC_MS)
+                answer = await self.api.sync(
+                    since=SyncToken(token) if token else None, timeout=SYNC_MS
+                )
             except (aiohttp.ClientError, OSError):
                 await asyncio.sleep(0.2)
                 continue
