@@ -330,15 +330,32 @@ def modules_loaded_by_running(args: list[str], env: dict[str, str], into: Path) 
         (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.cli.ticket"),
         (["connect", "ws://127.0.0.1:{port}/acp"], "relay.connect.bridge"),
         (["watch", "ws://127.0.0.1:{port}/acp"], "relay.connect.watching"),
+        (
+            [
+                "chat",
+                "ws://127.0.0.1:{port}/acp",
+                "--homeserver",
+                "http://127.0.0.1:1",
+                "--user",
+                "@bot:t",
+                "--room",
+                "!r:t",
+                "--state",
+                "chat.sqlite",
+                "--ticket-command",
+                "true",
+            ],
+            "relay.client.chatbot.bot",
+        ),
     ],
-    ids=["ticket", "connect", "watch"],
+    ids=["ticket", "connect", "watch", "chat"],
 )
 def test_running_the_connect_side_loads_nothing_of_the_serve_side(
     args: list[str], its_module: str, tmp_path: Path
 ) -> None:
-    """``ticket``, ``connect`` and ``watch`` (to a port nobody listens on, the editor's stdin
-    empty) run without loading a module of relay.serve, relay.connections, relay.cli.serve or
-    websockets' server."""
+    """``ticket``, ``connect``, ``watch`` and ``chat`` (to a port nobody listens on, the
+    editor's stdin empty; chat stopping at its missing token) run without loading a module of
+    relay.serve, relay.connections, relay.cli.serve or websockets' server."""
     env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] != "ticket" else secret_env()
     argv = [arg.format(port=free_port()) for arg in args]
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")

@@ -49,7 +49,7 @@ class Request:
         index = KEYCAPS.index(key)
         return self.options[index] if index < len(self.options) else None
 
-    def keys(self) -> list[str]:
+    def keycaps(self) -> list[str]:
         """The keycaps the bot puts under the message, one per option."""
         return list(KEYCAPS[: len(self.options)])
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from relay.acp import strictjson
@@ -87,6 +88,25 @@ class ChatSession:
         self.view.note(f"⏹ Cancelling the turn{more}.")
         params = {"sessionId": self.session_id}
         return Step(send=[_line({"jsonrpc": "2.0", "method": "session/cancel", "params": params})])
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this session's client holds, as JSON values (for the state file)."""
+        return {
+            "session": self.session_id, "next": self.next_id, "queue": list(self.queue),
+            "running": self.turn_running, "view": self.view.snapshot(),
+            "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
+        }  # fmt: skip
+
+    def restore(self, kept: dict[str, Any]) -> None:
+        """Back to what :meth:`snapshot` kept."""
+        self.session_id, self.next_id = kept["session"], kept["next"]
+        self.queue = deque(kept["queue"])
+        self.turn_running = kept["running"]
+        self.waiting = {
+            (kind, Decimal(value) if kind == "n" else value): method
+            for kind, value, method in kept["waiting"]
+        }
+        self.view.restore(kept["view"])
 
     # -- the agent says -------------------------------------------------------------------
 

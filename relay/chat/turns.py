@@ -125,12 +125,40 @@ class TurnView:
         """Whether something changed that :meth:`take` has not handed out."""
         return bool(self._changed)
 
+    def is_live(self, slot: str) -> bool:
+        """Whether ``slot`` may still change (else it can be forgotten once shown)."""
+        return slot in self._order
+
     def _live(self, slot: str) -> bool:
         """Whether ``slot`` may change again: a tool call still known, this turn's words,
         thoughts and plan."""
         if slot.startswith("tool."):
             return slot[5:] in self.tools
         return slot not in self._frozen and slot.startswith(f"{self.turn}.")
+
+    # -- kept across a restart ----------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this view holds, as JSON values (for the state file)."""
+        return {
+            "turn": self.turn, "pages": self.pages, "page_bytes": self._page_bytes,
+            "thought": self.thought, "plan": self.plan, "notes": self._notes,
+            "tools": [[k, t.title, t.kind, t.status] for k, t in self.tools.items()],
+            "order": list(self._order), "changed": sorted(self._changed),
+            "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
+        }  # fmt: skip
+
+    def restore(self, kept: dict[str, Any]) -> None:
+        """Back to what :meth:`snapshot` kept."""
+        self.turn, self.pages = kept["turn"], list(kept["pages"])
+        self._page_bytes, self.thought = kept["page_bytes"], kept["thought"]
+        self.plan = [(content, status) for content, status in kept["plan"]]
+        self._notes = kept["notes"]
+        self.tools = OrderedDict((k, _Tool(t, kind, s)) for k, t, kind, s in kept["tools"])
+        self._order = OrderedDict.fromkeys(kept["order"])
+        self._changed = set(kept["changed"])
+        self._frozen = {slot: Shown(slot, body, html, kind)
+                        for slot, body, html, kind in kept["frozen"]}  # fmt: skip
 
     # -- the slots --------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ def asking(tool: dict[str, Any], options: list[Any], request_id: Any = "perm-1")
 def test_options_get_keycaps_in_the_request_order() -> None:
     """1️⃣ for the first option, 2️⃣ for the second; other reactions choose nothing."""
     request = asking({"title": "Write notes.md", "kind": "edit"}, [ALLOW, REJECT])
-    assert request.keys() == ["1️⃣", "2️⃣"]
+    assert request.keycaps() == ["1️⃣", "2️⃣"]
     assert request.option_for("1️⃣") == Option("allow", "Allow", "allow_once")
     assert request.option_for("2️⃣") == Option("reject", "Reject", "reject_once")
     assert request.option_for("3️⃣") is None
@@ -135,5 +135,5 @@ def test_more_options_than_keycaps_are_listed_without_a_key() -> None:
     options = [{"optionId": f"o{n}", "name": f"O{n}", "kind": "allow_once"} for n in range(11)]
     request = asking({"title": "t", "kind": "edit"}, options)
     body, _ = request_text(request, "x")
-    assert request.keys() == list(KEYCAPS)
+    assert request.keycaps() == list(KEYCAPS)
     assert "• O10 (answer in the editor)" in body

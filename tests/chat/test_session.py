@@ -135,3 +135,47 @@ def test_updates_reach_the_view_and_garbage_is_said_once() -> None:
     bodies = [s.body for s in session.view.take()]
     assert bodies[0] == "hello"
     assert "not readable JSON" in bodies[1]
+
+
+def test_a_session_kept_and_restored_carries_on_as_if_never_stopped() -> None:
+    """Snapshot (as JSON) and restore mid-turn: the same words, the same answers awaited."""
+    session = opened()
+    [prompt] = sent(session.prompt("one"))
+    session.prompt("two")
+    session.agent_line(
+        line(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-1",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "hal"},
+                    },
+                },
+            }
+        )
+    )
+    kept = json.loads(json.dumps(session.snapshot()))
+    again = ChatSession("/work/app", version="1.0")
+    again.restore(kept)
+    for each in (session, again):
+        each.agent_line(
+            line(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": "s-1",
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": "f"},
+                        },
+                    },
+                }
+            )
+        )
+    assert again.view.take() == session.view.take()
+    end = line({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}})
+    assert sent(again.agent_line(end)) == sent(session.agent_line(end))
