@@ -73,8 +73,11 @@ class SessionThread:
         self.observer = PumpObserver(self.log, Counters(), Counters())
         self.link: ResumingLink | None = None
         self.ended = asyncio.Event()  # the thread is over: the connection closes with 1000
+        self.ready = asyncio.Event()  # the link is up, or will never be
         self.ticket: str | None = None
         self._sending = asyncio.Lock()
+        self._in_record = False  # an agent line is being carried out
+        self._checkpoint_due = False
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -97,9 +100,11 @@ class SessionThread:
         self._task = asyncio.create_task(self._life(opening))
 
     async def _life(self, opening: Coroutine[Any, Any, ResumingLink | None]) -> None:
-        link = await opening
+        try:
+            link = await opening
+        finally:
+            self.ready.set()
         if link is not None:
-            self.link = link
             upstream = asyncio.create_task(self._until_ended())
             try:
                 await link.run(upstream, self.ended)
@@ -146,7 +151,7 @@ class SessionThread:
         logs.redactor().add_secret(welcome.secret)
         self.bot.state.connected(self.root, welcome.connection, welcome.secret, welcome.grace)
         self.log.info("connection opened", connection=welcome.connection, grace=welcome.grace)
-        link = ResumingLink(self, ws, welcome)
+        link = self.link = ResumingLink(self, ws, welcome)
         link.received = Kept()
         asyncio.get_running_loop().create_task(self._carry_out(self.session.start()))
         return link
@@ -177,7 +182,7 @@ class SessionThread:
             relay_received=welcome.received,
             resent_after=row.sent,
         )
-        link = ResumingLink(self, ws, welcome)
+        link = self.link = ResumingLink(self, ws, welcome)
         link.received = Kept(row.received)
         link.sent.last = welcome.received
         again = self.bot.state.unacknowledged(self.root, welcome.received)
@@ -211,8 +216,19 @@ class SessionThread:
 
     # -- lines to the agent ---------------------------------------------------------------------
 
-    async def to_agent(self, line: bytes) -> None:
-        await self._send([line])
+    async def to_agent(self, line: bytes, request: str, decision: str) -> bool:
+        """The answer to a permission request, kept with its decision, then sent; False when
+        the request was decided already."""
+        await self.ready.wait()
+        link = self.link
+        if link is None:
+            return self.bot.state.decide(request, decision)
+        async with self._sending:
+            seq = link.sent.last + 1
+            if not self.bot.state.decide(request, decision, (seq, line)):
+                return False
+            await link.send_lines([line])
+        return True
 
     async def _send(self, lines: list[bytes]) -> None:
         """Keep each line in the state file, then send it (numbered as the link numbers it)."""
@@ -239,6 +255,10 @@ class SessionThread:
         link = self.link
         if link is None or not isinstance(link.received, Kept):
             return
+        if self._in_record:
+            self._checkpoint_due = True  # after the record: the snapshot must include it whole
+            return
+        self._checkpoint_due = False
         received = link.received
         acked_by_relay = link.sent.last - len(link.sent)
         self.bot.state.checkpoint(
@@ -259,12 +279,19 @@ class SessionThread:
         return self
 
     async def write(self, line: bytes) -> bool:
-        """An agent line: to the session; what it asks is carried out."""
-        was_running = self.session.turn_running
-        step = self.session.agent_line(line)
-        await self._carry_out(step)
-        if was_running and not self.session.turn_running:
-            await self.showing.no_longer_pending("the turn ended")
+        """An agent line: to the session; what it asks is carried out; then, if a round
+        wanted to keep the thread meanwhile, it is kept (a record is kept whole or not)."""
+        self._in_record = True
+        try:
+            was_running = self.session.turn_running
+            step = self.session.agent_line(line)
+            await self._carry_out(step)
+            if was_running and not self.session.turn_running:
+                await self.showing.no_longer_pending("the turn ended")
+        finally:
+            self._in_record = False
+        if self._checkpoint_due or step.requests:
+            self.checkpoint()
         return True
 
     def flush(self) -> None:

@@ -100,7 +100,8 @@ class Showing:
         self.changed = asyncio.Event()
         self.requests: dict[str, Pending] = {}
         self.told: set[str] = set()  # who was told their reaction does not count
-        self.answer_agent: Callable[[bytes], Awaitable[None]] | None = None
+        # Sends an answer to the agent with its decision kept (False: decided already).
+        self.answer_agent: Callable[[bytes, str, str], Awaitable[bool]] | None = None
         self.checkpoint: Callable[[], None] = lambda: None
         self._rounds: asyncio.Task[None] | None = None
 
@@ -180,9 +181,14 @@ class Showing:
     async def ask(self, request: Request) -> None:
         """Show ``request`` (after what came before it) and put its keycaps under it."""
         await self.round()
+        record = request_record(request)
+        shown = self.bot.state.shown_request(self.root, record["id"])
+        if shown is not None:  # shown before a restart, its record read again
+            self.watch_request(request, shown)
+            return
         body, html = request_text(request, self.bot.access.approvers_text())
         event_id = await self.post(message(body, html=html))
-        self.bot.state.request_shown(self.root, event_id, request_record(request))
+        self.bot.state.request_shown(self.root, event_id, record)
         self.watch_request(request, event_id)
         for key in request.keycaps():
             await self.send("m.reaction", reaction(event_id, key))
@@ -226,11 +232,13 @@ class Showing:
 
     async def decide(self, pending: Pending, option: Option | None, words: str) -> None:
         """Answer the agent once (the state file is the judge), then edit the message."""
-        if not self.bot.state.decide(pending.event_id, words):
+        line = answer(pending.request, option)
+        if self.answer_agent is not None:
+            if not await self.answer_agent(line, pending.event_id, words):
+                return
+        elif not self.bot.state.decide(pending.event_id, words):
             return
         self.forget_request(pending.event_id)
-        if self.answer_agent is not None:
-            await self.answer_agent(answer(pending.request, option))
         self.bot.log.info("permission request answered", request=pending.event_id, decision=words)
         await self.decided(pending, words)
 

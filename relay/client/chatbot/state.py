@@ -181,13 +181,31 @@ class State:
             (root, event_id, json.dumps(request)),
         )
 
-    def decide(self, event_id: str, decision: str) -> bool:
-        """Record the request's decision; False when it had one already (answer nothing)."""
-        done = self.db.execute(
-            "UPDATE requests SET decided = ? WHERE event_id = ? AND decided IS NULL",
-            (decision, event_id),
-        )
-        return done.rowcount == 1
+    def decide(self, event_id: str, decision: str, answer: tuple[int, bytes] | None = None) -> bool:
+        """Record the request's decision, and the answer to send (its number and line) with
+        it; False when it had a decision already (answer nothing)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            done = self.db.execute(
+                "UPDATE requests SET decided = ? WHERE event_id = ? AND decided IS NULL",
+                (decision, event_id),
+            )
+            if done.rowcount != 1:
+                return False
+            if answer is not None:
+                self.db.execute(
+                    "INSERT OR REPLACE INTO outbox SELECT root, ?, ? FROM requests "
+                    "WHERE event_id = ?",
+                    (answer[0], answer[1], event_id),
+                )
+            return True
+
+    def shown_request(self, root: str, request_id: str) -> str | None:
+        """The message of the pending request with JSON id ``request_id``, if it was shown."""
+        for event_id, record in self.pending_requests(root):
+            if record.get("id") == request_id:
+                return event_id
+        return None
 
     def pending_requests(self, root: str) -> list[tuple[str, dict[str, Any]]]:
         rows = self.db.execute(
