@@ -63,9 +63,17 @@ class Homeserver:
     admin: Account | None = None
     _names: Iterator[int] = field(default_factory=lambda: count(1))
 
-    def register(self, prefix: str, *, unlimited: bool = True, admin: bool = False) -> Account:
-        """A new user ``PREFIX-N`` (N makes it unique in the session), logged in; its rate
-        limits lifted unless ``unlimited`` is False."""
+    def register(
+        self,
+        prefix: str,
+        *,
+        unlimited: bool = True,
+        admin: bool = False,
+        limits: tuple[float, int] | None = None,
+    ) -> Account:
+        """A new user ``PREFIX-N`` (N makes it unique in the session), logged in; its message
+        rate limit lifted unless ``unlimited`` is False, or set to ``limits`` (messages per
+        second, burst)."""
         localpart = f"{prefix}-{next(self._names)}"
         nonce = self._call("GET", "/_synapse/admin/v1/register")["nonce"]
         password = secrets.token_hex(12)
@@ -76,10 +84,11 @@ class Homeserver:
                 "admin": admin, "mac": mac.hexdigest()}  # fmt: skip
         answer = self._call("POST", "/_synapse/admin/v1/register", body)
         account = Account(answer["user_id"], answer["access_token"], localpart)
-        if unlimited and self.admin is not None:
+        if (unlimited or limits is not None) and self.admin is not None:
             path = f"/_synapse/admin/v1/users/{account.user_id}/override_ratelimit"
-            limits = {"messages_per_second": 0, "burst_count": 0}  # 0: no limit
-            self._call("POST", path, limits, token=self.admin.token)
+            rate, burst = limits or (0, 0)  # 0: no limit
+            body = {"messages_per_second": rate, "burst_count": burst}
+            self._call("POST", path, body, token=self.admin.token)
         return account
 
     def _call(

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.agents import DEMO_AGENT
+from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay, until_idle
 from tests.support.matrix import Seen, person
 from tests.support.synapse import Homeserver
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,3 +72,103 @@ async def test_a_mention_opens_a_thread_where_the_team_answers_the_agent(
             assert all(s.sender in (bot.user_id, alice.user_id) for s in lead.thread(room, root))
             assert await running.stop() == 0
     assert not any(bot.token in line for line in running.lines)
+
+
+async def test_a_turn_reads_as_a_plan_thoughts_a_tool_call_words_and_its_end(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The plan as a checklist edited as it goes, the thought folded, the tool call's line
+    edited from pending to completed, the words as plain text (markup and @room stay text,
+    pinging nobody), the end of the turn with its stop reason."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[alice.user_id]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id}: run the tests")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            assert "$ pytest -q" in request.body
+            await lead.react(room, request.event_id, "1️⃣")
+            done = await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
+            await running.stop()
+    bodies = [seen.body for seen in done]
+    assert bodies == [
+        "📋 Plan\n☑ read\n☑ edit\n☑ test",
+        "💭 Thinking: The tests first.",
+        "🔧 Run pytest -q · execute · ✅ completed",
+        f"🔐 Run pytest -q (execute)\n✅ Allow (allow_once): chosen by {alice.user_id} in the "
+        f"chat at {bodies[3].rsplit(' at ', 1)[1]}",
+        "I ran the tests: <b>42 passed</b> @room",
+        "⏹ End of turn: end_turn",
+    ]
+    assert "<details><summary>💭 Thinking</summary>" in (done[1].html or "")
+    words = next(seen for seen in done if seen.body.startswith("I ran"))
+    assert words.html is None
+    assert words.msgtype == "m.text"
+    sent = [e for e in lead.room_messages(room) if e["sender"] == bot.user_id]
+    assert all(e["content"].get("m.mentions") == {} for e in sent)
+
+
+async def test_cancel_approval_timeout_and_who_may_prompt(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!cancel cancels the turn; --approval-timeout answers cancelled and says so; someone
+    not allowed to prompt is told so and nothing reaches the agent."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[alice.user_id],
+                            extra=["--approval-timeout", "1"]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            refused = await other.say(room, f"{bot.user_id} rm -rf /")
+            await lead.until_thread(room, refused, lambda t: has(t, "you may not prompt"))
+            root = await lead.say(room, f"{bot.user_id} /hang")
+            await lead.until_thread(room, root, lambda t: has(t, "waiting for session/cancel"))
+            await lead.say(room, "!cancel", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn: cancelled"))
+            await lead.say(room, "/ask", thread=root)
+            done = await lead.until_thread(room, root, lambda t: has(
+                t, "No answer within 1 s: cancelled", "permission: cancelled"))  # fmt: skip
+            assert has(done, "Cancelling the turn")
+            await running.stop()
+        assert len(running.events("thread opened")) == 1
+
+
+async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_refused(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A ticket the relay refuses: the thread says why (401, nothing of the ticket); an
+    encrypted room is said to be unsupported, in the room and in the log."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    bogus = audit.secret("bogus-ticket-0123456789abcdef")
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        secret_room = await lead.create_room([bot.user_id], encrypted=True)
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path,
+                            rooms=[room, secret_room], approvers=[alice.user_id],
+                            extra=["--ticket-command", f"echo {bogus}"]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining", count=2)
+            root = await lead.say(room, f"{bot.user_id} hello")
+            thread = await lead.until_thread(room, root, lambda t: has(t, "refused the ticket"))
+            assert thread[-1].body == "⚠️ relay refused the ticket (401): malformed ticket"
+            await until(lambda: any("not support encrypted rooms" in e["content"].get("body", "")
+                                    for e in lead.room_messages(secret_room)),
+                        what="the encrypted room told")  # fmt: skip
+            await running.logged("served room is encrypted: not supported")
+            await running.stop()
+    assert all(bogus not in e["content"].get("body", "") for e in lead.room_messages(room))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,16 @@ from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@dataclass
+class Args:
+    """What both starts of the bot are given."""
+
+    folder: Path
+    rooms: list[str]
+    approvers: list[str]
+    state: Path
 
 
 def has(thread: list[Seen], *texts: str) -> bool:
@@ -39,8 +50,16 @@ async def test_killed_with_a_request_pending_then_restarted_the_request_is_answe
     state = tmp_path / "chat.sqlite"
     async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        args = {"folder": tmp_path, "rooms": [room], "approvers": [alice.user_id], "state": state}
-        async with chat_bot(homeserver, bot, live.url(), **args) as first:
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as first:
             audit.watch(first.lines)
             await first.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
@@ -52,7 +71,15 @@ async def test_killed_with_a_request_pending_then_restarted_the_request_is_answe
             assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
         assert await until_detached(live)
         await lead.react(room, request.event_id, "1️⃣")
-        async with chat_bot(homeserver, bot, live.url(), **args) as second:
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as second:
             audit.watch(second.lines)
             await second.logged("connection resumed after a restart")
             done = await lead.until_thread(
@@ -77,15 +104,31 @@ async def test_a_connection_that_ended_while_the_bot_was_down_gets_a_closing_lin
     state = tmp_path / "chat.sqlite"
     async with live_relay(DEMO_AGENT, resume_grace=0.5) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        args = {"folder": tmp_path, "rooms": [room], "approvers": [alice.user_id], "state": state}
-        async with chat_bot(homeserver, bot, live.url(), **args) as first:
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as first:
             audit.watch(first.lines)
             await first.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} hello")
             await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
             await first.stop(signal.SIGKILL)
         await until(lambda: not live.relay.connections, what="the detached connection expired")
-        async with chat_bot(homeserver, bot, live.url(), **args) as second:
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as second:
             audit.watch(second.lines)
             await lead.until_thread(room, root, lambda t: has(t, "could not be resumed"))
             await second.stop()
