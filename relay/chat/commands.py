@@ -2,7 +2,8 @@
 
 Pure. In a served room, a message outside any thread that mentions the bot (its user id
 at the start of the body, or in ``m.mentions``) opens a thread whose first prompt is the
-rest of the text. In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
+rest of the text, or, for ``share CONNECTION_ID [URL]``, follows that connection of the
+relay as a watcher. In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
 the session, anything else is the next prompt. Edits are never prompts, nor the bot's
 own messages, nor notices (other bots).
 """
@@ -15,6 +16,7 @@ from relay.chat.events import NOTICE, Message
 
 CANCEL = "!cancel"
 END = "!end"
+SHARE = "share"  # "@bot share CONNECTION_ID [URL]": follow an editor's connection
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,15 @@ class Open:
     """Open a thread on this message with ``prompt`` as its first prompt."""
 
     prompt: str
+
+
+@dataclass(frozen=True)
+class Share:
+    """Follow connection ``connection`` of the relay (at ``url``, else the bot's) in a new
+    thread, as its watcher."""
+
+    connection: str
+    url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,7 @@ class Ignore:
     why: str
 
 
-Meaning = Open | Prompt | Cancel | End | Ignore
+Meaning = Open | Share | Prompt | Cancel | End | Ignore
 
 
 def meaning(message: Message, *, bot: str, thread_known: bool) -> Meaning:
@@ -73,6 +84,9 @@ def meaning(message: Message, *, bot: str, thread_known: bool) -> Meaning:
     if text is None and bot not in message.mentions:
         return Ignore("does not mention the bot")
     prompt = (text if text is not None else message.body).strip()
+    words = prompt.split()
+    if len(words) in (2, 3) and words[0].lower() == SHARE:
+        return Share(words[1], words[2] if len(words) == 3 else None)
     return Open(prompt) if prompt else Ignore("a mention without a prompt")
 
 

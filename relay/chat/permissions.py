@@ -54,6 +54,22 @@ class Request:
         return list(KEYCAPS[: len(self.options)])
 
 
+def request_state(request: Request) -> dict[str, Any]:
+    """A request as JSON values (for the state file); :func:`request_of` reads it back."""
+    return {
+        "id": strictjson.dumps(request.request_id).decode(),
+        "title": request.title, "kind": request.kind, "detail": request.detail,
+        "options": [[o.option_id, o.name, o.kind] for o in request.options],
+    }  # fmt: skip
+
+
+def request_of(state: dict[str, Any]) -> Request:
+    return Request(
+        strictjson.loads(state["id"].encode()), state["title"], state["kind"], state["detail"],
+        tuple(Option(*option) for option in state["options"]),
+    )  # fmt: skip
+
+
 def read_request(message: dict[str, Any]) -> Request | None:
     """A ``session/request_permission`` request read from the agent's message (None when it
     is not one the chat can show: no id or no options)."""

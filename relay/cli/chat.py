@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor
 from relay.observe import logs
+
+BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 
 LOGGING: tuple[Option, ...] = (
     Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
@@ -49,7 +52,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "agent's permission requests are answered by an approver's keycap reaction. The "
         "state file keeps every thread across restarts.",
     )
-    parser.add_argument("url", metavar="URL", help="the relay's endpoint, ws:// or wss://")
+    parser.add_argument(
+        "url", metavar="URL", nargs="?", default=None,
+        help="the relay's endpoint, ws:// or wss:// (none with --connect-command)",
+    )  # fmt: skip
     parser.add_argument(
         "--config", metavar="FILE", default=None,
         help=f"TOML file of these options, keys named like the flags (env {defaults.CONFIG_ENV})",
@@ -83,12 +89,22 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Any, 
     text = _read(path, "--config") if path else None
     values = resolve_chat(OPTIONS, vars(args), env, text, cwd=os.getcwd(), file_name=path)
     token = _token(values["token_file"], env)
-    if values["ticket_command"] is None and values["ticket_file"] is None:
+    connect_command = values["connect_command"]
+    if connect_command is not None:
+        if values["ticket_command"] is not None or values["ticket_file"] is not None:
+            raise UsageError("--connect-command prints the ticket too: give no --ticket-command "
+                             "or --ticket-file with it")  # fmt: skip
+        values["ticket_command"] = shlex.join(connect_command)  # for the dialing flags' checks
+    elif values["ticket_command"] is None and values["ticket_file"] is None:
         raise UsageError(
             "acp-relay chat opens a connection per thread and resumes it: give "
-            "--ticket-command CMD (or --ticket-file FILE) for a fresh ticket each time"
+            "--ticket-command CMD (or --ticket-file FILE) for a fresh ticket each time, or "
+            "--connect-command CMD"
         )
-    dial_args = argparse.Namespace(**{**vars(args), "ticket": None,
+    if args.url is None and connect_command is None:
+        raise UsageError("give the relay's URL (ws:// or wss://), or --connect-command")
+    url = args.url or BOXES_URL
+    dial_args = argparse.Namespace(**{**vars(args), "url": url, "ticket": None,
                                       "ticket_command": values["ticket_command"],
                                       "ticket_file": values["ticket_file"]})  # fmt: skip
     dial = dial_config(dial_args, {})
@@ -106,6 +122,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Any, 
         rooms=frozenset(values["room"]), access=access, dial=dial,
         cwd=values["cwd"] or os.getcwd(), state=values["state"],
         thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
+        watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
     )  # fmt: skip
     return config, token
 

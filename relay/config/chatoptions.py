@@ -82,6 +82,13 @@ OPTIONS: tuple[Option, ...] = (
            convert.text),
     Option("ticket-file", "file holding a ticket, read again for each connection", None,
            "FILE", convert.text, is_path=True),
+    Option("connect-command", "instead of URL and a ticket source: a command that prints "
+           "'URL TICKET' for each new thread (a box of its own), and, given that URL as its "
+           "last argument, a fresh ticket for each resume", None, "COMMAND", convert.command),
+    Option("watch-ticket-command", "command that prints a watcher's ticket (with "
+           "--may-answer) for the connection id given as its last argument, for "
+           "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'", None,
+           "COMMAND", convert.command),
 )  # fmt: skip
 
 REQUIRED = ("homeserver", "user", "room", "state")

@@ -1,6 +1,6 @@
 import pytest
 
-from relay.chat.commands import Cancel, End, Ignore, Meaning, Open, Prompt, meaning
+from relay.chat.commands import Cancel, End, Ignore, Meaning, Open, Prompt, Share, meaning
 from relay.chat.events import Message
 
 BOT = "@bot:t"
@@ -22,6 +22,10 @@ def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
         (said("@bot:tester fix it"), False, Ignore("does not mention the bot")),
         (said("fix it"), False, Ignore("does not mention the bot")),
         (said("@bot:t"), False, Ignore("a mention without a prompt")),
+        (said("@bot:t share 6f1c-2a"), False, Share("6f1c-2a")),
+        (said("@bot:t Share 6f1c wss://r/acp"), False, Share("6f1c", "wss://r/acp")),
+        (said("@bot:t share the news with everyone"), False,
+         Open("share the news with everyone")),
         (said("@bot:t hi", sender=BOT), False, Ignore("the bot's own message")),
         (said("@bot:t hi", edit=True), False, Ignore("an edit")),
         (said("@bot:t hi", msgtype="m.notice"), False, Ignore("a notice (bots send those)")),

@@ -81,7 +81,7 @@ def token_file(folder: Path, account: Account) -> Path:
 async def chat_bot(
     server: Homeserver,
     bot: Account,
-    url: str,
+    url: str | None,
     *,
     folder: Path,
     rooms: Sequence[str],
@@ -89,12 +89,13 @@ async def chat_bot(
     extra: Sequence[str] = (),
     state: Path | None = None,
 ) -> AsyncIterator[BotRun]:
-    """``acp-relay chat URL`` for the block (killed at the end if still running)."""
+    """``acp-relay chat URL`` for the block (killed at the end if still running); without a
+    URL, ``extra`` says where threads connect (``--connect-command``)."""
     argv = [
-        sys.executable, "-m", "relay", "chat", url,
+        sys.executable, "-m", "relay", "chat", *([url] if url else []),
         "--homeserver", server.url, "--user", bot.user_id,
         "--token-file", str(token_file(folder, bot)),
-        "--ticket-command", TICKET_COMMAND,
+        *(["--ticket-command", TICKET_COMMAND] if url else []),
         "--state", str(state or folder / "chat.sqlite"),
         "--log-format", "json", "--log-level", "debug",
         *[arg for room in rooms for arg in ("--room", room)],

@@ -14,21 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from relay import __version__
 from relay.chat.access import Access
-from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, meaning
+from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, Share, meaning
 from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
+from relay.chat.permissions import request_of
 from relay.chat.session import ChatSession
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts
+from relay.chat.watched import Watched
 from relay.client.chatbot.link import SessionThread
 from relay.client.chatbot.matrix import MatrixSession
-from relay.client.chatbot.showing import Showing, request_from
-from relay.client.chatbot.state import State
+from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.state import State, ThreadRow
+from relay.client.chatbot.watch import WatchThread
 from relay.connect.dialing import BridgeConfig
+from relay.connect.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
 ENCRYPTED_WORDS = (
@@ -52,6 +56,8 @@ class ChatConfig:
     thoughts: Thoughts = "folded"
     approval_timeout: float | None = None
     edit_interval: float = 1.0
+    watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
+    connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
 
 
 class ChatBot:
@@ -65,7 +71,7 @@ class ChatBot:
         self.access = config.access
         self.approval_timeout = config.approval_timeout
         self.edit_interval = config.edit_interval
-        self.threads: dict[str, SessionThread] = {}
+        self.threads: dict[str, SessionThread | WatchThread] = {}
         self.request_owners: dict[str, Showing] = {}
         self.power: dict[str, dict[str, Any] | None] = {}
         self.encrypted: set[str] = set()
@@ -104,25 +110,56 @@ class ChatBot:
 
     def restore_threads(self) -> None:
         for row in self.state.live_threads():
+            if row.kind == "watch" and row.connection is not None:
+                self._restore_watch(row)
+                continue
             if row.kind != "session" or row.connection is None or row.secret is None:
                 self.state.end_thread(row.root)
                 continue
-            thread = self._thread(row.room, row.root)
+            thread = self._thread(row.room, row.root, row.url)
             if row.view is not None:
                 thread.session.restore(row.view)
             for event_id, record in self.state.pending_requests(row.root):
-                thread.showing.watch_request(request_from(record), event_id)
+                thread.showing.watch_request(request_of(record), event_id)
             thread.restore(row)
             self.log.info("thread restored", thread=row.root, connection=row.connection)
 
-    def _thread(self, room: str, root: str) -> SessionThread:
+    def _restore_watch(self, row: ThreadRow) -> None:
+        assert row.connection is not None
+        watch = self._watch(row.room, row.root, row.connection, row.url)
+        if watch is None:
+            self.state.end_thread(row.root)
+            return
+        if row.view is not None:
+            watch.watched.restore(row.view)
+        watch.restore(self.state.pending_requests(row.root))
+        self.log.info("watch thread restored", thread=row.root, connection=row.connection)
+
+    def _watch(self, room: str, root: str, connection: str, url: str) -> WatchThread | None:
+        command = self.config.watch_ticket_command
+        if command is None:
+            return None
+        dial = replace(self.config.dial, url=url)
+        watch = WatchThread(
+            self, dial, command, room, root, connection, Watched(self.config.thoughts)
+        )
+        self.threads[root] = watch
+        asyncio.get_running_loop().create_task(self._forget_when_over(watch))
+        return watch
+
+    def _thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
         session = ChatSession(self.config.cwd, version=__version__, thoughts=self.config.thoughts)
-        thread = SessionThread(self, self.config.dial, room, root, session)
+        dial = self.config.dial
+        if self.config.connect_command is not None and url is not None:  # a box's, resumed
+            dial = replace(
+                dial, url=url, ticket=TicketSource(command=(*self.config.connect_command, url))
+            )
+        thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
         self.threads[root] = thread
         asyncio.get_running_loop().create_task(self._forget_when_over(thread))
         return thread
 
-    async def _forget_when_over(self, thread: SessionThread) -> None:
+    async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
         await thread.ended.wait()
         self.threads.pop(thread.root, None)
 
@@ -194,20 +231,52 @@ class ChatBot:
         if not self.access.may_prompt(said.sender, await self._power(room)):
             await self._refuse(room, said)
             return
+        if isinstance(what, Share):
+            await self._share(room, said, what)
+            return
         if isinstance(what, Open):
             self.state.add_thread(said.event_id, room, "session", self.config.dial.url, time.time())
-            thread = self._thread(room, said.event_id)
+            opened = self._thread(room, said.event_id)
             self.log.info("thread opened", thread=said.event_id, by=said.sender)
-            thread.open(what.prompt)
+            opened.open(what.prompt)
             return
         assert said.thread is not None
         thread = self.threads[said.thread]
+        if isinstance(thread, WatchThread):
+            if isinstance(what, End):
+                thread.end(safe_line(said.sender))
+            else:
+                thread.showing.say("This thread follows the editor's session: prompt there.")
+            return
         if isinstance(what, Prompt):
             await thread._carry_out(thread.session.prompt(what.text))
         elif isinstance(what, Cancel):
             await thread._carry_out(thread.session.cancel())
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
+
+    async def _share(self, room: str, said: Message, share: Share) -> None:
+        """Follow an editor's connection in a new thread rooted at ``said``."""
+        url = share.url or self.config.dial.url
+        if not url.startswith(("ws://", "wss://")):
+            await self._reply(room, said, f"share: expected a ws:// or wss:// URL, got "
+                                          f"{safe_line(url, 100)}")  # fmt: skip
+            return
+        self.state.add_thread(said.event_id, room, "watch", url, time.time())
+        self.state.connected(said.event_id, share.connection, "", 0.0)
+        watch = self._watch(room, said.event_id, share.connection, url)
+        if watch is None:
+            self.state.end_thread(said.event_id)
+            needs = "share needs the bot started with --watch-ticket-command"
+            await self._reply(room, said, needs)
+            return
+        self.log.info("share opened", thread=said.event_id, by=said.sender,
+                      connection=share.connection)  # fmt: skip
+        watch.start()
+
+    async def _reply(self, room: str, said: Message, words: str) -> None:
+        content = in_thread(message(words), said.thread or said.event_id, said.event_id)
+        await self.matrix.send(room, "m.room.message", content, f"reply-{said.event_id}")
 
     async def _refuse(self, room: str, said: Message) -> None:
         """Someone not allowed to prompt: a reply saying so, in the thread it was in."""

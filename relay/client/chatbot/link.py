@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
@@ -29,7 +30,12 @@ from relay.client.chatbot.showing import Bot, Showing
 from relay.client.chatbot.state import ThreadRow
 from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.resuming import SUBPROTOCOLS, ResumingLink, start_profile
-from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
+from relay.connect.ticketsource import (
+    TicketSource,
+    TicketUnavailable,
+    fetch_ticket,
+    run_ticket_command,
+)
 from relay.core.editorerrors import Failure, cannot_connect
 from relay.core.profile import PROFILE, ProfileError, ack_frame
 from relay.core.windows import Received
@@ -59,10 +65,17 @@ class SessionThread:
     """A thread that runs one ACP session over one relay connection."""
 
     def __init__(
-        self, bot: Bot, dial: BridgeConfig, room: str, root: str, session: ChatSession
+        self,
+        bot: Bot,
+        dial: BridgeConfig,
+        room: str,
+        root: str,
+        session: ChatSession,
+        connect_command: tuple[str, ...] | None = None,
     ) -> None:
         self.bot = bot
         self.dial = dial
+        self.connect_command = connect_command
         self.room = room
         self.root = root
         self.session = session
@@ -138,7 +151,12 @@ class SessionThread:
     # -- opening and resuming ----------------------------------------------------------------
 
     async def _opened(self) -> ResumingLink | None:
-        ws = await self._dial()
+        ticket = None
+        if self.connect_command is not None:
+            ticket = await self._box()
+            if ticket is None:
+                return None
+        ws = await self._dial(ticket)
         if ws is None:
             return None
         try:
@@ -190,9 +208,30 @@ class SessionThread:
             asyncio.get_running_loop().create_task(self._send([line for _, line in again]))
         return link
 
-    async def _dial(self) -> ClientConnection | None:
+    async def _box(self) -> str | None:
+        """--connect-command: this thread's relay URL and first ticket (later tickets from the
+        command given the URL); None when it failed (the thread told why)."""
+        assert self.connect_command is not None
         try:
-            self.ticket = await fetch_ticket(self.dial.ticket)
+            words = (await run_ticket_command(self.connect_command)).split()
+        except TicketUnavailable as exc:
+            why = str(exc).replace("--ticket-command", "--connect-command")
+            await self.fail(cannot_connect(self.dial.url, "ticket", why))
+            return None
+        if len(words) != 2 or not words[0].startswith(("ws://", "wss://")):
+            why = "--connect-command must print one line: a ws:// or wss:// URL and a ticket"
+            await self.fail(cannot_connect(self.dial.url, "ticket", why))
+            return None
+        url, ticket = words
+        self.dial = replace(
+            self.dial, url=url, ticket=TicketSource(command=(*self.connect_command, url))
+        )
+        self.bot.state.set_url(self.root, url)
+        return ticket
+
+    async def _dial(self, ticket: str | None = None) -> ClientConnection | None:
+        try:
+            self.ticket = ticket or await fetch_ticket(self.dial.ticket)
         except TicketUnavailable as exc:
             await self.fail(cannot_connect(self.dial.url, "ticket", str(exc)))
             return None

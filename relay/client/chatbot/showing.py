@@ -15,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from relay.acp import strictjson
 from relay.chat.access import Access
 from relay.chat.events import in_thread, message, reaction, replacing
 from relay.chat.pacing import Pacer
@@ -30,6 +29,7 @@ from relay.chat.permissions import (
     answer,
     chosen,
     decided_text,
+    request_state,
     request_text,
 )
 from relay.chat.text import safe_line
@@ -60,25 +60,6 @@ class Pending:
     request: Request
     event_id: str
     timer: asyncio.TimerHandle | None = None
-
-
-def request_record(request: Request) -> dict[str, Any]:
-    """A request as the state file keeps it."""
-    return {
-        "id": strictjson.dumps(request.request_id).decode(),
-        "title": request.title, "kind": request.kind, "detail": request.detail,
-        "options": [[o.option_id, o.name, o.kind] for o in request.options],
-    }  # fmt: skip
-
-
-def request_from(record: Mapping[str, Any]) -> Request:
-    return Request(
-        strictjson.loads(record["id"].encode()),
-        record["title"],
-        record["kind"],
-        record["detail"],
-        tuple(Option(*o) for o in record["options"]),
-    )
 
 
 def now_text() -> str:
@@ -181,7 +162,7 @@ class Showing:
     async def ask(self, request: Request) -> None:
         """Show ``request`` (after what came before it) and put its keycaps under it."""
         await self.round()
-        record = request_record(request)
+        record = request_state(request)
         shown = self.bot.state.shown_request(self.root, record["id"])
         if shown is not None:  # shown before a restart, its record read again
             self.watch_request(request, shown)

@@ -113,6 +113,10 @@ class State:
             (connection, secret, grace, root),
         )
 
+    def set_url(self, root: str, url: str) -> None:
+        """The relay this thread's connection is on (--connect-command's box)."""
+        self.db.execute("UPDATE threads SET url = ? WHERE root = ?", (url, root))
+
     def checkpoint(
         self, root: str, sent: int, received: int, acked: int, view: dict[str, Any]
     ) -> None:

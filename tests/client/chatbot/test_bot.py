@@ -38,8 +38,9 @@ async def test_a_mention_opens_a_thread_where_the_team_answers_the_agent(
     ):
         room = await lead.create_room([bot.user_id, bob.user_id])
         await other.join(room)
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
-                            approvers=[alice.user_id]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
@@ -84,8 +85,9 @@ async def test_a_turn_reads_as_a_plan_thoughts_a_tool_call_words_and_its_end(
     audit.secret(bot.token)
     async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
-                            approvers=[alice.user_id]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id}: run the tests")
@@ -128,9 +130,15 @@ async def test_cancel_approval_timeout_and_who_may_prompt(
     ):
         room = await lead.create_room([bot.user_id, bob.user_id])
         await other.join(room)
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
-                            approvers=[alice.user_id],
-                            extra=["--approval-timeout", "1"]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room],
+            approvers=[alice.user_id],
+            extra=["--approval-timeout", "1"],
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             refused = await other.say(room, f"{bot.user_id} rm -rf /")
@@ -158,9 +166,15 @@ async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_r
     async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
         secret_room = await lead.create_room([bot.user_id], encrypted=True)
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path,
-                            rooms=[room, secret_room], approvers=[alice.user_id],
-                            extra=["--ticket-command", f"echo {bogus}"]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room, secret_room],
+            approvers=[alice.user_id],
+            extra=["--ticket-command", f"echo {bogus}"],
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining", count=2)
             root = await lead.say(room, f"{bot.user_id} hello")

@@ -31,8 +31,9 @@ async def test_the_homeservers_rate_limit_answers_are_honoured_and_nothing_is_lo
     audit.secret(bot.token)
     async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
-                            approvers=[alice.user_id]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} run the tests")
@@ -64,8 +65,9 @@ async def test_a_homeserver_down_and_back_is_waited_for_with_backoff(
     audit.secret(bot.token)
     async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
-                            approvers=[alice.user_id]) as running:  # fmt: skip
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             homeserver.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
-from tests.support.live import live_relay, until_detached
+from tests.support.live import SECRET, live_relay, until_detached
 from tests.support.matrix import Seen, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
@@ -131,4 +132,57 @@ async def test_a_connection_that_ended_while_the_bot_was_down_gets_a_closing_lin
         ) as second:
             audit.watch(second.lines)
             await lead.until_thread(room, root, lambda t: has(t, "could not be resumed"))
+            await second.stop()
+
+
+async def test_with_connect_command_each_thread_gets_its_box_and_resumes_there(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """--connect-command prints a URL and a ticket for a new thread; after a SIGKILL the
+    thread is resumed on that URL with a ticket the command gives for it."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        script = tmp_path / "boxes.py"
+        script.write_text(
+            "import sys\nfrom relay.cli.ticket import fresh_ticket\n"
+            f"ticket = fresh_ticket({SECRET!r}, subject='fleet')\n"
+            f"url = {live.url()!r}\n"
+            "print(ticket if sys.argv[1:] == [url] else url + ' ' + ticket)\n"
+        )
+        room = await lead.create_room([bot.user_id])
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        boxes = ["--connect-command", f"{sys.executable} {script}"]
+        async with chat_bot(
+            homeserver,
+            bot,
+            None,
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=state,
+            extra=boxes,
+        ) as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            await first.stop(signal.SIGKILL)
+        async with chat_bot(
+            homeserver,
+            bot,
+            None,
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=state,
+            extra=boxes,
+        ) as second:
+            audit.watch(second.lines)
+            await second.logged("connection resumed after a restart")
+            request = next(s for s in lead.thread(room, root) if "Permission requested" in s.body)
+            await lead.react(room, request.event_id, "2️⃣")
+            await lead.until_thread(room, root, lambda t: has(t, "permission: reject"))
             await second.stop()
