@@ -20,7 +20,7 @@ NOTICE = "m.notice"
 TEXT = "m.text"
 HTML = "org.matrix.custom.html"
 EDIT_OVERHEAD = 512  # an edit's own fields and the shortest fallback body, with room to spare
-MAX_BODY_BYTES = 8192  # an incoming body longer than this is read up to it (a prompt)
+MAX_BODY_BYTES = 65536  # an incoming body is read up to this (an event is at most 64 KiB)
 
 
 def message(body: str, *, html: str | None = None, msgtype: str = NOTICE) -> dict[str, Any]:

@@ -41,6 +41,9 @@ LOGGING: tuple[Option, ...] = (
 )  # fmt: skip
 
 
+ALL_OPTIONS = (*OPTIONS, *DIALING, *LOGGING)  # as --help and docs/configuration.md list them
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``chat`` subcommand."""
     parser = commands.add_parser(
@@ -60,7 +63,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--config", metavar="FILE", default=None,
         help=f"TOML file of these options, keys named like the flags (env {defaults.CONFIG_ENV})",
     )  # fmt: skip
-    add_options(parser, (*OPTIONS, *DIALING, *LOGGING))
+    add_options(parser, ALL_OPTIONS)
     parser.set_defaults(func=run)
 
 

@@ -186,3 +186,33 @@ async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_r
             await running.logged("served room is encrypted: not supported")
             await running.stop()
     assert all(bogus not in e["content"].get("body", "") for e in lead.room_messages(room))
+
+
+async def test_ten_thousand_streamed_chunks_end_as_exactly_the_agents_text(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A prompt the demo agent streams back as 10,000 chunks: the thread's words messages,
+    joined, are exactly its text (continued in a second message past an event's size),
+    nothing lost or doubled."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    text = " ".join(str(n) for n in range(10_000))
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[alice.user_id]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hi")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            await lead.say(room, text, thread=root)
+
+            def words() -> list[str]:
+                return [s.body for s in lead.thread(room, root)
+                        if s.sender == bot.user_id and s.msgtype == "m.text"][1:]  # fmt: skip
+
+            await lead.until_thread(
+                room, root, lambda t: sum("End of turn" in s.body for s in t) == 2, seconds=60
+            )
+            assert "".join(words()) == text, [len(w) for w in words()]
+            await running.stop()
