@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import count
 from pathlib import Path
@@ -216,11 +217,9 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-@pytest.fixture(scope="session")
-def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
-    """Synapse for the whole session on 127.0.0.1 (started at first use), stopped at the end."""
-    ensure_venv()
-    folder = tmp_path_factory.mktemp("synapse")
+@contextmanager
+def running_homeserver(folder: Path) -> Iterator[Homeserver]:
+    """Synapse in ``folder`` on a free port of 127.0.0.1 for the block (the benchmark's too)."""
     port = free_port()
     shared = write_config(folder, port)
     server = Homeserver(f"http://127.0.0.1:{port}", shared, launch(folder), folder)
@@ -230,3 +229,11 @@ def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    """Synapse for the whole session on 127.0.0.1 (started at first use), stopped at the end."""
+    ensure_venv()
+    with running_homeserver(tmp_path_factory.mktemp("synapse")) as server:
+        yield server

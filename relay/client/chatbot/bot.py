@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +36,7 @@ from relay.connect.dialing import BridgeConfig
 from relay.connect.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
+MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
 ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
     "(it cannot read what is said here). Use a room without encryption."
@@ -74,13 +76,18 @@ class ChatBot:
         self.threads: dict[str, SessionThread | WatchThread] = {}
         self.request_owners: dict[str, Showing] = {}
         self.power: dict[str, dict[str, Any] | None] = {}
+        # Reactions on an event no request owns yet: the sync can bring a reaction on a
+        # request's message before the send that posted it has returned. Bounded.
+        self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
             self.request_owners.pop(event_id, None)
-        else:
-            self.request_owners[event_id] = showing
+            return
+        self.request_owners[event_id] = showing
+        for early in self.early.pop(event_id, []):  # reactions synced before the request was kept
+            asyncio.get_running_loop().create_task(self._reaction(showing, *early))
 
     # -- running -------------------------------------------------------------------------------
 
@@ -213,10 +220,17 @@ class ChatBot:
         elif isinstance(incoming, Reaction):
             owner = self.request_owners.get(incoming.target)
             if owner is not None:
-                power = await self._power(room)
-                await owner.reacted(incoming.sender, incoming.target, incoming.key, power)
+                await self._reaction(owner, room, incoming)
+            else:
+                self.early.setdefault(incoming.target, []).append((room, incoming))
+                while len(self.early) > MAX_EARLY:
+                    self.early.popitem(last=False)
         elif isinstance(incoming, Encryption):
             await self._encrypted(room)
+
+    async def _reaction(self, owner: Showing, room: str, reaction: Reaction) -> None:
+        power = await self._power(room)
+        await owner.reacted(reaction.sender, reaction.target, reaction.key, power)
 
     async def _power(self, room: str) -> dict[str, Any] | None:
         if room not in self.power:

@@ -3,10 +3,20 @@ people as client-library sessions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from relay.chat.access import Access
+from relay.client.chatbot.bot import ChatBot, ChatConfig
+from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.state import State
+from relay.connect.dialing import BridgeConfig
+from relay.connect.ticketsource import TicketSource
+from relay.observe import logs
 from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
@@ -216,3 +226,36 @@ async def test_ten_thousand_streamed_chunks_end_as_exactly_the_agents_text(
             )
             assert "".join(words()) == text, [len(w) for w in words()]
             await running.stop()
+
+
+@dataclass
+class Reacted:
+    """Stands for a thread's requests: records the reactions routed to it."""
+
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
+        self.seen.append((sender, target, key))
+
+
+async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
+    tmp_path: Path,
+) -> None:
+    """The sync can bring a reaction on a request's message before the bot's send of that
+    message has returned: the reaction waits (bounded) and reaches the request once kept."""
+    dial = BridgeConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
+    config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
+                        rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
+                        dial=dial, cwd="/", state=str(tmp_path / "chat.sqlite"))  # fmt: skip
+    state = State(config.state)
+    log = logs.get_logger("test")
+    bot = ChatBot(config, MatrixSession(config.homeserver, config.user, "x", log), state, log)
+    bot.power["!r"] = {"users": {}}
+    event = {"type": "m.reaction", "event_id": "$x", "sender": "@a:t",
+             "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
+                                          "key": "1️⃣"}}}  # fmt: skip
+    await bot._timeline_event("!r", event)
+    thread = Reacted()
+    bot.owns_request("$req", cast(Showing, thread))
+    await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
+    state.close()
