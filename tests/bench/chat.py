@@ -12,8 +12,9 @@ Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at fir
 - reaction → agent: from the approver's reaction being sent to the agent reading the
   answer (its clock, in the words it writes next);
 - the bot's CPU per request (``/proc``: its process only, Synapse and the relay apart);
-- a turn of N streamed chunks: the time until the thread shows exactly the agent's text,
-  and how many edits the bot made for it, against the seconds it took (the edit rate).
+- a turn of N streamed chunks (the demo agent, 0.5 ms between chunks): the time until the
+  thread shows exactly the agent's text, and how many edits the bot made for it, against
+  the seconds it took (the edit rate).
 
 Median and p95 over the requests. Writes ``results/chat.json`` and prints it.
 """
@@ -39,7 +40,9 @@ from tests.support.synapse import ensure_venv, running_homeserver
 
 HERE = Path(__file__).resolve().parent
 AGENT = (sys.executable, str(HERE / "chatagent.py"))
-DEMO = (sys.executable, "-m", "relay.demo_agent")
+# The demo agent streams a prompt back a word a chunk; a pause between words spreads the
+# turn over seconds, so that the thread is edited while it grows.
+DEMO = (sys.executable, "-m", "relay.demo_agent", "--word-delay", "0.0005")
 WAIT = 120.0  # seconds any one wait of the benchmark may take
 
 

@@ -129,6 +129,16 @@ class Person:
                 target.reactions.setdefault(relates.get("key", ""), set()).add(event["sender"])
         return list(seen.values())
 
+    def event(self, room: str, event_id: str) -> Seen:
+        """One message of the room as sent (its root, say)."""
+        for event in self.events.get(room, []):
+            if event.get("event_id") == event_id:
+                content = event.get("content", {})
+                return Seen(event_id, event["sender"], content.get("body", ""),
+                            content.get("formatted_body"), content.get("msgtype", ""), 0,
+                            ts=event.get("origin_server_ts", 0))  # fmt: skip
+        raise KeyError(event_id)
+
     def bodies(self, room: str, root: str) -> list[str]:
         return [each.body for each in self.thread(room, root)]
 
