@@ -48,6 +48,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``chat`` subcommand."""
     parser = commands.add_parser(
         "chat",
+        allow_abbrev=False,  # --token must not be taken for --token-file: no token in a flag
         help="a Matrix bot: agent sessions in threads, permission requests answered there",
         description="Serve the given Matrix rooms: a message that mentions the bot opens a "
         "thread with one relay connection (to URL) and one ACP session; each reply in the "
