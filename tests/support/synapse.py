@@ -5,7 +5,9 @@ Synapse comes from PyPI into a venv of its own, ``tests/.synapse`` (pinned in
 peers: ``.ci/run`` needs no step of its own. The ``homeserver`` fixture (session scope,
 registered by tests/conftest.py) starts it once on a free port with a fresh SQLite
 database in pytest's temporary folder, with no federation listener and no trusted key
-servers, and stops it at the end. Users are registered through the admin API with the
+servers, and stops it at the end. It runs daemonized (its pid in its pid file), not as a
+child of the test process: tests that count their process's children (an in-process
+relay's agents) do not see it. Users are registered through the admin API with the
 registration shared secret (no open registration); the message rate limit is Synapse's
 default, lifted per user with :meth:`Homeserver.unlimited` (a test that wants real
 ``429 M_LIMIT_EXCEEDED`` answers registers a user without it).
@@ -59,7 +61,7 @@ class Homeserver:
 
     url: str
     shared_secret: str
-    process: subprocess.Popen[bytes]
+    pid: int
     folder: Path
     admin: Account | None = None
     _names: Iterator[int] = field(default_factory=lambda: count(1))
@@ -110,12 +112,12 @@ class Homeserver:
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
-        """Stop Synapse (SIGTERM, then SIGKILL) and wait for it."""
-        stop_process(self.process)
+        """Stop Synapse (SIGTERM, then SIGKILL) and wait until it is gone."""
+        stop_process(self.pid)
 
     def start(self) -> None:
         """Start Synapse again on the same port and database (after :meth:`stop`)."""
-        self.process = launch(self.folder)
+        self.pid = launch(self.folder)
         wait_ready(self)
 
 
@@ -174,26 +176,46 @@ def write_config(folder: Path, port: int) -> str:
         "rc_invites": {"per_room": lifted, "per_user": lifted, "per_issuer": lifted},
         "rc_room_creation": lifted,
         "rc_admin_redaction": lifted,
+        "log_config": str(folder / "logging.yaml"),
     }  # fmt: skip
+    logging_config = {
+        "version": 1, "disable_existing_loggers": False,
+        "formatters": {"line": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "formatter": "line",
+                              "filename": str(folder / "synapse.log")}},
+        "root": {"level": "INFO", "handlers": ["file"]},
+    }  # fmt: skip
+    (folder / "logging.yaml").write_text(json.dumps(logging_config))
     (folder / "homeserver.yaml").write_text(json.dumps(config, indent=1))
     return shared
 
 
-def launch(folder: Path) -> subprocess.Popen[bytes]:
+def launch(folder: Path) -> int:
+    """Start Synapse daemonized; its pid (from its pid file)."""
+    pid_file = folder / "homeserver.pid"
+    pid_file.unlink(missing_ok=True)
     python = VENV / "bin" / "python"
     with (folder / "synapse.log").open("ab") as log:
-        return subprocess.Popen(
-            [str(python), "-m", "synapse.app.homeserver", "-c", str(folder / "homeserver.yaml")],
-            cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-            start_new_session=True,
+        done = subprocess.run(
+            [str(python), "-m", "synapse.app.homeserver", "--daemonize",
+             "-c", str(folder / "homeserver.yaml")],
+            cwd=folder, stdin=subprocess.DEVNULL, stdout=log, stderr=log, timeout=START_SECONDS,
+            check=False,
         )  # fmt: skip
+    deadline = time.monotonic() + START_SECONDS
+    while done.returncode == 0 and time.monotonic() < deadline:
+        if pid_file.exists() and pid_file.read_text().strip().isdigit():
+            return int(pid_file.read_text())
+        time.sleep(0.05)
+    text = (folder / "synapse.log").read_text(errors="replace")[-2000:]
+    raise AssertionError(f"Synapse did not start (exit {done.returncode}): {text}")
 
 
 def wait_ready(server: Homeserver) -> None:
     """Until /_matrix/client/versions answers (at most START_SECONDS)."""
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
-        if server.process.poll() is not None:
+        if not alive(server.pid):
             raise AssertionError(f"Synapse exited: {server.log_tail()}")
         try:
             with urllib.request.urlopen(server.url + "/_matrix/client/versions", timeout=2):
@@ -203,18 +225,27 @@ def wait_ready(server: Homeserver) -> None:
     raise AssertionError(f"Synapse not ready within {START_SECONDS} s: {server.log_tail()}")
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if process.poll() is not None:
-            return
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def stop_process(pid: int) -> None:
+    """SIGTERM, then SIGKILL after 10 s; returns once ``pid`` is gone."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=10)
-            return
+            os.kill(pid, sig)
         except ProcessLookupError:
             return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + wait
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not alive(pid):
+            return
 
 
 @contextmanager

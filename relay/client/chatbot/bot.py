@@ -36,6 +36,7 @@ from relay.connect.dialing import BridgeConfig
 from relay.connect.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
+PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
 ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
@@ -96,6 +97,7 @@ class ChatBot:
         self.restore_threads()
         since = self.state.sync_token()
         first = since is None
+        batches = 0
         try:
             while not stop.is_set():
                 answer = await _unless(self.matrix.sync(since, 0 if first else None), stop)
@@ -110,6 +112,9 @@ class ChatBot:
                 if first:
                     self.log.info("first start: acting on what comes from now on")
                 first = False
+                batches += 1
+                if batches % PRUNE_EVERY == 0:
+                    self.state.forget_old_events()
         finally:
             for thread in list(self.threads.values()):
                 await thread.stop_for_restart()

@@ -4,8 +4,10 @@ pending request answered once, no Matrix event handled twice, ended connections 
 from __future__ import annotations
 
 import signal
+import sqlite3
 import stat
 import sys
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +71,9 @@ async def test_killed_with_a_request_pending_then_restarted_the_request_is_answe
             request = next(seen for seen in thread if "Permission requested" in seen.body)
             await first.logged("thread opened")
             assert stat.S_IMODE(state.stat().st_mode) == 0o600
+            with closing(sqlite3.connect(state)) as db:
+                [(secret,)] = db.execute("SELECT secret FROM threads").fetchall()
+            audit.secret(secret)  # the resume secret: in the state file, in no log line
             assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
         assert await until_detached(live)
         await lead.react(room, request.event_id, "1️⃣")
