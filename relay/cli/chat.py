@@ -17,7 +17,7 @@ import shlex
 import signal
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import uvloop
 
@@ -29,6 +29,9 @@ from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor
 from relay.observe import logs
+
+if TYPE_CHECKING:
+    from relay.client.chatbot.bot import ChatConfig
 
 BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 
@@ -85,9 +88,9 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
-def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[Any, str]:
+def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatConfig, str]:
     """The bot's configuration and its access token; UsageError saying the fix."""
-    from relay.client.chatbot.bot import ChatConfig
+    from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
     text = _read(path, "--config") if path else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,9 @@ async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
     homeserver: Homeserver, tmp_path: Path, audit: LogAudit
 ) -> None:
     """The thread shows the editor's prompts and the agent's turns; an approver's keycap
-    answers first once (the thread says the chat's answer was taken, the editor is told),
-    the editor answers first the next time (the thread says so); the connection's end is said."""
+    answers first once (the thread says the chat's answer was taken, the editor is told);
+    the bot killed and started again follows on (nothing shown twice); the editor answers
+    first the next time (the thread says so); the connection's end is said."""
     bot, alice = homeserver.register("bot"), homeserver.register("alice")
     audit.secret(bot.token)
     async with (
@@ -95,6 +97,18 @@ async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
             await lead.until_thread(room, root, lambda t: has(
                 t, f"chosen by {alice.user_id} in the chat", "the chat's answer was taken",
                 "permission: allow"))  # fmt: skip
+            await running.stop(signal.SIGKILL)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room],
+            approvers=[alice.user_id],
+            extra=sharing,
+        ) as again:
+            audit.watch(again.lines)
+            await again.logged("watch thread restored")
             await ed.send(request(4, "session/prompt", **prompt))
             asked = await permission_request(ed)
             reject = {"outcome": {"outcome": "selected", "optionId": "reject"}}
@@ -108,4 +122,5 @@ async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
                 room, root, lambda t: has(t, "The editor's connection ended")
             )
             assert final[-1].body.startswith("⏹ The editor's connection ended")
-            await running.stop()
+            assert sum("The editor's prompt: /ask" in seen.body for seen in final) == 2
+            await again.stop()
