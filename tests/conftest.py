@@ -25,7 +25,10 @@ from relay.cli.devfolder import PREFIX, stale_folders
 from relay.observe import logs
 from tests.system import INSTALLED
 
-pytest_plugins = ["tests.support.audit"]  # the log audit's fixtures: audit, audit_figures
+pytest_plugins = [
+    "tests.support.audit",  # the log audit's fixtures: audit, audit_figures
+    "tests.support.synapse",  # homeserver: a Synapse for the chat's tests, started at first use
+]
 
 SOAK_ENV = "ACP_RELAY_SOAK"
 SYSTEM_TEMP = tempfile.gettempdir()  # read (and cached) before any test changes TMPDIR

@@ -1,14 +1,15 @@
 """The layout's two rules, checked: the pure packages stay pure, and the connect side (``connect``
 and ``ticket``) loads nothing of the serve side.
 
-Pure (``relay/core``, ``relay/acp``, ``relay/config``): no I/O, clock, randomness, threads,
-signals or logging among the imports; ``os`` for ``os.path`` and ``os.sep`` only; no
-``datetime.now``; of the relay, only the pure packages. Read from the sources (imports
-under ``TYPE_CHECKING`` and inside functions count), so a module breaks the rule by
-importing, whether or not a test runs it.
+Pure (``relay/core``, ``relay/acp``, ``relay/config``, ``relay/chat``): no I/O, clock,
+randomness, threads, signals or logging among the imports; ``os`` for ``os.path`` and
+``os.sep`` only; no ``datetime.now``; of the relay, only the pure packages. Read from the
+sources (imports under ``TYPE_CHECKING`` and inside functions count), so a module breaks the
+rule by importing, whether or not a test runs it.
 
 The connect side (``relay.connect.*``, ``relay.cli.connect``, ``relay.cli.ticket``,
-``relay.cli.watch`` and ``relay.cli.dialflags``, which the first and the last share) reaches
+``relay.cli.watch`` and ``relay.cli.dialflags``, which the first and the last share, and the
+team chat's bot, ``relay.client.*`` and ``relay.cli.chat``) reaches
 no module of ``relay.serve``, ``relay.connections`` or ``relay.cli.serve``: through its
 imports, followed to the end (statically, ``TYPE_CHECKING`` included), and in the modules
 each command has loaded when it has run.
@@ -29,7 +30,7 @@ from tests.support.env import secret_env
 from tests.support.sockets import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE_PACKAGES = ("relay.core", "relay.acp", "relay.config")
+PURE_PACKAGES = ("relay.core", "relay.acp", "relay.config", "relay.chat")
 NOT_PURE = frozenset({
     "asyncio", "websockets", "socket", "subprocess", "select", "selectors", "threading",
     "signal", "uvloop", "time", "random", "secrets", "logging", "structlog",
@@ -41,7 +42,7 @@ DATETIME_TYPES = frozenset({"datetime", "date"})
 
 CONNECT_SIDE = (
     "relay.connect", "relay.cli.connect", "relay.cli.ticket", "relay.cli.watch",
-    "relay.cli.dialflags",
+    "relay.cli.dialflags", "relay.client", "relay.cli.chat",
 )  # fmt: skip
 SERVE_SIDE = ("relay.serve", "relay.connections", "relay.cli.serve")
 WEBSOCKETS_SERVER = ("websockets.server", "websockets.asyncio.server")
@@ -172,8 +173,9 @@ def impure_modules(root: Path) -> dict[str, list[str]]:
 
 
 def test_the_pure_packages_import_no_io_clock_randomness_nor_the_rest_of_the_relay() -> None:
-    """relay/core, relay/acp and relay/config: no asyncio, sockets, subprocesses, threads,
-    signals, clock, randomness or logging; os for os.path only; only pure relay modules."""
+    """relay/core, relay/acp, relay/config and relay/chat: no asyncio, sockets, subprocesses,
+    threads, signals, clock, randomness or logging; os for os.path only; only pure relay
+    modules."""
     assert impure_modules(ROOT) == {}
 
 
@@ -328,15 +330,32 @@ def modules_loaded_by_running(args: list[str], env: dict[str, str], into: Path) 
         (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.cli.ticket"),
         (["connect", "ws://127.0.0.1:{port}/acp"], "relay.connect.bridge"),
         (["watch", "ws://127.0.0.1:{port}/acp"], "relay.connect.watching"),
+        (
+            [
+                "chat",
+                "ws://127.0.0.1:{port}/acp",
+                "--homeserver",
+                "http://127.0.0.1:1",
+                "--user",
+                "@bot:t",
+                "--room",
+                "!r:t",
+                "--state",
+                "chat.sqlite",
+                "--ticket-command",
+                "true",
+            ],
+            "relay.client.chatbot.bot",
+        ),
     ],
-    ids=["ticket", "connect", "watch"],
+    ids=["ticket", "connect", "watch", "chat"],
 )
 def test_running_the_connect_side_loads_nothing_of_the_serve_side(
     args: list[str], its_module: str, tmp_path: Path
 ) -> None:
-    """``ticket``, ``connect`` and ``watch`` (to a port nobody listens on, the editor's stdin
-    empty) run without loading a module of relay.serve, relay.connections, relay.cli.serve or
-    websockets' server."""
+    """``ticket``, ``connect``, ``watch`` and ``chat`` (to a port nobody listens on, the
+    editor's stdin empty; chat stopping at its missing token) run without loading a module of
+    relay.serve, relay.connections, relay.cli.serve or websockets' server."""
     env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] != "ticket" else secret_env()
     argv = [arg.format(port=free_port()) for arg in args]
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")

@@ -27,7 +27,13 @@ from relay.config.errors import UsageError
 
 __all__ = ["build_parser", "main"]
 
-COMMANDS = ("serve", "ticket", "connect", "watch")  # each a module of this package with register()
+COMMANDS = (
+    "serve",
+    "ticket",
+    "connect",
+    "watch",
+    "chat",
+)  # each a module of this package with register()
 
 
 class Parser(argparse.ArgumentParser):

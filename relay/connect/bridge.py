@@ -47,6 +47,7 @@ from relay.core.profile import ProfileError
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
+from relay.streams.pipewriter import LineWriter
 from relay.streams.pump import Ended, frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
@@ -327,6 +328,10 @@ class Bridge:
             stall = stall_timeout(self.config.ping_interval, self.config.ping_timeout)
             self._sender = TextFrames(ws, stall, self.observer.send_stalled)
         return self._sender
+
+    def lines_out(self) -> LineWriter:
+        """The editor's stdout, for the resuming link's records."""
+        return LineWriter(self.stdout)
 
     def ticket_fetched(self, ticket: str) -> None:
         """A ticket was read: it must never reach a log line or an error message."""

@@ -61,7 +61,6 @@ from relay.core.profile import (
 from relay.core.windows import Outage, Received, Sent
 from relay.observe.logs import Logger
 from relay.observe.observer import PumpObserver
-from relay.streams.pipewriter import LineWriter
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
 MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
@@ -96,8 +95,19 @@ async def close_broken(ws: ClientConnection, exc: ProfileError) -> None:
     await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
 
 
+class LineSink(Protocol):
+    """Where the relay's lines go, in order: the editor's stdout, or a chat thread."""
+
+    async def write(self, line: bytes) -> bool:
+        """Take one line (waiting while the reader lags); False once the reader is gone."""
+
+    def flush(self) -> None:
+        """Pass on what :meth:`write` may hold back (the socket went)."""
+
+
 class EditorSide(Protocol):
-    """What the resuming link needs of the editor's side of ``connect`` (the bridge)."""
+    """What the resuming link needs of the client's side of the connection: ``connect``'s
+    bridge (the editor's stdio), or one thread of ``acp-relay chat``."""
 
     @property
     def config(self) -> BridgeConfig: ...
@@ -108,8 +118,8 @@ class EditorSide(Protocol):
     @property
     def observer(self) -> PumpObserver: ...
 
-    @property
-    def stdout(self) -> asyncio.StreamWriter: ...
+    def lines_out(self) -> LineSink:
+        """Where the relay's lines go (made once per link)."""
 
     def note_request(self, line: bytes) -> None:
         """An editor line goes to the relay (a request among them awaits its answer)."""
@@ -146,7 +156,7 @@ class ResumingLink:
         self.sent = Sent(MAX_KEPT_MESSAGES, MAX_KEPT_BYTES)
         self.received = Received()
         self.frames = self._frames(ws)
-        self.stdout = LineWriter(editor.stdout)
+        self.stdout = editor.lines_out()
         self.attached = asyncio.Event()
         self.attached.set()
         self._room = asyncio.Event()

@@ -25,6 +25,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from relay import __version__
+from relay.cli import chat as chat_command
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.cli import watch as watch_command
@@ -1100,11 +1101,11 @@ def test_serve_help_lists_every_option_with_its_env_name() -> None:
 @pytest.mark.parametrize(
     ("command", "options"),
     [("connect", connect_command.OPTIONS), ("ticket", ticket_command.OPTIONS),
-     ("watch", watch_command.OPTIONS)],
+     ("watch", watch_command.OPTIONS), ("chat", chat_command.ALL_OPTIONS)],
 )  # fmt: skip
 def test_docs_tables_are_the_commands_option_tables(command: str, options: Any) -> None:
-    """docs/configuration.md holds exactly the connect, ticket and watch tables made from
-    their options."""
+    """docs/configuration.md holds exactly the connect, ticket, watch and chat tables made
+    from their options."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     found = re.search(
         rf"<!-- options table: {command};[^\n]*-->\n(.*?)<!-- end of options table -->", text, re.S

@@ -18,6 +18,7 @@ ECHO_AGENT = (sys.executable, str(AGENTS / "echo.py"))
 STREAM = (sys.executable, str(AGENTS / "stream.py"))  # + COUNT [DELAY]
 STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
 ASKS = (sys.executable, str(AGENTS / "asks.py"))  # asks permission once, reports answers
+CHATTY = (sys.executable, str(AGENTS / "chatty.py"))  # plans, thinks, runs a tool, asks, says
 SLOW_START = (sys.executable, str(AGENTS / "slow_start.py"))  # + SECONDS [STDERR_BYTES]
 # An ACP SDK agent sending a path through every row of relay.acp.boundary (see its doc).
 BOUNDARY_AGENT = (sys.executable, str(AGENTS / "boundary.py"))  # [--ignore-capabilities]

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from relay.acp.crossings import crossings_table
+from relay.cli import chat as chat_command
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.cli import watch as watch_command
@@ -24,6 +25,7 @@ TABLES: dict[str, str] = {
     "connect": options_table(connect_command.OPTIONS),
     "ticket": options_table(ticket_command.OPTIONS),
     "watch": options_table(watch_command.OPTIONS),
+    "chat": options_table(chat_command.ALL_OPTIONS),
 }
 PATHS_DOCS = DOCS.parent / "paths-and-mcp.md"
 CROSSINGS = re.compile(

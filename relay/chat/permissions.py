@@ -1,0 +1,184 @@
+"""A permission request as a message with keycap options, its answer, and what was decided.
+
+Pure. The agent's ``session/request_permission`` names a tool call (title, kind, what it
+will do: the command, or the file and a bounded excerpt of the diff) and its options;
+the message shows each option behind a keycap digit in the request's order (1️⃣ for the
+first, …, 🔟 for the tenth; more options cannot be chosen here). A reaction with a
+keycap from an approver becomes the JSON-RPC answer to the agent; the message is then
+edited to say what was decided, by whom, when and from where. Nothing is ever chosen
+automatically: a timeout answers ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from relay.acp import strictjson
+from relay.chat.text import cut, safe, safe_line, to_html
+
+KEYCAPS = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
+MAX_DIFF_LINES = 40  # of the diff excerpt shown
+MAX_DETAIL_CHARS = 3000  # of a command or a diff excerpt shown
+
+
+@dataclass(frozen=True)
+class Option:
+    """One of the request's options: its id, name and kind, as the agent gave them."""
+
+    option_id: str
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """A permission request of the agent, as the thread shows it and answers it."""
+
+    request_id: Any  # as the agent sent it (a string, or a strictjson.Number)
+    title: str
+    kind: str
+    detail: str  # what it will do: a command, or a file and an excerpt of its diff
+    options: tuple[Option, ...]
+
+    def option_for(self, key: str) -> Option | None:
+        """The option behind keycap ``key`` (None for any other reaction)."""
+        if key not in KEYCAPS:
+            return None
+        index = KEYCAPS.index(key)
+        return self.options[index] if index < len(self.options) else None
+
+    def keycaps(self) -> list[str]:
+        """The keycaps the bot puts under the message, one per option."""
+        return list(KEYCAPS[: len(self.options)])
+
+
+def request_state(request: Request) -> dict[str, Any]:
+    """A request as JSON values (for the state file); :func:`request_of` reads it back."""
+    return {
+        "id": strictjson.dumps(request.request_id).decode(),
+        "title": request.title, "kind": request.kind, "detail": request.detail,
+        "options": [[o.option_id, o.name, o.kind] for o in request.options],
+    }  # fmt: skip
+
+
+def request_of(state: dict[str, Any]) -> Request:
+    return Request(
+        strictjson.loads(state["id"].encode()), state["title"], state["kind"], state["detail"],
+        tuple(Option(*option) for option in state["options"]),
+    )  # fmt: skip
+
+
+def read_request(message: dict[str, Any]) -> Request | None:
+    """A ``session/request_permission`` request read from the agent's message (None when it
+    is not one the chat can show: no id or no options)."""
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    tool = params.get("toolCall")
+    tool = tool if isinstance(tool, dict) else {}
+    options = tuple(
+        Option(_text(o.get("optionId")), _text(o.get("name")), _text(o.get("kind")))
+        for o in _list(params.get("options"))
+        if isinstance(o, dict) and _text(o.get("optionId"))
+    )
+    if "id" not in message or not options:
+        return None
+    return Request(
+        request_id=message["id"],
+        title=safe_line(_text(tool.get("title")) or "a tool call"),
+        kind=safe_line(_text(tool.get("kind")) or "other", 40),
+        detail=_detail(tool),
+        options=options,
+    )
+
+
+def _detail(tool: dict[str, Any]) -> str:
+    """What the tool call will do: its command, or its diffs' files and excerpts."""
+    parts: list[str] = []
+    raw = tool.get("rawInput")
+    command = raw.get("command") if isinstance(raw, dict) else None
+    if isinstance(command, list):
+        command = " ".join(_text(word) for word in command)
+    if isinstance(command, str) and command:
+        parts.append("$ " + command)
+    for item in _list(tool.get("content"))[:4]:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            parts.append(_diff(item))
+    if not parts:
+        paths = [_text(loc.get("path")) for loc in _list(tool.get("locations"))[:4]
+                 if isinstance(loc, dict)]  # fmt: skip
+        parts.extend(path for path in paths if path)
+    return cut(safe("\n".join(parts)), MAX_DETAIL_CHARS)
+
+
+def _diff(item: dict[str, Any]) -> str:
+    path = _text(item.get("path")) or "a file"
+    old = _text(item.get("oldText")).splitlines()
+    new = _text(item.get("newText")).splitlines()
+    lines = list(difflib.unified_diff(old, new, "before", "after", lineterm="", n=1))[2:]
+    shown = lines[:MAX_DIFF_LINES]
+    more = len(lines) - len(shown)
+    tail = [f"… {more} more lines"] if more > 0 else []
+    return "\n".join([f"{path}:", *shown, *tail])
+
+
+def request_text(request: Request, approvers: str) -> tuple[str, str]:
+    """The request's message (plain text and HTML): what, then each option's keycap."""
+    head = f"🔐 Permission requested: {request.title} ({request.kind})"
+    options = [f"{KEYCAPS[i]} {safe_line(o.name)} ({safe_line(o.kind, 40)})"
+               for i, o in enumerate(request.options[: len(KEYCAPS)])]  # fmt: skip
+    options += [f"• {safe_line(o.name)} (answer in the editor)"
+                for o in request.options[len(KEYCAPS) :]]  # fmt: skip
+    foot = f"React with a number to answer. Approvers: {safe_line(approvers, 400)}"
+    body = "\n".join([head, *([request.detail] if request.detail else []), *options, foot])
+    detail_html = f"<pre><code>{to_html(request.detail)}</code></pre>" if request.detail else ""
+    html = (
+        f"<b>🔐 Permission requested:</b> {to_html(request.title)} ({to_html(request.kind)})"
+        f"{detail_html}{'<br>'.join(to_html(line) for line in options)}"
+        f"<br><i>{to_html(foot)}</i>"
+    )
+    return body, html
+
+
+def decided_text(request: Request, decision: str) -> tuple[str, str]:
+    """The request's message once no longer pending: what was decided (plain text, HTML)."""
+    head = f"🔐 {request.title} ({request.kind})"
+    body = f"{head}\n{decision}"
+    return body, f"<b>{to_html(head)}</b><br>{to_html(decision)}"
+
+
+def chosen(option: Option, by: str, when: str, where: str) -> str:
+    """The decision's words: the option, who chose it, when and from where."""
+    return f"✅ {safe_line(option.name)} ({safe_line(option.kind, 40)}): chosen by " \
+           f"{safe_line(by)} {where} at {when}"  # fmt: skip
+
+
+def answer(request: Request, option: Option | None) -> bytes:
+    """The JSON-RPC answer to the agent: the option selected, or ``cancelled``."""
+    outcome: dict[str, Any] = (
+        {"outcome": "cancelled"}
+        if option is None
+        else {"outcome": "selected", "optionId": option.option_id}
+    )
+    reply = {"jsonrpc": "2.0", "id": request.request_id, "result": {"outcome": outcome}}
+    return strictjson.dumps(reply)
+
+
+def outcome_option(request: Request, result: Any) -> Option | None:
+    """The option an answer ``result`` selected (None for cancelled or unknown)."""
+    outcome = result.get("outcome") if isinstance(result, dict) else None
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return None
+    chosen_id = _text(outcome.get("optionId"))
+    return next((o for o in request.options if o.option_id == chosen_id), None)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, strictjson.Number):
+        return value.text
+    return value if isinstance(value, str) else ""
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

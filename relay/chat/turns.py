@@ -1,0 +1,258 @@
+"""What a thread shows of a turn: the agent's words, thoughts, tool calls, plans, the end.
+
+Pure. The agent's ``session/update`` notifications come in one by one; the thread is a
+set of messages (slots), each showing its latest state, edited in place as it changes:
+
+- the turn's words: one message, its ``agent_message_chunk`` texts joined, continued in a
+  next message when one would pass an event's size (nothing is cut);
+- its thoughts (``agent_thought_chunk``): one message folded under "Thinking", or none
+  (``--thoughts hidden``), or shown as they are (``shown``);
+- each tool call: one line with its title, kind and status;
+- the plan: a checklist, one message per turn;
+- the end of the turn: its stop reason.
+
+:meth:`TurnView.take` hands out the slots changed since the last call, in the order the
+slots were first made: the caller sends a new message for a new slot and an edit for one
+it has shown. Everything the agent wrote is made safe (:mod:`relay.chat.text`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from relay.acp import strictjson
+from relay.chat.text import CONTENT_BYTES, fit_bytes, safe, safe_line, text_size, to_html
+
+Thoughts = Literal["folded", "hidden", "shown"]
+WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice
+THOUGHTS_BYTES = 12000
+MAX_TOOLS = 1024  # tool calls remembered per thread (the oldest forgotten)
+PLAN_MARKS = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
+STATUS_MARKS = {"pending": "⏳", "in_progress": "🔄", "completed": "✅", "failed": "❌"}
+MAX_PLAN_ENTRIES = 50
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One message of the thread as it should read now."""
+
+    slot: str
+    body: str
+    html: str | None = None
+    msgtype: str = "m.notice"
+
+
+@dataclass
+class _Tool:
+    title: str
+    kind: str
+    status: str
+
+
+class TurnView:
+    """One thread's turns as messages: the latest state of each slot, and what changed."""
+
+    def __init__(self, thoughts: Thoughts = "folded") -> None:
+        self.thoughts = thoughts
+        self.turn = 0
+        self.pages: list[str] = []  # this turn's words, page by page
+        self._page_bytes = 0
+        self.thought = ""
+        self.tools: OrderedDict[str, _Tool] = OrderedDict()
+        self.plan: list[tuple[str, str]] = []
+        self._order: OrderedDict[str, None] = OrderedDict()  # slots, in the order made
+        self._changed: set[str] = set()
+        self._frozen: dict[str, Shown] = {}  # slots that will not change again
+        self._notes = 0
+
+    # -- what comes in ------------------------------------------------------------------
+
+    def start_turn(self) -> None:
+        """A prompt went to the agent: a new turn's messages begin (the last turn's changes
+        not yet handed out are kept as they read now)."""
+        for slot in self._changed:
+            self._frozen[slot] = self._render(slot)
+        self.turn += 1
+        self.pages, self._page_bytes, self.thought, self.plan = [], 0, "", []
+
+    def update(self, update: Any) -> None:
+        """One ``session/update``'s ``update`` object."""
+        if not isinstance(update, dict):
+            return
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            self._words(_chunk_text(update.get("content")))
+        elif kind == "agent_thought_chunk" and self.thoughts != "hidden":
+            self.thought += _chunk_text(update.get("content"))
+            self._touch(f"{self.turn}.thoughts")
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool(update)
+        elif kind == "plan":
+            entries = [e for e in _list(update.get("entries")) if isinstance(e, dict)]
+            self.plan = [(_text(e.get("content")), _text(e.get("status")))
+                         for e in entries[:MAX_PLAN_ENTRIES]]  # fmt: skip
+            self._touch(f"{self.turn}.plan")
+
+    def end_turn(self, stop_reason: str) -> None:
+        """The turn ended (the prompt's answer): a line with its stop reason."""
+        self.note(f"⏹ End of turn: {safe_line(stop_reason, 80)}", slot=f"{self.turn}.end")
+
+    def note(self, text: str, *, slot: str | None = None) -> str:
+        """A line of the bot's own (``text`` already safe) in a new message; its slot."""
+        if slot is None:
+            self._notes += 1
+            slot = f"note.{self._notes}"
+        self._frozen[slot] = Shown(slot, text, to_html(text))
+        self._touch(slot)
+        return slot
+
+    # -- what goes out --------------------------------------------------------------------
+
+    def take(self) -> list[Shown]:
+        """The slots changed since the last call, in the order they were first made."""
+        changed = [slot for slot in self._order if slot in self._changed]
+        self._changed.clear()
+        shown = [self._render(slot) for slot in changed]
+        for slot in [slot for slot in self._order if not self._live(slot)]:
+            del self._order[slot]  # it will not change again: remember it no more
+            self._frozen.pop(slot, None)
+        return shown
+
+    @property
+    def pending(self) -> bool:
+        """Whether something changed that :meth:`take` has not handed out."""
+        return bool(self._changed)
+
+    def is_live(self, slot: str) -> bool:
+        """Whether ``slot`` may still change (else it can be forgotten once shown)."""
+        return slot in self._order
+
+    def _live(self, slot: str) -> bool:
+        """Whether ``slot`` may change again: a tool call still known, this turn's words,
+        thoughts and plan."""
+        if slot.startswith("tool."):
+            return slot[5:] in self.tools
+        return slot not in self._frozen and slot.startswith(f"{self.turn}.")
+
+    # -- kept across a restart ----------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything this view holds, as JSON values (for the state file)."""
+        return {
+            "turn": self.turn, "pages": self.pages, "page_bytes": self._page_bytes,
+            "thought": self.thought, "plan": self.plan, "notes": self._notes,
+            "tools": [[k, t.title, t.kind, t.status] for k, t in self.tools.items()],
+            "order": list(self._order), "changed": sorted(self._changed),
+            "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
+        }  # fmt: skip
+
+    def restore(self, kept: dict[str, Any]) -> None:
+        """Back to what :meth:`snapshot` kept."""
+        self.turn, self.pages = kept["turn"], list(kept["pages"])
+        self._page_bytes, self.thought = kept["page_bytes"], kept["thought"]
+        self.plan = [(content, status) for content, status in kept["plan"]]
+        self._notes = kept["notes"]
+        self.tools = OrderedDict((k, _Tool(t, kind, s)) for k, t, kind, s in kept["tools"])
+        self._order = OrderedDict.fromkeys(kept["order"])
+        self._changed = set(kept["changed"])
+        self._frozen = {slot: Shown(slot, body, html, kind)
+                        for slot, body, html, kind in kept["frozen"]}  # fmt: skip
+
+    # -- the slots --------------------------------------------------------------------------
+
+    def _touch(self, slot: str) -> None:
+        self._order.setdefault(slot, None)
+        self._changed.add(slot)
+
+    def _words(self, text: str) -> None:
+        """Append to the turn's words: onto the last page, then on new ones."""
+        text = safe(text)
+        while text:
+            if not self.pages or self._page_bytes >= WORDS_PAGE_BYTES:
+                self.pages.append("")
+                self._page_bytes = 0
+            room = WORDS_PAGE_BYTES - self._page_bytes
+            size = text_size(text)
+            take = text if size <= room else _prefix(text, room)
+            if not take:  # a character that does not fit the page: start the next one
+                self._page_bytes = WORDS_PAGE_BYTES
+                continue
+            self.pages[-1] += take
+            self._page_bytes += text_size(take) if take is not text else size
+            self._touch(f"{self.turn}.words.{len(self.pages)}")
+            text = text[len(take) :]
+
+    def _tool(self, update: dict[str, Any]) -> None:
+        tool_id = _text(update.get("toolCallId"))[:200]
+        if not tool_id:
+            return
+        known = self.tools.get(tool_id)
+        if known is None:
+            known = self.tools[tool_id] = _Tool("a tool call", "other", "pending")
+            while len(self.tools) > MAX_TOOLS:
+                self.tools.popitem(last=False)
+        for field, key in (("title", "title"), ("kind", "kind"), ("status", "status")):
+            if isinstance(update.get(key), str):
+                setattr(known, field, safe_line(update[key], 200 if key == "title" else 40))
+        self._touch(f"tool.{tool_id}")
+
+    def _render(self, slot: str) -> Shown:
+        if slot in self._frozen:
+            return self._frozen[slot]
+        part = slot.split(".", 2)
+        if slot.startswith("tool."):
+            tool = self.tools.get(slot[5:])
+            if tool is None:
+                return Shown(slot, "🔧 (a tool call)")
+            mark = STATUS_MARKS.get(tool.status, "•")
+            body = f"🔧 {tool.title} · {tool.kind} · {mark} {tool.status}"
+            return Shown(slot, body, to_html(body))
+        if len(part) == 3 and part[1] == "words":
+            page = self.pages[int(part[2]) - 1]
+            return Shown(slot, page or "…", None, "m.text")
+        if len(part) == 2 and part[1] == "thoughts":
+            return self._thoughts(slot)
+        if len(part) == 2 and part[1] == "plan":
+            lines = [f"{PLAN_MARKS.get(s, '•')} {safe_line(c, 300)}" for c, s in self.plan]
+            body = "\n".join(["📋 Plan", *lines])
+            return Shown(slot, body, to_html(body))
+        return Shown(slot, "…")
+
+    def _thoughts(self, slot: str) -> Shown:
+        text = fit_bytes(safe(self.thought), THOUGHTS_BYTES)
+        if self.thoughts == "shown":
+            return Shown(slot, f"💭 {text}", to_html(f"💭 {text}"))
+        html = f"<details><summary>💭 Thinking</summary>{to_html(text)}</details>"
+        return Shown(slot, f"💭 Thinking: {text}", html)
+
+
+def _prefix(text: str, budget: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``budget`` JSON bytes."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text_size(text[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
+def _chunk_text(content: Any) -> str:
+    if isinstance(content, dict):
+        if content.get("type") == "text":
+            return _text(content.get("text"))
+        return f"[{safe_line(_text(content.get('type')) or '?', 40)}]"
+    return ""
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, strictjson.Number):
+        return value.text
+    return value if isinstance(value, str) else ""
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,156 @@
+"""``acp-relay chat``: a Matrix bot that runs agent sessions in threads of a team's rooms.
+
+Resolves the options (flag > ``ACP_RELAY_*`` > ``--config`` file > default:
+:mod:`relay.config.chatoptions`), the relay's URL and dialing flags as ``connect`` takes
+them (:mod:`relay.cli.dialflags`), reads the access token from its file or
+``ACP_RELAY_MATRIX_TOKEN`` (never from a flag, never logged), opens the state file, checks
+the token against ``--user``, then runs the bot (:mod:`relay.client.chatbot.bot`) until
+SIGTERM or SIGINT, which keep every thread's connection for the next start to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import uvloop
+
+from relay.chat.access import Access
+from relay.cli.dialflags import DIALING, dial_config
+from relay.config import convert, defaults
+from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
+from relay.config.errors import UsageError
+from relay.config.options import Option, add_options
+from relay.core.redaction import Redactor
+from relay.observe import logs
+
+if TYPE_CHECKING:
+    from relay.client.chatbot.bot import ChatConfig
+
+BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
+
+LOGGING: tuple[Option, ...] = (
+    Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
+           convert.log_format, default_text="auto: console on a terminal, else json",
+           layered=False),
+    Option("log-level", "log level: debug, info, warning or error", defaults.LOG_LEVEL,
+           "LEVEL", convert.log_level, layered=False),
+)  # fmt: skip
+
+
+ALL_OPTIONS = (*OPTIONS, *DIALING, *LOGGING)  # as --help and docs/configuration.md list them
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``chat`` subcommand."""
+    parser = commands.add_parser(
+        "chat",
+        allow_abbrev=False,  # --token must not be taken for --token-file: no token in a flag
+        help="a Matrix bot: agent sessions in threads, permission requests answered there",
+        description="Serve the given Matrix rooms: a message that mentions the bot opens a "
+        "thread with one relay connection (to URL) and one ACP session; each reply in the "
+        "thread is the next prompt (!cancel cancels the turn, !end ends the session). The "
+        "agent's permission requests are answered by an approver's keycap reaction. The "
+        "state file keeps every thread across restarts.",
+    )
+    parser.add_argument(
+        "url", metavar="URL", nargs="?", default=None,
+        help="the relay's endpoint, ws:// or wss:// (none with --connect-command)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--config", metavar="FILE", default=None,
+        help=f"TOML file of these options, keys named like the flags (env {defaults.CONFIG_ENV})",
+    )  # fmt: skip
+    add_options(parser, ALL_OPTIONS)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the bot until SIGTERM or SIGINT."""
+    config, token = chat_config(args, os.environ)
+    redacting = Redactor()
+    redacting.add_secret(token)
+    logs.configure(args.log_level, args.log_format, redacting=redacting)
+    from relay.client.chatbot.run import run_chat  # the bot's libraries, once the flags are good
+
+    return uvloop.run(run_chat(config, _stop_on_signals))
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatConfig, str]:
+    """The bot's configuration and its access token; UsageError saying the fix."""
+    from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+
+    path = args.config or env.get(defaults.CONFIG_ENV) or None
+    text = _read(path, "--config") if path else None
+    values = resolve_chat(OPTIONS, vars(args), env, text, cwd=os.getcwd(), file_name=path)
+    token = _token(values["token_file"], env)
+    connect_command = values["connect_command"]
+    if connect_command is not None:
+        if values["ticket_command"] is not None or values["ticket_file"] is not None:
+            raise UsageError("--connect-command prints the ticket too: give no --ticket-command "
+                             "or --ticket-file with it")  # fmt: skip
+        values["ticket_command"] = shlex.join(connect_command)  # for the dialing flags' checks
+    elif values["ticket_command"] is None and values["ticket_file"] is None:
+        raise UsageError(
+            "acp-relay chat opens a connection per thread and resumes it: give "
+            "--ticket-command CMD (or --ticket-file FILE) for a fresh ticket each time, or "
+            "--connect-command CMD"
+        )
+    if args.url is None and connect_command is None:
+        raise UsageError("give the relay's URL (ws:// or wss://), or --connect-command")
+    url = args.url or BOXES_URL
+    dial_args = argparse.Namespace(**{**vars(args), "url": url, "ticket": None,
+                                      "ticket_command": values["ticket_command"],
+                                      "ticket_file": values["ticket_file"]})  # fmt: skip
+    dial = dial_config(dial_args, {})
+    access = Access(
+        approvers=frozenset(values["approver"]),
+        approver_level=values["approver_level"],
+        prompters=frozenset(values["prompter"]) if values["prompter"] else None,
+        prompter_level=values["prompter_level"],
+    )
+    if not access.approvers and access.approver_level is None:
+        raise UsageError("nobody could answer a permission request: give --approver USER_ID "
+                         "or --approver-level LEVEL")  # fmt: skip
+    config = ChatConfig(
+        homeserver=values["homeserver"], user=values["user"], token=token,
+        rooms=frozenset(values["room"]), access=access, dial=dial,
+        cwd=values["cwd"] or os.getcwd(), state=values["state"],
+        thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
+        watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
+    )  # fmt: skip
+    return config, token
+
+
+def _token(token_file: str | None, env: Mapping[str, str]) -> str:
+    if token_file is not None:
+        token = _read(token_file, "--token-file").strip()
+        where = f"--token-file {token_file}"
+    else:
+        token, where = env.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
+    if not token:
+        raise UsageError(f"no access token: put the bot's token in a file named by "
+                         f"--token-file, or in ${TOKEN_ENV} ({where} is empty)")  # fmt: skip
+    if not (token.isascii() and token.isprintable()) or " " in token:
+        raise UsageError(f"{where} is not one access token: it has spaces or control characters")
+    return token
+
+
+def _read(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"cannot read {flag} {path}: {why}") from None

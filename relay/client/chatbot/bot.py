@@ -1,0 +1,337 @@
+"""``acp-relay chat``: the bot. Syncs with the homeserver and runs a thread per session.
+
+It serves the rooms it is given and ignores every other room and invitation. A member
+who may prompt opens a thread by mentioning the bot; each thread is one relay
+connection and one ACP session (:mod:`relay.client.chatbot.link`). Reactions on a
+permission request go to its thread. Each timeline event is handled once: its id is
+noted in the state file before it is acted on, and the sync position is kept after each
+batch; on the first start only what comes after it is acted on. An encrypted room is
+said to be unsupported, in the room and in the log. On a restart, every thread whose
+connection was live is resumed (:meth:`SessionThread.restore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+from relay import __version__
+from relay.chat.access import Access
+from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, Share, meaning
+from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
+from relay.chat.permissions import request_of
+from relay.chat.session import ChatSession
+from relay.chat.text import safe_line
+from relay.chat.turns import Thoughts
+from relay.chat.watched import Watched
+from relay.client.chatbot.link import SessionThread
+from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.state import State, ThreadRow
+from relay.client.chatbot.watch import WatchThread
+from relay.connect.dialing import BridgeConfig
+from relay.connect.ticketsource import TicketSource
+from relay.observe.logs import Logger
+
+PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
+MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
+ENCRYPTED_WORDS = (
+    "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
+    "(it cannot read what is said here). Use a room without encryption."
+)
+
+
+@dataclass(frozen=True)
+class ChatConfig:
+    """What the bot needs, resolved (the token read from its file or the environment)."""
+
+    homeserver: str
+    user: str
+    token: str
+    rooms: frozenset[str]
+    access: Access
+    dial: BridgeConfig
+    cwd: str
+    state: str
+    thoughts: Thoughts = "folded"
+    approval_timeout: float | None = None
+    edit_interval: float = 1.0
+    watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
+    connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
+
+
+class ChatBot:
+    """The bot: its Matrix session, its state file, its threads."""
+
+    def __init__(self, config: ChatConfig, matrix: MatrixSession, state: State, log: Logger):
+        self.config = config
+        self.matrix = matrix
+        self.state = state
+        self.log = log
+        self.access = config.access
+        self.approval_timeout = config.approval_timeout
+        self.edit_interval = config.edit_interval
+        self.threads: dict[str, SessionThread | WatchThread] = {}
+        self.request_owners: dict[str, Showing] = {}
+        self.power: dict[str, dict[str, Any] | None] = {}
+        # Reactions on an event no request owns yet: the sync can bring a reaction on a
+        # request's message before the send that posted it has returned. Bounded.
+        self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
+        self.encrypted: set[str] = set()
+
+    def owns_request(self, event_id: str, showing: Showing | None) -> None:
+        if showing is None:
+            self.request_owners.pop(event_id, None)
+            return
+        self.request_owners[event_id] = showing
+        for early in self.early.pop(event_id, []):  # reactions synced before the request was kept
+            asyncio.get_running_loop().create_task(self._reaction(showing, *early))
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sync and act until ``stop``; the threads' connections are then kept for a restart."""
+        self.restore_threads()
+        since = self.state.sync_token()
+        first = since is None
+        batches = 0
+        try:
+            while not stop.is_set():
+                answer = await _unless(self.matrix.sync(since, 0 if first else None), stop)
+                if answer is None:
+                    break
+                await self.handle(answer, act=not first)
+                since = (
+                    answer.get("next_batch") if isinstance(answer.get("next_batch"), str) else since
+                )
+                if since is not None:
+                    self.state.save_sync_token(since)
+                if first:
+                    self.log.info("first start: acting on what comes from now on")
+                first = False
+                batches += 1
+                if batches % PRUNE_EVERY == 0:
+                    self.state.forget_old_events()
+        finally:
+            for thread in list(self.threads.values()):
+                await thread.stop_for_restart()
+            self.state.forget_old_events()
+
+    def restore_threads(self) -> None:
+        for row in self.state.live_threads():
+            if row.kind == "watch" and row.connection is not None:
+                self._restore_watch(row)
+                continue
+            if row.kind != "session" or row.connection is None or row.secret is None:
+                self.state.end_thread(row.root)
+                continue
+            thread = self._thread(row.room, row.root, row.url)
+            if row.view is not None:
+                thread.session.restore(row.view)
+            for event_id, record in self.state.pending_requests(row.root):
+                thread.showing.watch_request(request_of(record), event_id)
+            thread.restore(row)
+            self.log.info("thread restored", thread=row.root, connection=row.connection)
+
+    def _restore_watch(self, row: ThreadRow) -> None:
+        assert row.connection is not None
+        watch = self._watch(row.room, row.root, row.connection, row.url)
+        if watch is None:
+            self.state.end_thread(row.root)
+            return
+        if row.view is not None:
+            watch.watched.restore(row.view)
+        watch.restore(self.state.pending_requests(row.root))
+        self.log.info("watch thread restored", thread=row.root, connection=row.connection)
+
+    def _watch(self, room: str, root: str, connection: str, url: str) -> WatchThread | None:
+        command = self.config.watch_ticket_command
+        if command is None:
+            return None
+        dial = replace(self.config.dial, url=url)
+        watch = WatchThread(
+            self, dial, command, room, root, connection, Watched(self.config.thoughts)
+        )
+        self.threads[root] = watch
+        asyncio.get_running_loop().create_task(self._forget_when_over(watch))
+        return watch
+
+    def _thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
+        session = ChatSession(self.config.cwd, version=__version__, thoughts=self.config.thoughts)
+        dial = self.config.dial
+        if self.config.connect_command is not None and url is not None:  # a box's, resumed
+            dial = replace(
+                dial, url=url, ticket=TicketSource(command=(*self.config.connect_command, url))
+            )
+        thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
+        self.threads[root] = thread
+        asyncio.get_running_loop().create_task(self._forget_when_over(thread))
+        return thread
+
+    async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
+        await thread.ended.wait()
+        self.threads.pop(thread.root, None)
+
+    # -- a sync's answer -------------------------------------------------------------------------
+
+    async def handle(self, answer: dict[str, Any], *, act: bool) -> None:
+        rooms = answer.get("rooms")
+        rooms = rooms if isinstance(rooms, dict) else {}
+        for room in _keys(rooms.get("invite")):
+            if room in self.config.rooms:
+                self.log.info("invited to a served room: joining", room=room)
+                await self.matrix.join(room)
+            else:
+                self.log.info("invitation to a room not served: ignored", room=room)
+        joined = rooms.get("join")
+        for room, data in joined.items() if isinstance(joined, dict) else []:
+            if room not in self.config.rooms or not isinstance(data, dict):
+                continue
+            timeline = _events(data.get("timeline"))
+            for event in [*_events(data.get("state")), *timeline]:
+                await self._state_event(room, event)
+            if act:
+                for event in timeline:
+                    await self._timeline_event(room, event)
+
+    async def _state_event(self, room: str, event: dict[str, Any]) -> None:
+        if event.get("type") == "m.room.power_levels" and event.get("state_key") == "":
+            content = event.get("content")
+            self.power[room] = content if isinstance(content, dict) else None
+        elif event.get("type") == "m.room.encryption":
+            await self._encrypted(room)
+
+    async def _encrypted(self, room: str) -> None:
+        if room in self.encrypted:
+            return
+        self.encrypted.add(room)
+        self.log.warning("served room is encrypted: not supported", room=room)
+        await self.matrix.send(
+            room, "m.room.message", message(ENCRYPTED_WORDS), f"encrypted-{int(time.time())}"
+        )
+
+    async def _timeline_event(self, room: str, event: dict[str, Any]) -> None:
+        event_id = event.get("event_id")
+        if not isinstance(event_id, str) or event.get("sender") == self.config.user:
+            return
+        if not self.state.first_handling(event_id, int(time.time() * 1000)):
+            return  # handled before a restart
+        incoming = read_event(event)
+        if isinstance(incoming, Message):
+            await self._message(room, incoming)
+        elif isinstance(incoming, Reaction):
+            owner = self.request_owners.get(incoming.target)
+            if owner is not None:
+                await self._reaction(owner, room, incoming)
+            else:
+                self.early.setdefault(incoming.target, []).append((room, incoming))
+                while len(self.early) > MAX_EARLY:
+                    self.early.popitem(last=False)
+        elif isinstance(incoming, Encryption):
+            await self._encrypted(room)
+
+    async def _reaction(self, owner: Showing, room: str, reaction: Reaction) -> None:
+        power = await self._power(room)
+        await owner.reacted(reaction.sender, reaction.target, reaction.key, power)
+
+    async def _power(self, room: str) -> dict[str, Any] | None:
+        if room not in self.power:
+            self.power[room] = await self.matrix.power_levels(room)
+        return self.power[room]
+
+    async def _message(self, room: str, said: Message) -> None:
+        known = said.thread is not None and said.thread in self.threads
+        what = meaning(said, bot=self.config.user, thread_known=known)
+        if isinstance(what, Ignore):
+            return
+        if not self.access.may_prompt(said.sender, await self._power(room)):
+            await self._refuse(room, said)
+            return
+        if isinstance(what, Share):
+            await self._share(room, said, what)
+            return
+        if isinstance(what, Open):
+            self.state.add_thread(said.event_id, room, "session", self.config.dial.url, time.time())
+            opened = self._thread(room, said.event_id)
+            self.log.info("thread opened", thread=said.event_id, by=said.sender)
+            opened.open(what.prompt)
+            return
+        assert said.thread is not None
+        thread = self.threads[said.thread]
+        if isinstance(thread, WatchThread):
+            if isinstance(what, End):
+                thread.end(safe_line(said.sender))
+            else:
+                thread.showing.say("This thread follows the editor's session: prompt there.")
+            return
+        if isinstance(what, Prompt):
+            await thread._carry_out(thread.session.prompt(what.text))
+        elif isinstance(what, Cancel):
+            await thread._carry_out(thread.session.cancel())
+        elif isinstance(what, End):
+            thread.end(safe_line(said.sender))
+
+    async def _share(self, room: str, said: Message, share: Share) -> None:
+        """Follow an editor's connection in a new thread rooted at ``said``."""
+        url = share.url or self.config.dial.url
+        if not url.startswith(("ws://", "wss://")):
+            await self._reply(room, said, f"share: expected a ws:// or wss:// URL, got "
+                                          f"{safe_line(url, 100)}")  # fmt: skip
+            return
+        self.state.add_thread(said.event_id, room, "watch", url, time.time())
+        self.state.connected(said.event_id, share.connection, "", 0.0)
+        watch = self._watch(room, said.event_id, share.connection, url)
+        if watch is None:
+            self.state.end_thread(said.event_id)
+            needs = "share needs the bot started with --watch-ticket-command"
+            await self._reply(room, said, needs)
+            return
+        self.log.info("share opened", thread=said.event_id, by=said.sender,
+                      connection=share.connection)  # fmt: skip
+        watch.start()
+
+    async def _reply(self, room: str, said: Message, words: str) -> None:
+        content = in_thread(message(words), said.thread or said.event_id, said.event_id)
+        await self.matrix.send(room, "m.room.message", content, f"reply-{said.event_id}")
+
+    async def _refuse(self, room: str, said: Message) -> None:
+        """Someone not allowed to prompt: a reply saying so, in the thread it was in."""
+        root = said.thread or said.event_id
+        words = (
+            f"{safe_line(said.sender)}: you may not prompt the agent here; ask an "
+            "approver to add you with --prompter."
+        )
+        self.log.info("prompt from someone not allowed to prompt", user=said.sender, room=room)
+        await self.matrix.send(
+            room,
+            "m.room.message",
+            in_thread(message(words), root, said.event_id),
+            f"refused-{said.event_id}",
+        )
+
+
+async def _unless(call: Any, stop: asyncio.Event) -> Any:
+    """Await ``call`` unless ``stop`` comes first (None then)."""
+    task = asyncio.ensure_future(call)
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return None
+
+
+def _keys(value: Any) -> list[str]:
+    return [key for key in value if isinstance(key, str)] if isinstance(value, dict) else []
+
+
+def _events(value: Any) -> list[dict[str, Any]]:
+    events = value.get("events") if isinstance(value, dict) else None
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []

@@ -1,0 +1,188 @@
+"""The bot's Matrix session: sync, send, react, join, read power levels (mautrix underneath).
+
+Thin I/O over :mod:`mautrix`'s ``ClientAPI``. Every send honours the homeserver: a
+``429 M_LIMIT_EXCEEDED`` holds the bot's sends until its ``retry_after_ms``
+(:class:`relay.chat.pacing.Hold`, shared by every thread) and the send is tried again;
+a homeserver that cannot be reached is tried again with backoff, said in the log once
+per outage. Transaction ids are the caller's, so that a send retried after a restart
+is the same event to the homeserver. The access token never reaches a log line: it is
+the redactor's from the start, and mautrix's request lines are kept at INFO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+import aiohttp
+from mautrix.api import HTTPAPI, Method, Path
+from mautrix.client import ClientAPI
+from mautrix.errors import MatrixConnectionError, MatrixRequestError, MLimitExceeded
+from mautrix.types import SyncToken, UserID
+
+from relay.chat.pacing import Hold
+from relay.observe.logs import Logger
+
+T = TypeVar("T")
+BACKOFF_FIRST = 0.5  # seconds before the first retry of an unreachable homeserver
+BACKOFF_MAX = 30.0
+SYNC_TIMEOUT_MS = 25_000  # the long poll's wait on the homeserver
+REQUEST_TIMEOUT = 60.0  # seconds for any one request (a sync's wait included)
+logging.getLogger("mau").setLevel(logging.INFO)  # its debug lines carry every request's body
+
+
+class Unreachable(Exception):
+    """The homeserver could not be reached (its words)."""
+
+
+class MatrixSession:
+    """The bot's one session with its homeserver."""
+
+    def __init__(self, homeserver: str, user: str, token: str, log: Logger) -> None:
+        self.homeserver = homeserver
+        self.user = user
+        self.log = log
+        self.hold = Hold()
+        self._token = token
+        self._http: aiohttp.ClientSession | None = None
+        self.api: ClientAPI | None = None
+        self._down_since: float | None = None
+        self._rng = random.Random()
+
+    async def __aenter__(self) -> MatrixSession:
+        trace = aiohttp.TraceConfig()
+        trace.on_request_end.append(self._answered)
+        self._http = aiohttp.ClientSession(
+            trace_configs=[trace], timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+        )
+        http = HTTPAPI(self.homeserver, self._token, client_session=self._http)
+        self.api = ClientAPI(UserID(self.user), api=http)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._http is not None:
+            await self._http.close()
+
+    async def _answered(
+        self, _session: aiohttp.ClientSession, _context: SimpleNamespace, params: Any
+    ) -> None:
+        """Every answer: a 429's retry_after_ms becomes the bot's hold on sending."""
+        response = params.response
+        if response.status != 429:
+            return
+        retry: int | None = None
+        try:
+            body = json.loads(await response.read())
+            value = body.get("retry_after_ms") if isinstance(body, dict) else None
+            retry = value if isinstance(value, int) else None
+        except (ValueError, aiohttp.ClientError):
+            pass
+        until = self.hold.limited(time.monotonic(), retry)
+        self.log.info(
+            "rate-limited by the homeserver",
+            retry_after_ms=retry,
+            holding_seconds=round(until - time.monotonic(), 3),
+        )
+
+    # -- requests, retried --------------------------------------------------------------
+
+    async def _retried(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call`` until it answers: after the hold of a 429, with backoff while the
+        homeserver cannot be reached (said once per outage, and when it is back)."""
+        backoff = BACKOFF_FIRST
+        while True:
+            wait = self.hold.until - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                result = await call()
+            except MLimitExceeded:
+                continue  # the hold is set by _answered
+            except (MatrixConnectionError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                self._unreachable(what, exc, backoff)
+                await asyncio.sleep(backoff * (0.5 + self._rng.random()))
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            except MatrixRequestError as exc:
+                if exc.http_status not in (502, 503, 504):
+                    raise
+                self._unreachable(what, exc, backoff)
+                await asyncio.sleep(backoff * (0.5 + self._rng.random()))
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            if self._down_since is not None:
+                self.log.warning(
+                    "homeserver reachable again",
+                    homeserver=self.homeserver,
+                    down_seconds=round(time.monotonic() - self._down_since, 1),
+                )
+                self._down_since = None
+            return result
+
+    def _unreachable(self, what: str, exc: BaseException, backoff: float) -> None:
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self.log.warning(
+                "homeserver unreachable: retrying with backoff",
+                request=what,
+                homeserver=self.homeserver,
+                reason=str(exc)[:200] or type(exc).__name__,
+                first_retry_seconds=backoff,
+            )
+        else:
+            self.log.info(
+                "homeserver still unreachable", request=what, next_retry_seconds=round(backoff, 2)
+            )
+
+    def _client(self) -> ClientAPI:
+        assert self.api is not None, "use MatrixSession as an async context manager"
+        return self.api
+
+    # -- what the bot does ------------------------------------------------------------------
+
+    async def whoami(self) -> str:
+        """The user the token belongs to (raises MatrixRequestError for a bad token)."""
+        answer = await self._retried("whoami", self._client().whoami)
+        return str(answer.user_id)
+
+    async def sync(self, since: str | None, timeout_ms: int | None = None) -> dict[str, Any]:
+        client = self._client()
+        timeout_ms = SYNC_TIMEOUT_MS if timeout_ms is None else timeout_ms
+        token = SyncToken(since) if since else None
+        answer = await self._retried("sync", lambda: client.sync(since=token, timeout=timeout_ms))
+        return answer if isinstance(answer, dict) else {}
+
+    async def send(self, room: str, kind: str, content: dict[str, Any], txn: str) -> str:
+        """Send an event (``txn``: its transaction id, the same on a retry); its event id."""
+        path = Path.v3.rooms[room].send[kind][txn]
+        api = self._client().api
+
+        async def put() -> Any:
+            return await api.request(Method.PUT, path, content, metrics_method="send")
+
+        answer = await self._retried("send", put)
+        event_id = answer.get("event_id") if isinstance(answer, dict) else None
+        if not isinstance(event_id, str):
+            raise MatrixConnectionError("no event_id in the homeserver's answer")
+        return event_id
+
+    async def join(self, room: str) -> None:
+        api = self._client().api
+        path = Path.v3.rooms[room].join
+        await self._retried("join", lambda: api.request(Method.POST, path, {}))
+
+    async def power_levels(self, room: str) -> dict[str, Any] | None:
+        """The room's ``m.room.power_levels`` content (None if it cannot be read)."""
+        api = self._client().api
+        path = Path.v3.rooms[room].state["m.room.power_levels"]
+        try:
+            answer = await self._retried("power levels", lambda: api.request(Method.GET, path))
+        except MatrixRequestError:
+            return None
+        return answer if isinstance(answer, dict) else None

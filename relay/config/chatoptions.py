@@ -1,0 +1,165 @@
+"""``acp-relay chat``'s options: their table, and their values from flags, environment and a
+TOML file.
+
+Pure. Precedence as for ``serve``: flag > ``ACP_RELAY_*`` > the file named by ``--config``
+(or ``ACP_RELAY_CONFIG``) > default. The Matrix access token is never a flag: it is read
+from ``--token-file`` or taken from ``ACP_RELAY_MATRIX_TOKEN`` (see :data:`TOKEN_ENV`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import PurePath
+from typing import Any
+
+from relay.config import convert
+from relay.config.errors import UsageError
+from relay.config.options import Option
+
+TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --token-file)
+THOUGHTS = ("folded", "hidden", "shown")
+
+
+def _user_id(value: object) -> str:
+    text = convert.text(value).strip()
+    localpart, colon, server = text[1:].partition(":")
+    if not text.startswith("@") or not colon or not localpart or not server:
+        raise ValueError(f"expected a Matrix user id such as @alice:example.org, got {text!r}")
+    return text
+
+
+def _room_id(value: object) -> str:
+    text = convert.text(value).strip()
+    if not text.startswith("!") or len(text) < 2 or any(c.isspace() for c in text):
+        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}")
+    return text
+
+
+def _homeserver(value: object) -> str:
+    text = convert.text(value).strip().rstrip("/")
+    if not text.startswith(("http://", "https://")) or len(text) < 10:
+        raise ValueError(f"expected the homeserver's http(s):// URL, got {text!r}")
+    return text
+
+
+def _level(value: object) -> int:
+    number = int(convert.text(value)) if isinstance(value, str) else value
+    if not isinstance(number, int) or isinstance(number, bool):
+        raise ValueError(f"expected a power level (an integer), got {value!r}")
+    return number
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("homeserver", "the homeserver's client URL, e.g. https://matrix.example.org", None,
+           "URL", _homeserver),
+    Option("user", "the bot's Matrix user id, e.g. @relay-bot:example.org", None, "USER_ID",
+           _user_id),
+    Option("token-file", f"file holding the bot's access token (else ${TOKEN_ENV}; never a "
+           "flag value)", None, "FILE", convert.non_empty, is_path=True),
+    Option("room", "a room the bot serves, by id (every other room and invitation is "
+           "ignored)", (), "ROOM_ID", _room_id, repeatable=True),
+    Option("approver", "a user who may answer the agent's permission requests", (),
+           "USER_ID", _user_id, repeatable=True),
+    Option("approver-level", "also approvers: members with at least this power level",
+           None, "LEVEL", _level),
+    Option("prompter", "a user who may prompt (default: the approvers)", (), "USER_ID",
+           _user_id, repeatable=True),
+    Option("prompter-level", "also prompters: members with at least this power level",
+           None, "LEVEL", _level),
+    Option("cwd", "the folder sessions open in, as the relay's --cwd-map expects (an "
+           "editor-side path)", None, "PATH", convert.non_empty,
+           default_text="the current directory"),
+    Option("state", "the bot's state file (SQLite, created 0600: it holds resume secrets)",
+           None, "FILE", convert.non_empty, is_path=True),
+    Option("thoughts", "the agent's thoughts: folded, hidden or shown", "folded", "HOW",
+           convert.one_of(*THOUGHTS)),
+    Option("approval-timeout", "answer a permission request 'cancelled' after this many "
+           "seconds without an approver's answer (default: wait)", None, "SECONDS",
+           convert.positive_seconds),
+    Option("ticket-command", "command that prints a fresh ticket, split like a shell but "
+           "never run by one; run for each connection and each resume", None, "COMMAND",
+           convert.text),
+    Option("ticket-file", "file holding a ticket, read again for each connection", None,
+           "FILE", convert.text, is_path=True),
+    Option("connect-command", "instead of URL and a ticket source: a command that prints "
+           "'URL TICKET' for each new thread (a box of its own), and, given that URL as its "
+           "last argument, a fresh ticket for each resume", None, "COMMAND", convert.command),
+    Option("watch-ticket-command", "command that prints a watcher's ticket (with "
+           "--may-answer) for the connection id given as its last argument, for "
+           "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'", None,
+           "COMMAND", convert.command),
+)  # fmt: skip
+
+REQUIRED = ("homeserver", "user", "room", "state")
+
+
+def resolve_chat(
+    options: Iterable[Option],
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    file_text: str | None,
+    *,
+    cwd: str,
+    file_name: str | None = None,
+) -> dict[str, Any]:
+    """Each option's value by ``dest``: its flag, else its variable, else the file's key,
+    else its default; relative paths taken against ``cwd``. UsageError naming the source."""
+    options = tuple(options)
+    table = _file(file_text, file_name, options)
+    values: dict[str, Any] = {}
+    for option in options:
+        raw, source = _raw(option, flags, env, table, file_name)
+        try:
+            value = option.default_value() if raw is None else option.parse(_items(option, raw))
+        except ValueError as exc:
+            raise UsageError(f"{source}: {exc}") from None
+        if option.is_path and isinstance(value, str):
+            value = str(PurePath(cwd) / value)
+        values[option.dest] = value
+    missing = [f"--{name}" for name in REQUIRED if values.get(name.replace("-", "_")) in (None, ())]
+    if missing:
+        raise UsageError(f"acp-relay chat needs {', '.join(missing)} (flag, ACP_RELAY_* or "
+                         "config file)")  # fmt: skip
+    return values
+
+
+def _raw(
+    option: Option,
+    flags: Mapping[str, object],
+    env: Mapping[str, str],
+    table: Mapping[str, object],
+    file_name: str | None,
+) -> tuple[object, str]:
+    flag = flags.get(option.dest)
+    if flag is not None and flag != []:
+        return flag, f"flag {option.flag}"
+    if env.get(option.env):
+        return env[option.env], f"env {option.env}"
+    if option.dest in table:
+        return table[option.dest], f"config file key {option.name} in {file_name}"
+    return None, "default"
+
+
+def _items(option: Option, raw: object) -> object:
+    """A repeatable option's variable holds its items split like a shell."""
+    if option.repeatable and isinstance(raw, str):
+        return convert.shell_words(raw)
+    return raw
+
+
+def _file(text: str | None, name: str | None, options: tuple[Option, ...]) -> dict[str, object]:
+    if text is None:
+        return {}
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {name}: invalid TOML: {exc}") from None
+    known = {option.dest: option for option in options}
+    table: dict[str, object] = {}
+    for key, value in data.items():
+        if key.replace("-", "_") not in known:
+            raise UsageError(f"config file {name}: unknown key {key!r}; valid keys: "
+                             f"{', '.join(o.name for o in options)}")  # fmt: skip
+        table[key.replace("-", "_")] = value
+    return table

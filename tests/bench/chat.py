@@ -1,0 +1,153 @@
+"""The team chat's benchmark rows: a permission request's way to an approver and back, and a
+long streamed turn, on loopback with a real Synapse (not timed tests: figures to read).
+
+Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at first use):
+
+    .venv/bin/python -m tests.bench.chat              # 50 requests, 10,000 chunks
+    .venv/bin/python -m tests.bench.chat --requests 10 --chunks 2000   # a smoke run
+
+- request → approver: from the agent writing ``session/request_permission`` (its
+  monotonic clock, in the request's title) to the message reaching the approver's client
+  (a mautrix session long-polling ``/sync``, polled every 10 ms);
+- reaction → agent: from the approver's reaction being sent to the agent reading the
+  answer (its clock, in the words it writes next);
+- the bot's CPU per request (``/proc``: its process only, Synapse and the relay apart);
+- a turn of N streamed chunks (the demo agent, 0.5 ms between chunks): the time until the
+  thread shows exactly the agent's text, and how many edits the bot made for it, against
+  the seconds it took (the edit rate).
+
+Median and p95 over the requests. Writes ``results/chat.json`` and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.bench.client import cpu_seconds
+from tests.support.chatbot import chat_bot
+from tests.support.live import live_relay
+from tests.support.matrix import person
+from tests.support.synapse import ensure_venv, running_homeserver
+
+HERE = Path(__file__).resolve().parent
+AGENT = (sys.executable, str(HERE / "chatagent.py"))
+# The demo agent streams a prompt back a word a chunk; a pause between words spreads the
+# turn over seconds, so that the thread is edited while it grows.
+DEMO = (sys.executable, "-m", "relay.demo_agent", "--word-delay", "0.0005")
+WAIT = 120.0  # seconds any one wait of the benchmark may take
+
+
+def has_end(thread: list[Any]) -> bool:
+    return any("End of turn" in seen.body for seen in thread)
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"median_ms": round(statistics.median(values) * 1000, 1),
+            "p95_ms": round(percentile(values, 0.95) * 1000, 1)}  # fmt: skip
+
+
+async def requests_row(server: Any, folder: Path, count: int) -> dict[str, Any]:
+    bot, alice = server.register("bot"), server.register("alice")
+    async with live_relay(AGENT) as live, person(server, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        quiet = ["--log-level", "info"]
+        async with chat_bot(server, bot, live.url(), folder=folder, rooms=[room],
+                            approvers=[alice.user_id], extra=quiet) as running:  # fmt: skip
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} bench {count}")
+            to_approver, to_agent, sent_at = [], [], {}
+            cpu_before = None
+            for i in range(count):
+                shown = None
+                while shown is None:
+                    for seen in lead.thread(room, root):
+                        found = re.search(rf"Permission requested: bench {i} ([\d.]+)", seen.body)
+                        if found:
+                            shown = (seen.event_id, float(found[1]))
+                    if shown is None:
+                        await asyncio.sleep(0.01)
+                to_approver.append(time.monotonic() - shown[1])
+                if cpu_before is None:
+                    cpu_before = cpu_seconds(running.proc.pid)
+                sent_at[i] = time.monotonic()
+                await lead.react(room, shown[0], "1️⃣")
+            answered: dict[int, float] = {}
+            while len(answered) < count:
+                for seen in lead.thread(room, root):
+                    for n, at in re.findall(r"answered (\d+) ([\d.]+)", seen.body):
+                        answered[int(n)] = float(at)
+                await asyncio.sleep(0.01)
+            cpu = cpu_seconds(running.proc.pid) - (cpu_before or 0.0)
+            to_agent = [answered[i] - sent_at[i] for i in range(count)]
+            await running.stop()
+    return {"requests": count, "request_to_approver": summary(to_approver),
+            "reaction_to_agent": summary(to_agent),
+            "bot_cpu_ms_per_request": round(cpu / max(count - 1, 1) * 1000, 2)}  # fmt: skip
+
+
+async def stream_row(server: Any, folder: Path, chunks: int) -> dict[str, Any]:
+    bot, alice = server.register("bot"), server.register("alice")
+    text = " ".join(str(n) for n in range(chunks))
+    async with live_relay(DEMO) as live, person(server, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        quiet = ["--log-level", "info"]
+        async with chat_bot(server, bot, live.url(), folder=folder, rooms=[room],
+                            approvers=[alice.user_id], extra=quiet) as running:  # fmt: skip
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hi")
+            await lead.until_thread(room, root, lambda t: has_end(t), seconds=WAIT)
+            cpu_before = cpu_seconds(running.proc.pid)
+            started = time.monotonic()
+            await lead.say(room, text, thread=root)
+
+            def words() -> list[Any]:
+                return [s for s in lead.thread(room, root)
+                        if s.sender == bot.user_id and s.msgtype == "m.text"][1:]  # fmt: skip
+
+            await lead.until_thread(
+                room, root, lambda _: "".join(s.body for s in words()) == text, seconds=WAIT
+            )
+            took = time.monotonic() - started
+            edits = sum(s.edits for s in words())
+            cpu = cpu_seconds(running.proc.pid) - cpu_before
+            await running.stop()
+    return {"chunks": chunks, "exact": True, "messages": len(words()), "edits": edits,
+            "seconds_to_exact_text": round(took, 2),
+            "edits_per_second": round(edits / took, 2),
+            "bot_cpu_ms": round(cpu * 1000, 1)}  # fmt: skip
+
+
+async def main(requests: int, chunks: int) -> dict[str, Any]:
+    ensure_venv()
+    with tempfile.TemporaryDirectory(prefix="acp-relay-chat-bench-") as where:
+        folder = Path(where)
+        (folder / "synapse").mkdir()
+        with running_homeserver(folder / "synapse") as server:
+            (folder / "a").mkdir()
+            (folder / "b").mkdir()
+            return {"permission_requests": await requests_row(server, folder / "a", requests),
+                    "streamed_turn": await stream_row(server, folder / "b", chunks)}  # fmt: skip
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--chunks", type=int, default=10_000)
+    args = parser.parse_args()
+    result = asyncio.run(asyncio.wait_for(main(args.requests, args.chunks), WAIT * 3))
+    (HERE / "results" / "chat.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, indent=1))

@@ -1,0 +1,42 @@
+import pytest
+
+from relay.chat.commands import Cancel, End, Ignore, Meaning, Open, Prompt, Share, meaning
+from relay.chat.events import Message
+
+BOT = "@bot:t"
+
+
+def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
+         mentions: frozenset[str] = frozenset(), edit: bool = False,
+         msgtype: str = "m.text") -> Message:  # fmt: skip
+    return Message("$e", sender, body, thread, mentions, edit, msgtype)
+
+
+@pytest.mark.parametrize(
+    ("message", "known", "expected"),
+    [
+        (said("@bot:t fix the tests"), False, Open("fix the tests")),
+        (said("@bot:t: fix it"), False, Open("fix it")),
+        (said("  @bot:t,  fix it "), False, Open("fix it")),
+        (said("Bot: fix it", mentions=frozenset({BOT})), False, Open("Bot: fix it")),
+        (said("@bot:tester fix it"), False, Ignore("does not mention the bot")),
+        (said("fix it"), False, Ignore("does not mention the bot")),
+        (said("@bot:t"), False, Ignore("a mention without a prompt")),
+        (said("@bot:t share 6f1c-2a"), False, Share("6f1c-2a")),
+        (said("@bot:t Share 6f1c wss://r/acp"), False, Share("6f1c", "wss://r/acp")),
+        (said("@bot:t share the news with everyone"), False,
+         Open("share the news with everyone")),
+        (said("@bot:t hi", sender=BOT), False, Ignore("the bot's own message")),
+        (said("@bot:t hi", edit=True), False, Ignore("an edit")),
+        (said("@bot:t hi", msgtype="m.notice"), False, Ignore("a notice (bots send those)")),
+        (said("and then?", thread="$r"), True, Prompt("and then?")),
+        (said("!cancel", thread="$r"), True, Cancel()),
+        (said(" !END ", thread="$r"), True, End()),
+        (said("and then?", thread="$r"), False, Ignore("a thread the bot does not run")),
+        (said("@bot:t new", thread="$r"), False, Ignore("a thread the bot does not run")),
+        (said("  ", thread="$r"), True, Ignore("an empty message")),
+    ],
+)  # fmt: skip
+def test_what_a_message_asks_of_the_bot(message: Message, known: bool, expected: Meaning) -> None:
+    """Mentions open threads; in a thread: prompts, !cancel, !end; the rest is ignored."""
+    assert meaning(message, bot=BOT, thread_known=known) == expected

@@ -1,0 +1,181 @@
+import json
+from typing import Any
+
+from relay.acp import strictjson
+from relay.chat.session import MAX_QUEUED, ChatSession, Step
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode()
+
+
+def sent(step: Step) -> list[dict[str, Any]]:
+    return [json.loads(each) for each in step.send]
+
+
+def opened() -> ChatSession:
+    session = ChatSession("/work/app", version="1.0")
+    session.start()
+    [new] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}})))
+    assert new["method"] == "session/new"
+    session.agent_line(line({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s-1"}}))
+    return session
+
+
+def test_the_session_opens_with_initialize_then_session_new() -> None:
+    """initialize without fs or terminal; session/new with the cwd once it is answered."""
+    session = ChatSession("/work/app", version="1.0")
+    [init] = sent(session.start())
+    assert init["method"] == "initialize"
+    assert init["params"]["clientCapabilities"] == {
+        "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False
+    }  # fmt: skip
+    [new] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}})))
+    assert new == {"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                   "params": {"cwd": "/work/app", "mcpServers": []}}  # fmt: skip
+
+
+def test_a_prompt_before_the_session_is_open_waits_for_it() -> None:
+    """The first prompt is sent once session/new is answered."""
+    session = ChatSession("/w", version="1.0")
+    session.start()
+    assert session.prompt("hello").send == []
+    session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    [prompt] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": 2,
+                                             "result": {"sessionId": "s-1"}})))  # fmt: skip
+    assert prompt["method"] == "session/prompt"
+    assert prompt["params"] == {"sessionId": "s-1", "prompt": [{"type": "text", "text": "hello"}]}
+
+
+def test_prompts_during_a_turn_are_queued_and_sent_in_order() -> None:
+    """One turn at a time; the thread is told a prompt waits; the queue is bounded."""
+    session = opened()
+    [first] = sent(session.prompt("one"))
+    assert session.prompt("two").send == []
+    assert any("Queued" in s.body for s in session.view.take())
+    for n in range(MAX_QUEUED + 3):
+        session.prompt(f"more {n}")
+    assert len(session.queue) == MAX_QUEUED
+    [second] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": first["id"],
+                                             "result": {"stopReason": "end_turn"}})))  # fmt: skip
+    assert second["params"]["prompt"][0]["text"] == "two"
+
+
+def test_cancel_sends_session_cancel_only_while_a_turn_runs() -> None:
+    """session/cancel for the session; with no turn, the thread is told there is none."""
+    session = opened()
+    assert session.cancel().send == []
+    session.prompt("one")
+    [cancel] = sent(session.cancel())
+    assert cancel == {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s-1"}}
+
+
+def test_a_permission_request_is_handed_to_the_thread() -> None:
+    """The request read, with its id as the agent sent it."""
+    session = opened()
+    step = session.agent_line(
+        line(
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s-1",
+                    "toolCall": {"title": "Write", "kind": "edit"},
+                    "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+                },
+            }
+        )
+    )
+    assert [r.title for r in step.requests] == ["Write"]
+    assert step.requests[0].request_id == strictjson.Number("9")
+
+
+def test_requests_the_chat_does_not_serve_get_method_not_found() -> None:
+    """fs and terminal requests (not offered) get -32601 with the id."""
+    session = opened()
+    [reply] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": "r", "method":
+                                            "fs/read_text_file", "params": {}})))  # fmt: skip
+    assert reply["id"] == "r"
+    assert reply["error"]["code"] == -32601
+
+
+def test_a_refused_session_fails_the_thread_saying_why() -> None:
+    """An error to session/new is the thread's failure, in words."""
+    session = ChatSession("/nowhere", version="1.0")
+    session.start()
+    session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    step = session.agent_line(line({"jsonrpc": "2.0", "id": 2, "error": {
+        "code": -32603, "message": "Directory does not exist: /nowhere"}}))  # fmt: skip
+    assert step.failed == (
+        "the agent could not open a session: Directory does not exist: /nowhere (-32603)"
+    )
+
+
+def test_updates_reach_the_view_and_garbage_is_said_once() -> None:
+    """Agent message chunks show as words; an unreadable line is a note."""
+    session = opened()
+    session.prompt("hi")
+    session.agent_line(
+        line(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-1",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "hello"},
+                    },
+                },
+            }
+        )
+    )
+    session.agent_line(b"{not json")
+    bodies = [s.body for s in session.view.take()]
+    assert bodies[0] == "hello"
+    assert "not readable JSON" in bodies[1]
+
+
+def test_a_session_kept_and_restored_carries_on_as_if_never_stopped() -> None:
+    """Snapshot (as JSON) and restore mid-turn: the same words, the same answers awaited."""
+    session = opened()
+    [prompt] = sent(session.prompt("one"))
+    session.prompt("two")
+    session.agent_line(
+        line(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {
+                    "sessionId": "s-1",
+                    "update": {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": "hal"},
+                    },
+                },
+            }
+        )
+    )
+    kept = json.loads(json.dumps(session.snapshot()))
+    again = ChatSession("/work/app", version="1.0")
+    again.restore(kept)
+    for each in (session, again):
+        each.agent_line(
+            line(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": "s-1",
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {"type": "text", "text": "f"},
+                        },
+                    },
+                }
+            )
+        )
+    assert again.view.take() == session.view.take()
+    end = line({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}})
+    assert sent(again.agent_line(end)) == sent(session.agent_line(end))

@@ -1,0 +1,57 @@
+"""``acp-relay chat``'s start: every misconfiguration is exit 2 and one line saying the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import run_cli
+from tests.support.env import clean_env
+from tests.support.synapse import Homeserver
+
+BASE = ("chat", "ws://127.0.0.1:1/acp", "--homeserver", "http://127.0.0.1:1", "--user",
+        "@bot:t", "--room", "!r", "--approver", "@a:t", "--ticket-command", "true")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (BASE, {}, "no access token"),
+        (BASE, {"ACP_RELAY_MATRIX_TOKEN": "two words"}, "is not one access token"),
+        (BASE[:-2], {"ACP_RELAY_MATRIX_TOKEN": "t"}, "give\n--ticket-command"),
+        (BASE[:-4] + BASE[-2:], {"ACP_RELAY_MATRIX_TOKEN": "t"}, "nobody could answer"),
+        (("chat", "--homeserver", "http://127.0.0.1:1", "--user", "@b:t", "--room", "!r",
+          "--ticket-command", "true"), {"ACP_RELAY_MATRIX_TOKEN": "t"},
+         "give the relay's URL"),
+        ((*BASE, "--token", "t"), {}, "unrecognized arguments: --token"),
+    ],
+)  # fmt: skip
+def test_a_misconfiguration_stops_the_start_with_exit_2(
+    args: tuple[str, ...], env: dict[str, str], message: str, tmp_path: Path
+) -> None:
+    """Exit status 2, the fix said on stderr, the token never echoed; no --token flag, not
+    even as an abbreviation of --token-file."""
+    result = run_cli(*args, "--state", str(tmp_path / "chat.sqlite"), env=clean_env(**env))
+    assert result.returncode == 2
+    assert " ".join(message.split()) in " ".join(result.stderr.split())
+    assert "two words" not in result.stderr
+
+
+def test_a_token_the_homeserver_refuses_is_exit_2(homeserver: Homeserver, tmp_path: Path) -> None:
+    """A wrong token, or one of another user, stops the start before anything is served."""
+    bot = homeserver.register("bot")
+    token = tmp_path / "bot.token"
+    token.write_text("syt_not_a_token")
+    args = ("chat", "ws://127.0.0.1:1/acp", "--homeserver", homeserver.url, "--user",
+            bot.user_id, "--room", "!r", "--approver", "@a:t", "--ticket-command", "true",
+            "--state", str(tmp_path / "chat.sqlite"), "--token-file", str(token))  # fmt: skip
+    refused = run_cli(*args, env=clean_env())
+    assert refused.returncode == 2
+    assert "acp-relay: the homeserver refused the access token" in refused.stderr
+    token.write_text(bot.token)
+    other = run_cli(*[a if a != bot.user_id else "@someone:relay.test" for a in args],
+                    env=clean_env())  # fmt: skip
+    assert other.returncode == 2
+    assert f"the access token is {bot.user_id}'s" in other.stderr
+    assert bot.token not in other.stderr + other.stdout

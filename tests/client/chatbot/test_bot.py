@@ -1,0 +1,261 @@
+"""The bot end to end: a real Synapse, a relay with the demo agent, the bot as a subprocess,
+people as client-library sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from relay.chat.access import Access
+from relay.client.chatbot.bot import ChatBot, ChatConfig
+from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.state import State
+from relay.connect.dialing import BridgeConfig
+from relay.connect.ticketsource import TicketSource
+from relay.observe import logs
+from tests.support.agents import CHATTY, DEMO_AGENT
+from tests.support.audit import LogAudit
+from tests.support.chatbot import chat_bot
+from tests.support.live import live_relay, until_idle
+from tests.support.matrix import Seen, person
+from tests.support.synapse import Homeserver
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def has(thread: list[Seen], *texts: str) -> bool:
+    """Every text is in some message of the thread."""
+    return all(any(text in seen.body for seen in thread) for text in texts)
+
+
+async def test_a_mention_opens_a_thread_where_the_team_answers_the_agent(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A mention opens a thread (one connection, one session); the turn shows a tool call and a
+    permission request; a non-approver's reaction is ignored (said once); the approver's
+    answers; the tool completes, the turn ends; a reply is the next prompt; !end ends it."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: has(t, "Permission requested"))
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            assert "\n1️⃣ Allow (allow_once)\n2️⃣ Reject (reject_once)\n" in request.body
+            await lead.until_thread(room, root, lambda t: all(
+                s.reactions.get(k) == {bot.user_id} for s in t if s.event_id == request.event_id
+                for k in ("1️⃣", "2️⃣")))  # fmt: skip
+            await other.react(room, request.event_id, "1️⃣")
+            await other.react(room, request.event_id, "2️⃣")
+            await lead.until_thread(room, root, lambda t: has(t, "your reaction was not counted"))
+            await lead.react(room, request.event_id, "1️⃣")
+            done = await lead.until_thread(
+                room, root, lambda t: has(t, "permission: allow", "End of turn: end_turn",
+                                          "edit · ✅ completed", "chosen by"))  # fmt: skip
+            decided = next(seen for seen in done if seen.event_id == request.event_id)
+            assert (
+                f"✅ Allow (allow_once): chosen by {alice.user_id} in the chat at" in decided.body
+            )
+            refusals = [s for s in done if "your reaction was not counted" in s.body]
+            assert len(refusals) == 1
+            assert refusals[0].body.startswith(bob.user_id)
+            await lead.say(room, "hello team", thread=root)
+            await lead.until_thread(room, root, lambda t: any(
+                s.body == "hello team" and s.sender == bot.user_id for s in t))  # fmt: skip
+            await lead.say(room, "!end", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "Session ended by"))
+            assert await until_idle(live.relay)
+            assert all(s.sender in (bot.user_id, alice.user_id) for s in lead.thread(room, root))
+            assert await running.stop() == 0
+    assert not any(bot.token in line for line in running.lines)
+
+
+async def test_a_turn_reads_as_a_plan_thoughts_a_tool_call_words_and_its_end(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The plan as a checklist edited as it goes, the thought folded, the tool call's line
+    edited from pending to completed, the words as plain text (markup and @room stay text,
+    pinging nobody), the end of the turn with its stop reason."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id}: run the tests")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            assert "$ pytest -q" in request.body
+            await lead.react(room, request.event_id, "1️⃣")
+            done = await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
+            await running.stop()
+    bodies = [seen.body for seen in done]
+    assert bodies == [
+        "📋 Plan\n☑ read\n☑ edit\n☑ test",
+        "💭 Thinking: The tests first.",
+        "🔧 Run pytest -q · execute · ✅ completed",
+        f"🔐 Run pytest -q (execute)\n✅ Allow (allow_once): chosen by {alice.user_id} in the "
+        f"chat at {bodies[3].rsplit(' at ', 1)[1]}",
+        "I ran the tests: <b>42 passed</b> @room",
+        "⏹ End of turn: end_turn",
+    ]
+    assert "<details><summary>💭 Thinking</summary>" in (done[1].html or "")
+    words = next(seen for seen in done if seen.body.startswith("I ran"))
+    assert words.html is None
+    assert words.msgtype == "m.text"
+    sent = [e for e in lead.room_messages(room) if e["sender"] == bot.user_id]
+    assert all(e["content"].get("m.mentions") == {} for e in sent)
+
+
+async def test_cancel_approval_timeout_and_who_may_prompt(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!cancel cancels the turn; --approval-timeout answers cancelled and says so; someone
+    not allowed to prompt is told so and nothing reaches the agent."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room],
+            approvers=[alice.user_id],
+            extra=["--approval-timeout", "1"],
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            refused = await other.say(room, f"{bot.user_id} rm -rf /")
+            await lead.until_thread(room, refused, lambda t: has(t, "you may not prompt"))
+            root = await lead.say(room, f"{bot.user_id} /hang")
+            await lead.until_thread(room, root, lambda t: has(t, "waiting for session/cancel"))
+            await lead.say(room, "!cancel", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn: cancelled"))
+            await lead.say(room, "/ask", thread=root)
+            done = await lead.until_thread(room, root, lambda t: has(
+                t, "No answer within 1 s: cancelled", "permission: cancelled"))  # fmt: skip
+            assert has(done, "Cancelling the turn")
+            await running.stop()
+        assert len(running.events("thread opened")) == 1
+
+
+async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_refused(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A ticket the relay refuses: the thread says why (401, nothing of the ticket); an
+    encrypted room is said to be unsupported, in the room and in the log."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    bogus = audit.secret("bogus-ticket-0123456789abcdef")
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        secret_room = await lead.create_room([bot.user_id], encrypted=True)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room, secret_room],
+            approvers=[alice.user_id],
+            extra=["--ticket-command", f"echo {bogus}"],
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining", count=2)
+            root = await lead.say(room, f"{bot.user_id} hello")
+            thread = await lead.until_thread(room, root, lambda t: has(t, "refused the ticket"))
+            assert thread[-1].body == "⚠️ relay refused the ticket (401): malformed ticket"
+            await until(lambda: any("not support encrypted rooms" in e["content"].get("body", "")
+                                    for e in lead.room_messages(secret_room)),
+                        what="the encrypted room told")  # fmt: skip
+            await running.logged("served room is encrypted: not supported")
+            await running.stop()
+    assert all(bogus not in e["content"].get("body", "") for e in lead.room_messages(room))
+
+
+async def test_ten_thousand_streamed_chunks_end_as_exactly_the_agents_text(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A prompt the demo agent streams back as 10,000 chunks: the thread's words messages,
+    joined, are exactly its text (continued in a second message past an event's size),
+    nothing lost or doubled."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    text = " ".join(str(n) for n in range(10_000))
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[alice.user_id]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hi")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            await lead.say(room, text, thread=root)
+
+            def words() -> list[str]:
+                return [s.body for s in lead.thread(room, root)
+                        if s.sender == bot.user_id and s.msgtype == "m.text"][1:]  # fmt: skip
+
+            await lead.until_thread(
+                room, root, lambda t: sum("End of turn" in s.body for s in t) == 2, seconds=60
+            )
+            assert "".join(words()) == text, [len(w) for w in words()]
+            await running.stop()
+
+
+@dataclass
+class Reacted:
+    """Stands for a thread's requests: records the reactions routed to it."""
+
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
+        self.seen.append((sender, target, key))
+
+
+async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
+    tmp_path: Path,
+) -> None:
+    """The sync can bring a reaction on a request's message before the bot's send of that
+    message has returned: the reaction waits (bounded) and reaches the request once kept."""
+    dial = BridgeConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
+    config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
+                        rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
+                        dial=dial, cwd="/", state=str(tmp_path / "chat.sqlite"))  # fmt: skip
+    state = State(config.state)
+    log = logs.get_logger("test")
+    bot = ChatBot(config, MatrixSession(config.homeserver, config.user, "x", log), state, log)
+    bot.power["!r"] = {"users": {}}
+    event = {"type": "m.reaction", "event_id": "$x", "sender": "@a:t",
+             "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
+                                          "key": "1️⃣"}}}  # fmt: skip
+    await bot._timeline_event("!r", event)
+    thread = Reacted()
+    bot.owns_request("$req", cast(Showing, thread))
+    await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
+    state.close()

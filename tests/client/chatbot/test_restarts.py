@@ -1,0 +1,193 @@
+"""The bot killed and started again: its threads resumed through the resume profile, the
+pending request answered once, no Matrix event handled twice, ended connections said so."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import stat
+import sys
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.agents import DEMO_AGENT
+from tests.support.audit import LogAudit
+from tests.support.chatbot import chat_bot
+from tests.support.live import SECRET, live_relay, until_detached
+from tests.support.matrix import Seen, person
+from tests.support.synapse import Homeserver
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@dataclass
+class Args:
+    """What both starts of the bot are given."""
+
+    folder: Path
+    rooms: list[str]
+    approvers: list[str]
+    state: Path
+
+
+def has(thread: list[Seen], *texts: str) -> bool:
+    return all(any(text in seen.body for seen in thread) for text in texts)
+
+
+def count(thread: list[Seen], text: str) -> int:
+    return sum(seen.body.count(text) for seen in thread)
+
+
+async def test_killed_with_a_request_pending_then_restarted_the_request_is_answered_once(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """SIGKILL while a permission request waits; the approver answers while the bot is down;
+    the restarted bot resumes the connection within the grace, takes the answer once, and
+    the turn goes on in the same thread; the mention is not handled a second time."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            await first.logged("thread opened")
+            assert stat.S_IMODE(state.stat().st_mode) == 0o600
+            with closing(sqlite3.connect(state)) as db:
+                [(secret,)] = db.execute("SELECT secret FROM threads").fetchall()
+            audit.secret(secret)  # the resume secret: in the state file, in no log line
+            assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert await until_detached(live)
+        await lead.react(room, request.event_id, "1️⃣")
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as second:
+            audit.watch(second.lines)
+            await second.logged("connection resumed after a restart")
+            done = await lead.until_thread(
+                room, root, lambda t: has(t, "permission: allow", "End of turn: end_turn")
+            )
+            assert count(done, "permission: allow") == 1
+            assert count(done, "Permission requested") == 0  # edited: decided
+            assert count(done, "chosen by") == 1
+            assert await second.stop() == 0
+        assert second.events("thread opened") == []
+        assert len(second.events("permission request answered")) == 1
+        assert len(live.relay.connections) == 1  # kept for a third start to resume
+
+
+async def test_a_connection_that_ended_while_the_bot_was_down_gets_a_closing_line(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The relay's grace ran out while the bot was down: the restarted bot says, in the
+    thread, that the connection could not be resumed, and keeps no thread."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with live_relay(DEMO_AGENT, resume_grace=0.5) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            await first.stop(signal.SIGKILL)
+        await until(lambda: not live.relay.connections, what="the detached connection expired")
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=args.state,
+        ) as second:
+            audit.watch(second.lines)
+            await lead.until_thread(room, root, lambda t: has(t, "could not be resumed"))
+            await second.stop()
+
+
+async def test_with_connect_command_each_thread_gets_its_box_and_resumes_there(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """--connect-command prints a URL and a ticket for a new thread; after a SIGKILL the
+    thread is resumed on that URL with a ticket the command gives for it."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        script = tmp_path / "boxes.py"
+        script.write_text(
+            "import sys\nfrom relay.cli.ticket import fresh_ticket\n"
+            f"ticket = fresh_ticket({SECRET!r}, subject='fleet')\n"
+            f"url = {live.url()!r}\n"
+            "print(ticket if sys.argv[1:] == [url] else url + ' ' + ticket)\n"
+        )
+        room = await lead.create_room([bot.user_id])
+        args = Args(tmp_path, [room], [alice.user_id], state)
+        boxes = ["--connect-command", f"{sys.executable} {script}"]
+        async with chat_bot(
+            homeserver,
+            bot,
+            None,
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=state,
+            extra=boxes,
+        ) as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            await first.stop(signal.SIGKILL)
+        async with chat_bot(
+            homeserver,
+            bot,
+            None,
+            folder=args.folder,
+            rooms=args.rooms,
+            approvers=args.approvers,
+            state=state,
+            extra=boxes,
+        ) as second:
+            audit.watch(second.lines)
+            await second.logged("connection resumed after a restart")
+            request = next(s for s in lead.thread(room, root) if "Permission requested" in s.body)
+            await lead.react(room, request.event_id, "2️⃣")
+            await lead.until_thread(room, root, lambda t: has(t, "permission: reject"))
+            await second.stop()

@@ -1,0 +1,126 @@
+"""The team answers an editor's session: ``@bot share CONNECTION_ID`` follows a connection
+that ``acp-relay connect`` drives, and the relay's first answer wins between the two."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.agents import DEMO_AGENT
+from tests.support.audit import LogAudit
+from tests.support.chatbot import chat_bot
+from tests.support.connect import TICKET_COMMAND, Editor, editor, log_records, request
+from tests.support.env import clean_env
+from tests.support.live import live_relay
+from tests.support.matrix import Seen, person
+from tests.support.synapse import Homeserver
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.timeout(120)
+WATCH_TICKETS = shlex.join([sys.executable, "-m", "relay", "ticket", "--may-answer", "--watch"])
+
+
+def has(thread: list[Seen], *texts: str) -> bool:
+    return all(any(text in seen.body for seen in thread) for text in texts)
+
+
+async def answer_to(ed: Editor, request_id: int) -> list[dict[str, Any]]:
+    """What the editor read until the answer to ``request_id``, that answer last."""
+    seen = []
+    while True:
+        message = await ed.receive()
+        seen.append(message)
+        if message.get("id") == request_id and "method" not in message:
+            return seen
+
+
+async def permission_request(ed: Editor) -> dict[str, Any]:
+    while True:
+        message = await ed.receive()
+        if message.get("method") == "session/request_permission":
+            return message
+
+
+async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The thread shows the editor's prompts and the agent's turns; an approver's keycap
+    answers first once (the thread says the chat's answer was taken, the editor is told);
+    the bot killed and started again follows on (nothing shown twice); the editor answers
+    first the next time (the thread says so); the connection's end is said."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        editor(live.url(), "--ticket-command", TICKET_COMMAND, env=clean_env()) as ed,
+    ):
+        await ed.send(request(1, "initialize", protocolVersion=1))
+        await answer_to(ed, 1)
+        await ed.send(request(2, "session/new", cwd=os.getcwd(), mcpServers=[]))
+        session = (await answer_to(ed, 2))[-1]["result"]["sessionId"]
+        connection = await until(lambda: next((r["connection_id"] for r in
+                                               log_records(bytes(ed.stderr))
+                                               if r.get("connection_id")), None))  # fmt: skip
+        room = await lead.create_room([bot.user_id])
+        sharing = ["--watch-ticket-command", WATCH_TICKETS]
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room],
+            approvers=[alice.user_id],
+            extra=sharing,
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} share {connection}")
+            await lead.until_thread(room, root, lambda t: has(t, "Following the editor's"))
+            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "/ask"}]}
+            await ed.send(request(3, "session/prompt", **prompt))
+            asked = await permission_request(ed)
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            first = next(seen for seen in thread if "Permission requested" in seen.body)
+            await lead.react(room, first.event_id, "1️⃣")
+            told = await answer_to(ed, 3)
+            assert {"by": "watcher", "id": asked["id"]}.items() <= next(
+                m["params"] for m in told if m.get("method") == "_acp-relay/answered"
+            ).items()
+            await lead.until_thread(room, root, lambda t: has(
+                t, f"chosen by {alice.user_id} in the chat", "the chat's answer was taken",
+                "permission: allow"))  # fmt: skip
+            await running.stop(signal.SIGKILL)
+        async with chat_bot(
+            homeserver,
+            bot,
+            live.url(),
+            folder=tmp_path,
+            rooms=[room],
+            approvers=[alice.user_id],
+            extra=sharing,
+        ) as again:
+            audit.watch(again.lines)
+            await again.logged("watch thread restored")
+            await ed.send(request(4, "session/prompt", **prompt))
+            asked = await permission_request(ed)
+            reject = {"outcome": {"outcome": "selected", "optionId": "reject"}}
+            await ed.send({"jsonrpc": "2.0", "id": asked["id"], "result": reject})
+            await answer_to(ed, 4)
+            done = await lead.until_thread(room, root, lambda t: has(
+                t, "Reject (reject_once): answered in the editor at"))  # fmt: skip
+            assert has(done, "The editor's prompt: /ask")
+            await ed.close_stdin()
+            final = await lead.until_thread(
+                room, root, lambda t: has(t, "The editor's connection ended")
+            )
+            assert final[-1].body.startswith("⏹ The editor's connection ended")
+            assert sum("The editor's prompt: /ask" in seen.body for seen in final) == 2
+            await again.stop()
