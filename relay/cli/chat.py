@@ -16,13 +16,13 @@ import os
 import shlex
 import signal
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvloop
 
 from relay.chat.access import Access
 from relay.cli.dialflags import DIALING, dial_config
+from relay.cli.files import read_named
 from relay.config import convert, defaults
 from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
 from relay.config.errors import UsageError
@@ -93,7 +93,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
-    text = _read(path, "--config") if path else None
+    text = read_named(path, "--config") if path else None
     values = resolve_chat(OPTIONS, vars(args), env, text, cwd=os.getcwd(), file_name=path)
     token = _token(values["token_file"], env)
     connect_command = values["connect_command"]
@@ -136,7 +136,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
 
 def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if token_file is not None:
-        token = _read(token_file, "--token-file").strip()
+        token = read_named(token_file, "--token-file").strip()
         where = f"--token-file {token_file}"
     else:
         token, where = env.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
@@ -146,11 +146,3 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if not (token.isascii() and token.isprintable()) or " " in token:
         raise UsageError(f"{where} is not one access token: it has spaces or control characters")
     return token
-
-
-def _read(path: str, flag: str) -> str:
-    try:
-        return Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise UsageError(f"cannot read {flag} {path}: {why}") from None

@@ -8,7 +8,6 @@ from ``--token-file`` or taken from ``ACP_RELAY_MATRIX_TOKEN`` (see :data:`TOKEN
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from relay.config import convert
 from relay.config.errors import UsageError
 from relay.config.options import Option
+from relay.config.settings import config_toml
 
 TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --token-file)
 THOUGHTS = ("folded", "hidden", "shown")
@@ -151,10 +151,7 @@ def _items(option: Option, raw: object) -> object:
 def _file(text: str | None, name: str | None, options: tuple[Option, ...]) -> dict[str, object]:
     if text is None:
         return {}
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config file {name}: invalid TOML: {exc}") from None
+    data = config_toml(text, f"config file {name}")
     known = {option.dest: option for option in options}
     table: dict[str, object] = {}
     for key, value in data.items():

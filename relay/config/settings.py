@@ -310,6 +310,22 @@ def _lookup(
 
 def _read_file(text: str, name: str | None) -> dict[str, _Raw]:
     where = f"config file {name}" if name else "config file"
+    data = config_toml(text, where)
+    table: dict[str, _Raw] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise ConfigError(_no_tables(key, where))
+        found = _option_for_key(key, where)
+        if found.dest in table:
+            raise ConfigError(f"{where}: {found.name} is given twice ({key!r}); keep one")
+        source = f"config file key {key}" + (f" in {name}" if name else "")
+        table[found.dest] = _Raw(value, source)
+    return table
+
+
+def config_toml(text: str, where: str) -> dict[str, Any]:
+    """A config file's TOML, read within bounds (any command's): its dots counted before it
+    is parsed, its nesting after; ConfigError naming ``where`` and the fix otherwise."""
     dots = text.count(".")
     if dots > MAX_CONFIG_DOTS:  # before parsing: a long dotted key takes the parser its square
         raise ConfigError(
@@ -329,16 +345,7 @@ def _read_file(text: str, name: str | None) -> dict[str, _Raw]:
             "inside one another); a value is a string, a number, a boolean or an array of "
             "strings"
         )
-    table: dict[str, _Raw] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            raise ConfigError(_no_tables(key, where))
-        found = _option_for_key(key, where)
-        if found.dest in table:
-            raise ConfigError(f"{where}: {found.name} is given twice ({key!r}); keep one")
-        source = f"config file key {key}" + (f" in {name}" if name else "")
-        table[found.dest] = _Raw(value, source)
-    return table
+    return data
 
 
 def _no_tables(key: str, where: str) -> str:

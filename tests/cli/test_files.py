@@ -128,6 +128,15 @@ OPTIONS = {
         limit=MAX_CACERT_BYTES,
     ),
 }
+CHAT = ["chat", NO_RELAY, "--homeserver", "http://127.0.0.1:1", "--user", "@bot:t", "--room",
+        "!r", "--approver", "@a:t", "--ticket-command", "true",
+        "--state", "never-opened.db"]  # fmt: skip
+OPTIONS |= {
+    "chat --config": FileOption(
+        "--config", lambda path: [*CHAT, "--config", path], nested=DEEP_TOML
+    ),
+    "chat --token-file": FileOption("--token-file", lambda path: [*CHAT, "--token-file", path]),
+}
 CASES = [
     (option, kind)
     for option, spec in OPTIONS.items()
