@@ -22,7 +22,7 @@ A line is parsed only when cheap byte tests say it may hold a row's method or ke
 JSON escape that could spell one); streamed message text is never parsed. A line only
 translated (no row of it must be read) is read within ``READ_MAX_VALUES`` values and
 translated within ``TRANSLATE_MAX_PLACES`` places; past either it passes as it came. A
-translated line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as
+translated line is re-serialized by :mod:`relay.core.strictjson`: ids and numbers as
 spelled, every other field and its order kept. A message is translated whole or not at
 all.
 """
@@ -33,7 +33,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.crossings import (
     CANCEL,
     CAPABILITIES,
@@ -65,6 +64,7 @@ from relay.acp.rewrite import (
     unreadable,
 )
 from relay.acp.translating import MessageTranslator
+from relay.core import strictjson
 from relay.core.framing import FrameRefused
 
 COUNTS = (

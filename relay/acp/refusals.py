@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.paths import CwdPolicy, CwdRule, PathRefused
 from relay.acp.rewrite import PathProblem, RewriteReport, bounded, refusal
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply
 
 

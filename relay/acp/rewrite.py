@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from relay.acp import strictjson
 from relay.acp.mcp import Capabilities, McpPolicy, MergeReport, merge
 from relay.acp.paths import CwdPolicy, CwdRule, PathRefused, describe_rules, translate
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply
 
 Files = Literal["box", "shared", "pass"]

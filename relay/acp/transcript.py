@@ -21,7 +21,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.refusals import id_key
 from relay.acp.showing import (
     AGENT_REQUESTS,
@@ -44,6 +43,7 @@ from relay.acp.showing import (
     remember,
     text_of,
 )
+from relay.core import strictjson
 from relay.core.answers import Key
 from relay.core.watching import (
     ANSWERED,

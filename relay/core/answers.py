@@ -5,7 +5,7 @@ Pure. The agent's requests a watcher may answer (:data:`ANSWERABLE`) are noted f
 lines; the controller's lines and the watchers' frames that answer one are judged: the
 first answer is :class:`Taken` (it goes to the agent, and every attached socket is told),
 a later one :class:`Late` (dropped). A controller line is judged by what it is once read
-(:mod:`relay.acp.strictjson`: a top-level ``method`` makes a request, escaped keys read as
+(:mod:`relay.core.strictjson`: a top-level ``method`` makes a request, escaped keys read as
 the agent reads them), and read only while it matters: while an answer may come, for a
 line whose bytes may hold a response (:func:`might_answer`), up to
 :data:`ANSWER_MAX_BYTES`. Watchers are untrusted, so what they send costs the relay
@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.refusals import id_key
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
 from relay.core.outcome import Binary, Received
 from relay.core.watching import ANSWERED, notification

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
+from relay.core import strictjson
 
 WATCH_PROFILE = "acp-relay.watch.v1"
 FELL_BEHIND = 4429  # close code: a watcher that did not read fast enough is dropped
