@@ -41,7 +41,6 @@ from relay.cli.preflight import (
 from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
 from relay.cli.startsignals import STOP_SIGNALS, defer_stop_signals, stop_if_requested
 from relay.config.errors import UsageError
-from relay.config.origins import bracketed
 from relay.config.resolved import RelayConfig
 from relay.config.settings import (
     SECRET_ENV,
@@ -61,6 +60,7 @@ from relay.config.startupchecks import (
 )
 from relay.connections.watchdog import Watchdog
 from relay.core.admission import Policy
+from relay.core.origins import bracketed
 from relay.core.redaction import Redactor
 from relay.serve.listener import bind_early, cannot_listen
 

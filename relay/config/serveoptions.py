@@ -18,7 +18,7 @@ from relay.acp.rewrite import FILES_POLICIES
 from relay.config import convert, defaults
 from relay.config.defaults import SECRET_ENV
 from relay.config.options import Option
-from relay.config.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
+from relay.core.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
 from relay.core.profile import MAX_GRACE_SECONDS, MAX_WINDOW
 
 GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (

@@ -33,8 +33,8 @@ from relay.config.errors import UsageError
 from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
-from relay.config.origins import bracketed
 from relay.config.serveoptions import GROUPS, OPTIONS, option_named
+from relay.core.origins import bracketed
 from relay.core.strictjson import deeper_than
 
 TICKET_ENV = defaults.TICKET_ENV
