@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from websockets.exceptions import ConnectionClosed
 
 from relay.acp.boundary import Boundary
+from relay.acp.outcome import Rewrite
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import (
     AgentProcess,
@@ -55,7 +56,6 @@ from relay.core.ending import (
     what_happened,
 )
 from relay.core.exits import Exit
-from relay.core.outcome import Rewrite
 from relay.core.profile import CANNOT_RESUME, Open, Resume
 from relay.core.tickets import Claims
 from relay.core.watching import DETACHED, RESUMED

@@ -28,6 +28,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.acp.mcp import hide_injected
+from relay.acp.outcome import Forward, Outcome, Received, Refuse, Skip
 from relay.connections.attachments import Attachment
 from relay.core.answers import (
     MAX_REFUSED,
@@ -38,7 +39,6 @@ from relay.core.answers import (
     Taken,
     too_many_refused,
 )
-from relay.core.outcome import Forward, Outcome, Received, Refuse, Skip
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,

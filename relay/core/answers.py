@@ -22,10 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from relay.acp.outcome import Binary, Received
 from relay.acp.refusals import id_key
 from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
-from relay.core.outcome import Binary, Received
 from relay.core.watching import ANSWERED, notification
 
 ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal

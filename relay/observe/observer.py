@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from relay.acp.outcome import Forward, Outcome, Refuse, Skip
 from relay.core.exits import ending_event
 from relay.core.framing import Dropped
-from relay.core.outcome import Forward, Outcome, Refuse, Skip
 from relay.observe.logs import Logger, redactor, shortened
 from relay.streams.pump import answered, sent_line
 

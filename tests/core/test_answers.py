@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from relay.acp.outcome import Binary
 from relay.core.answers import (
     ANSWER_MAX_BYTES,
     WATCHER_FRAME_BYTES,
@@ -15,7 +16,6 @@ from relay.core.answers import (
     Taken,
     might_answer,
 )
-from relay.core.outcome import Binary
 from relay.core.watching import ANSWERED
 
 ASK = b'{"jsonrpc":"2.0","id":%b,"method":"session/request_permission","params":{"sessionId":"s"}}'

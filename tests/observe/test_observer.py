@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from relay.acp.outcome import Forward, Refuse, Skip
 from relay.acp.rewrite import RewriteReport
 from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line
-from relay.core.outcome import Forward, Refuse, Skip
 from relay.core.redaction import Redactor
 from relay.observe import logs
 from relay.observe.observer import ConnectionObserver, Counters, Peer
