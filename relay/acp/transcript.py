@@ -21,6 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from relay.acp.answers import Key
 from relay.acp.refusals import id_key
 from relay.acp.showing import (
     AGENT_REQUESTS,
@@ -44,7 +45,6 @@ from relay.acp.showing import (
     text_of,
 )
 from relay.core import strictjson
-from relay.core.answers import Key
 from relay.core.watching import (
     ANSWERED,
     DETACHED,

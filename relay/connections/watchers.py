@@ -6,7 +6,7 @@ to the agent and the lines the agent wrote, as the agent received them (the valu
 the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
 :class:`relay.core.watching.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
-relay carries it; and it decides, with :class:`relay.core.answers.Answers`, which answer
+relay carries it; and it decides, with :class:`relay.acp.answers.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
 watcher allowed to answer.
 
@@ -27,10 +27,7 @@ from typing import TYPE_CHECKING, Any
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
-from relay.acp.mcp import hide_injected
-from relay.acp.outcome import Forward, Outcome, Received, Refuse, Skip
-from relay.connections.attachments import Attachment
-from relay.core.answers import (
+from relay.acp.answers import (
     MAX_REFUSED,
     TOO_MANY_REFUSED,
     WATCHER_FRAME_BYTES,
@@ -39,6 +36,9 @@ from relay.core.answers import (
     Taken,
     too_many_refused,
 )
+from relay.acp.mcp import hide_injected
+from relay.acp.outcome import Forward, Outcome, Received, Refuse, Skip
+from relay.connections.attachments import Attachment
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,

@@ -21,7 +21,7 @@ Frames to a watcher, all text:
   controller detached or resumed) or the error answering a frame the relay refused.
 
 A watcher sends JSON-RPC responses only, and which answer to an agent's request is taken
-is :mod:`relay.core.answers`'s; every attached socket is told (:data:`ANSWERED`).
+is :mod:`relay.acp.answers`'s; every attached socket is told (:data:`ANSWERED`).
 
 A watcher's side reads those frames back with :func:`read_frame` (``acp-relay watch``),
 and writes them for scripts as NDJSON records with :func:`raw_record`.

@@ -26,10 +26,10 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from relay.acp.answers import WATCHER_FRAME_BYTES
 from relay.config.resolved import RelayConfig
 from relay.connections.attachments import Attachment
 from relay.core.admission import Refusal, admit, ticket_from_request
-from relay.core.answers import WATCHER_FRAME_BYTES
 from relay.core.profile import PROFILE
 from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
 from relay.core.upgrade import ACP_V1, Shape, check_upgrade, duplicated
