@@ -27,7 +27,6 @@ from relay.acp.paths import CwdPolicy, describe_rules
 from relay.acp.rewrite import RewritePolicy
 from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
 from relay.cli.devfolder import DevFolder, remove_stale
-from relay.cli.files import read_named
 from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
@@ -63,6 +62,7 @@ from relay.core.admission import Policy
 from relay.core.origins import bracketed
 from relay.core.redaction import Redactor
 from relay.serve.listener import bind_early, cannot_listen
+from relay.streams.files import read_named
 
 if TYPE_CHECKING:
     import asyncio
