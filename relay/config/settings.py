@@ -110,7 +110,7 @@ class Settings:
     cwd_map: tuple[CwdRule, ...] = ()
     cwd_fallback: Fallback = "workspace"
     cwd_must_exist: bool = True
-    files: Files = "box"
+    files: Files = Files.BOX
     mcp_servers: str | None = None
     mcp_merge: Merge = "append"
     drop_client_stdio_mcp: bool = False
