@@ -4,7 +4,7 @@ Beside its controlling socket, a connection may have up to ``--max-watchers`` wa
 :class:`Watching` keeps the conversation so far for them (the lines the controller sent
 to the agent and the lines the agent wrote, as the agent received them (the values of
 the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
-:class:`relay.core.watching.History`, bounded by
+:class:`relay.core.history.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
 relay carries it; and it decides, with :class:`relay.acp.answers.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
@@ -39,13 +39,13 @@ from relay.acp.answers import (
 from relay.acp.mcp import hide_injected
 from relay.acp.outcome import Forward, Outcome, Received, Refuse, Skip
 from relay.connections.attachments import Attachment
+from relay.core.history import History
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
-    History,
     conversation_frames,
     notification,
     relay_frame,
