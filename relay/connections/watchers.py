@@ -46,6 +46,7 @@ from relay.core.watching import (
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
+    Origin,
     conversation_frames,
     notification,
     relay_frame,
@@ -135,10 +136,10 @@ class Watching:
             if verdict is None:
                 return outcome
             if isinstance(verdict, Taken):
-                self.observer.answer_taken("controller", subject)
+                self.observer.answer_taken(Origin.CONTROLLER, subject)
                 self._announce(verdict.notice)
             elif isinstance(verdict, Late):
-                self.observer.answer_late("controller", subject)
+                self.observer.answer_late(Origin.CONTROLLER, subject)
                 return Skip("answered", len(outcome.line))
             else:
                 return Refuse(verdict.reply, verdict.reason, outcome.frame)
@@ -198,10 +199,10 @@ class Watching:
                     await self._to_agent([verdict.line])
                     first = self.history.add(FROM_WATCHER, (verdict.line,))
                     self._show(conversation_frames(first, FROM_WATCHER, (verdict.line,)))
-                    self.observer.answer_taken("watcher", watcher.subject)
+                    self.observer.answer_taken(Origin.WATCHER, watcher.subject)
                     self._announce(verdict.notice)
                 elif isinstance(verdict, Late):
-                    self.observer.answer_late("watcher", watcher.subject)
+                    self.observer.answer_late(Origin.WATCHER, watcher.subject)
                 else:
                     self._send(watcher, text_frames([relay_frame(verdict.reply)]))
                     self.observer.watcher_refused(watcher.subject, verdict.reason)

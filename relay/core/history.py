@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from relay.core.watching import ORIGINS, conversation_frame
+from relay.core.watching import ORIGINS, Origin, conversation_frame
 
 _CODES = tuple(bytes((code,)) for code in range(len(ORIGINS)))  # a line's origin, kept
 
@@ -37,7 +37,7 @@ class History:
     def __len__(self) -> int:
         return len(self._lines)
 
-    def add(self, origin: bytes, lines: Sequence[bytes]) -> int:
+    def add(self, origin: Origin, lines: Sequence[bytes]) -> int:
         """Record ``lines`` (from ``origin``) as the next conversation lines; the number of
         the first."""
         first = self.last + 1

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.core.history import History
-from relay.core.watching import FROM_AGENT, FROM_CLIENT, conversation_frame
+from relay.core.watching import FROM_AGENT, FROM_CLIENT, Origin, conversation_frame
 
 
 @pytest.mark.parametrize(
@@ -61,14 +61,14 @@ def test_history_never_holds_more_than_its_limit_and_one_line(
     st.integers(min_value=1, max_value=200),
     st.lists(
         st.tuples(
-            st.sampled_from([FROM_CLIENT, FROM_AGENT, b"watcher"]),
+            st.sampled_from([FROM_CLIENT, FROM_AGENT, Origin.WATCHER]),
             st.lists(st.binary(max_size=40), min_size=1, max_size=5),
         ),
         max_size=30,
     ),
 )
 def test_history_frames_keep_each_lines_origin_through_drops(
-    limit: int, batches: list[tuple[bytes, list[bytes]]]
+    limit: int, batches: list[tuple[Origin, list[bytes]]]
 ) -> None:
     """Batches from several origins: the frames are the newest lines kept, each with the
     origin and number it was recorded with."""

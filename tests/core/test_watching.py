@@ -13,6 +13,7 @@ from relay.core.watching import (
     FROM_CLIENT,
     Garbled,
     Opening,
+    Origin,
     Said,
     Told,
     closed_record,
@@ -58,7 +59,7 @@ LINE = '{"jsonrpc":"2.0","method":"x","params":{"t":"a\\nb é \u202e"}}'.encode(
         (watching_frame("c1", may_answer=True, first=5, messages=3, dropped=4),
          Opening("c1", True, 5, 3, 4)),
         (conversation_frame(41, FROM_CLIENT, LINE), Said(41, "client", LINE)),
-        (conversation_frame(2, b"watcher", b"{}"), Said(2, "watcher", b"{}")),
+        (conversation_frame(2, Origin.WATCHER, b"{}"), Said(2, "watcher", b"{}")),
         (conversation_frame(3, FROM_AGENT, b"not json\n"), Said(3, "agent", b"not json\n")),
         (relay_frame(b'{"jsonrpc":"2.0"}'), Told(b'{"jsonrpc":"2.0"}')),
     ],
@@ -126,3 +127,15 @@ def test_raw_records_carry_each_line_exactly_as_a_json_string() -> None:
         "code": 1000,
         "reason": "the connection ended",
     }
+
+
+def test_each_origin_keeps_its_public_names() -> None:
+    """A frame's from (client, agent, watcher, relay) and an answer's by (controller,
+    watcher) are public: the origins map to them and they do not change."""
+    assert [(origin.value, origin.answerer) for origin in Origin] == [
+        ("client", "controller"),
+        ("agent", "agent"),
+        ("watcher", "watcher"),
+        ("relay", "relay"),
+    ]
+    assert relay_frame(b"{}") == b'{"from":"relay"}\n{}'
