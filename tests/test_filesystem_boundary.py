@@ -42,7 +42,7 @@ from tests.support.live import LiveRelay, live_relay, make_ticket, until_idle
 pytestmark = pytest.mark.slow  # each test starts the boundary agent, the ACP SDK with it
 
 TIMEOUT = 20.0  # seconds for one editor's whole exchange
-POLICIES: tuple[Files, ...] = ("box", "shared", "pass")
+POLICIES: tuple[Files, ...] = (Files.BOX, Files.SHARED, Files.PASS)
 RELAY_MCP = {"name": "files", "command": "/usr/local/bin/mcp-files", "args": [], "env": []}
 EDITOR_MCP = McpServerStdio(name="editor-notes", command="/usr/bin/notes", args=[], env=[])
 EDITOR_COPY = "the editor's copy\n"
@@ -69,7 +69,7 @@ class Machines:
     def seen(self, files: Files, path: Path) -> str:
         """A box path as the editor sees it under ``files``: its own name for it, but
         under ``pass``."""
-        if files == "pass":
+        if files is Files.PASS:
             return str(path)
         return str(self.editor / path.relative_to(self.box))
 
@@ -171,7 +171,7 @@ async def test_capabilities_and_session_paths_as_the_agent_got_them(
     async with boundary_relay(machines, files) as live:
         _, report = await one_prompt(live, machines, "links")
     offered = report["offered"]
-    if files == "box":
+    if files is Files.BOX:
         assert ("fs" in offered, "terminal" in offered) == (False, False)
     else:
         assert offered["fs"] == {"readTextFile": True, "writeTextFile": True}
@@ -193,15 +193,15 @@ async def test_an_edit_lands_in_the_copy_the_policy_names(machines: Machines, fi
     box_notes, editor_notes = machines.notes(machines.box), machines.notes(machines.editor)
     async with boundary_relay(machines, files) as live:
         editor, report = await one_prompt(live, machines, "read write terminal")
-    by = "agent" if files == "box" else "client"
+    by = "agent" if files is Files.BOX else "client"
     assert (report["read"]["by"], report["write"]["by"], report["terminal"]["by"]) == (by,) * 3
     asked = [(method, params.get("path", params.get("cwd"))) for method, params in editor.calls]
-    if files == "box":
+    if files is Files.BOX:
         assert asked == []
         assert report["read"][str(box_notes)] == {"content": BOX_COPY}
         assert report["terminal"]["output"] == f"{machines.project(machines.box)}\n"
         assert (box_notes.read_text(), editor_notes.read_text()) == (NEW_TEXT, EDITOR_COPY)
-    elif files == "shared":
+    elif files is Files.SHARED:
         assert asked == [
             ("fs/read_text_file", str(editor_notes)),
             ("fs/write_text_file", str(editor_notes)),
@@ -231,7 +231,7 @@ async def test_under_box_an_agent_that_asks_anyway_is_answered_by_the_relay(
 ) -> None:
     """An agent that calls fs/* and terminal/* though they were withheld gets -32601 from the
     relay for each; the editor is never asked and neither copy changes."""
-    async with boundary_relay(machines, "box", "--ignore-capabilities") as live:
+    async with boundary_relay(machines, Files.BOX, "--ignore-capabilities") as live:
         editor, report = await one_prompt(live, machines, "read write terminal")
     box_notes = str(machines.notes(machines.box))
     answers = [
@@ -280,7 +280,7 @@ async def test_symbolic_links_out_of_the_shared_folder_are_refused(machines: Mac
              "read:inner.md write:sub/new.md")  # fmt: skip
     editor = FolderEditor(machines.editor)
     async with (
-        live_relay(BOUNDARY_AGENT, rewrite=RewritePolicy(cwd, McpPolicy(), "shared"),
+        live_relay(BOUNDARY_AGENT, rewrite=RewritePolicy(cwd, McpPolicy(), Files.SHARED),
                    workspace=str(b_project)) as live,
         editor_over_ws(live, editor) as (conn, _),
     ):  # fmt: skip
@@ -347,10 +347,10 @@ async def test_no_form_of_fs_or_terminal_dodges_the_policy(
     answered = [answer["code"] for answer in report["answers"]]
     assert report["barrier"]["outcome"]["optionId"] == "allow"  # the answers came before it
     notes, project = machines.notes(machines.box), machines.project(machines.box)
-    if files == "box":
+    if files is Files.BOX:
         assert (reached, codes, answered) == ([], [-32601] * 3, [-32601] * 3 + [-32600])
         assert machines.notes(machines.editor).read_text() == EDITOR_COPY
-    elif files == "shared":
+    elif files is Files.SHARED:
         mine = [("fs/write_text_file", machines.seen(files, notes)),
                 ("terminal/create", machines.seen(files, project))]  # fmt: skip
         assert reached == [
@@ -434,7 +434,7 @@ async def test_prompt_links_cross_both_ways_and_come_back_in_a_load(
         await conn.load_session(cwd=str(project), session_id=sid, mcp_servers=[])
     box_project = machines.project(machines.box)
     in_box = [(box_project / "a b.py").as_uri(), (box_project / "b.md").as_uri()]
-    expected = sent if files == "pass" else in_box
+    expected = sent if files is Files.PASS else in_box
     assert report["links"] == expected
     assert "a%20b.py" in report["links"][0]
     chunks = [u["content"] for u in editor.updates_of("agent_message_chunk")]
@@ -463,7 +463,7 @@ async def test_session_list_finds_the_session_by_the_editors_cwd(
     listed = [(s.session_id, s.cwd, s.additional_directories) for s in everything.sessions]
     project, docs = machines.project(machines.box), machines.box / "docs"
     assert listed == [(sid, machines.seen(files, project), [machines.seen(files, docs)])]
-    if files == "pass":
+    if files is Files.PASS:
         assert found.sessions == []
     else:
         editors = str(machines.project(machines.editor))
@@ -508,7 +508,7 @@ def expected_crossings(machines: Machines, files: Files) -> Counter[Crossed]:
     e_md, b_md = (e_project / "b.md").as_uri(), (b_project / "b.md").as_uri()
     cwd = ("params.cwd", str(e_project), str(b_project))
     to_agent = [cwd, ("params.additionalDirectories[0]", e_docs, b_docs), cwd]  # new, load
-    if files == "pass":
+    if files is Files.PASS:
         return Counter(("to_agent", *row) for row in to_agent)
     to_agent += [
         ("params.prompt[1].uri", e_link, b_link),
@@ -542,7 +542,7 @@ def expected_crossings(machines: Machines, files: Files) -> Counter[Crossed]:
         *listed,  # with the filter, then without
         *listed,
     ]
-    if files == "shared":
+    if files is Files.SHARED:
         to_editor += [
             ("params.path", b_notes, e_notes),  # fs/read_text_file
             ("params.path", b_notes, e_notes),  # fs/write_text_file
@@ -586,11 +586,13 @@ async def test_a_trace_records_each_translation_and_the_log_counts_them(
         "translated_to_agent": sum(1 for c in crossings.elements() if c[0] == "to_agent"),
         "translated_to_editor": sum(1 for c in crossings.elements() if c[0] == "to_client"),
     }
-    assert counted["answered_to_agent"] == len(answered) == (1 if files == "shared" else 0)
-    assert counted["withheld"] == (2 if files == "box" else 0)
-    assert counted["left_unmapped"] == (0 if files == "pass" else 3)  # /etc/hostname, thrice
+    assert counted["answered_to_agent"] == len(answered) == (1 if files is Files.SHARED else 0)
+    assert counted["withheld"] == (2 if files is Files.BOX else 0)
+    assert counted["left_unmapped"] == (0 if files is Files.PASS else 3)  # /etc/hostname, thrice
     withheld = [r for r in logged if r["event"] == "editor capabilities withheld"]
-    assert [r["capabilities"] for r in withheld] == ([["fs", "terminal"]] if files == "box" else [])
+    assert [r["capabilities"] for r in withheld] == (
+        [["fs", "terminal"]] if files is Files.BOX else []
+    )
 
 
 # -- the default policy, through the real commands -------------------------------------------
@@ -678,7 +680,7 @@ async def test_under_the_default_policy_no_box_path_reaches_the_editor(
     [start] = editor.updates_of("tool_call")
     assert start["locations"][0]["path"] == str(machines.notes(machines.editor))
     crossings = crossed_in(records)
-    assert crossings == expected_crossings(machines, "box")
+    assert crossings == expected_crossings(machines, Files.BOX)
     assert (counted["translated_to_agent"], counted["translated_to_editor"]) == (
         sum(1 for c in crossings.elements() if c[0] == "to_agent"),
         sum(1 for c in crossings.elements() if c[0] == "to_client"),

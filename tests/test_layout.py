@@ -1,11 +1,19 @@
-"""The layout's two rules, checked: the pure packages stay pure, and the connect side (``connect``
-and ``ticket``) loads nothing of the serve side.
+"""The layout's rules, checked: the packages in one order, the pure modules pure, and the
+connect side (``connect``, ``ticket``, ``watch``) loading nothing of the serve side.
 
-Pure (``relay/core``, ``relay/acp``, ``relay/config``, ``relay/chat``): no I/O, clock,
-randomness, threads, signals or logging among the imports; ``os`` for ``os.path`` and
-``os.sep`` only; no ``datetime.now``; of the relay, only the pure packages. Read from the
-sources (imports under ``TYPE_CHECKING`` and inside functions count), so a module breaks the
-rule by importing, whether or not a test runs it.
+The order (:data:`PACKAGE_ORDER`): the pure packages first, each importing only itself and
+the pure packages before it, then the I/O both sides share, then each side (the server's,
+the client's: neither imports the other), then the commands. ``relay.demo_agent`` stands
+apart: it imports nothing of the relay, and nothing of the relay imports it.
+
+Pure (the pure packages, :data:`PURE_MODULES`, and any module whose docstring says
+``Pure``): imports only the standard-library modules of :data:`PURE_STDLIB` (some of them
+only in part: :data:`IN_PART`), ``itsdangerous`` and the pure packages up to its own; calls
+none of :data:`IO_BUILTINS`; reads no clock (``now``, ``utcnow``, ``today`` of datetime's
+types). An allow-list, so that what it does not name (``importlib``, ``tempfile``,
+``pathlib.Path``, ``os.path.realpath``, ``uuid``...) is refused. Read from the sources
+(imports under ``TYPE_CHECKING`` and inside functions count), so a module breaks the rule by
+importing, whether or not a test runs it.
 
 The connect side (``relay.connect.*``, ``relay.cli.connect``, ``relay.cli.ticket``,
 ``relay.cli.watch`` and ``relay.cli.dialflags``, which the first and the last share, and the
@@ -18,6 +26,7 @@ each command has loaded when it has run.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator
@@ -30,15 +39,55 @@ from tests.support.env import secret_env
 from tests.support.sockets import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-PURE_PACKAGES = ("relay.core", "relay.acp", "relay.config", "relay.chat")
-NOT_PURE = frozenset({
-    "asyncio", "websockets", "socket", "subprocess", "select", "selectors", "threading",
-    "signal", "uvloop", "time", "random", "secrets", "logging", "structlog",
-    "prometheus_client",
+
+# The packages in order: each imports only the packages before it, the server side and the
+# client side never each other. The pure ones first (relay.chat joins after relay.config).
+PURE_PACKAGES = ["relay.core", "relay.acp", "relay.config", "relay.chat"]
+SHARED_IO = ["relay.streams", "relay.observe"]  # I/O both sides use
+SERVER_SIDE = ["relay.connections", "relay.serve"]
+CLIENT_SIDE = ["relay.connect", "relay.client"]
+COMMANDS = ["relay.cli", "relay.__main__"]
+PACKAGE_ORDER = [*PURE_PACKAGES, *SHARED_IO, *SERVER_SIDE, *CLIENT_SIDE, *COMMANDS]
+APART = ["relay.demo_agent"]  # imports nothing of the relay; nothing of it imports it
+SIDES = (SERVER_SIDE, CLIENT_SIDE)
+VERSION = "relay"  # relay/__init__.py: the version, which any module may read
+
+# Pure modules outside the pure packages, beside the I/O that uses them: the counters
+# metrics exposes, and the trace's records the trace writer writes.
+PURE_MODULES = ["relay.observe.stats", "relay.observe.tracerecords"]
+PURE_STDLIB = frozenset({
+    "__future__", "abc", "argparse", "base64", "binascii", "bisect", "collections",
+    "collections.abc", "dataclasses", "datetime", "decimal", "difflib", "enum", "functools",
+    "hashlib", "heapq", "hmac", "html", "http", "ipaddress", "itertools", "json", "json.encoder",
+    "math", "operator", "re", "shlex", "stat", "string", "textwrap", "typing",
+    "unicodedata", "urllib.parse",
+    *("os", "os.path", "sys", "pathlib", "tomllib"),  # in part: IN_PART
 })  # fmt: skip
-OS_ALLOWED = frozenset({"path", "sep"})
+PURE_THIRD_PARTY = frozenset({"itsdangerous"})
+# Modules a pure module may use only in part: the names it may take of them.
+IN_PART = {
+    "os": frozenset({"path", "sep"}),
+    "os.path": frozenset({
+        "join", "split", "splitext", "splitdrive", "basename", "dirname", "normpath",
+        "normcase", "isabs", "commonpath", "commonprefix", "sep",
+    }),  # not abspath, relpath, expanduser...: they read the working directory, the environment
+    "sys": frozenset({"platform", "version_info", "maxsize", "byteorder"}),
+    "pathlib": frozenset({"PurePath", "PurePosixPath", "PureWindowsPath"}),
+    "tomllib": frozenset({"loads", "TOMLDecodeError"}),
+    "argparse": frozenset({
+        "ArgumentParser", "_ActionsContainer", "Namespace", "SUPPRESS",
+        "BooleanOptionalAction", "ArgumentTypeError",
+    }),  # flags declared; parsing (which prints and exits) and FileType are the commands'
+}  # fmt: skip
+# Builtins that do I/O or end the process, and those that run code or load modules around
+# the allow-list.
+IO_BUILTINS = frozenset({
+    "open", "print", "input", "breakpoint", "help", "exit", "quit",
+    "__import__", "exec", "eval", "compile", "__builtins__",
+})  # fmt: skip
 CLOCK_READS = frozenset({"now", "utcnow", "today"})
-DATETIME_TYPES = frozenset({"datetime", "date"})
+DATETIME_TYPES = frozenset({"datetime.datetime", "datetime.date"})
+CLAIMS_PURITY = re.compile(r"^Pure\b(?! but)", re.MULTILINE)
 
 CONNECT_SIDE = (
     "relay.connect", "relay.cli.connect", "relay.cli.ticket", "relay.cli.watch",
@@ -91,58 +140,111 @@ def imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[Importe
                 yield Imported(node.lineno, base, alias.name)
 
 
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    """Write each of ``files`` (path under ``root``: text), with its folders."""
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_of_the_relay_is_over_450_lines() -> None:
+    """Every module under relay/ holds at most 450 lines: one job each."""
+    long = {name: n for name, path in module_files(ROOT).items()
+            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}  # fmt: skip
+    assert long == {}
+
+
 # -- purity -------------------------------------------------------------------------------------
 
 
 def impurities(source: str, module: str, is_package: bool = False) -> list[str]:
     """What breaks purity in one module's source, each as ``line N: why``."""
     tree = ast.parse(source)
-    found = [*_impure_imports(tree, module, is_package), *_impure_uses(tree)]
+    found = {*_impure_imports(tree, module, is_package), *_impure_uses(tree)}
     return [f"line {line}: {why}" for line, why in sorted(found)]
 
 
+def pure_packages_for(module: str) -> list[str]:
+    """The relay packages a pure module may import: the pure ones up to its own (all of
+    them for a pure module outside them)."""
+    for end, package in enumerate(PURE_PACKAGES, 1):
+        if within(module, (package,)):
+            return PURE_PACKAGES[:end]
+    return PURE_PACKAGES
+
+
 def _impure_imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[tuple[int, str]]:
+    allowed = pure_packages_for(module)
     for each in imports(tree, module, is_package):
-        root = each.module.partition(".")[0]
-        if root in NOT_PURE:
-            yield each.line, f"imports {each.module}"
-        elif root == "os" and each.name is not None and each.name not in OS_ALLOWED:
-            yield each.line, f"imports os.{each.name}"
-        elif root == "relay" and not within(_target(each), PURE_PACKAGES):
-            yield each.line, f"imports {_target(each)} (not pure)"
+        if each.module.partition(".")[0] == "relay":
+            target = _target(each)
+            if not within(target, PURE_PACKAGES):
+                yield each.line, f"imports {target} (not pure)"
+            elif not within(target, allowed):
+                yield each.line, f"imports {target} (after {allowed[-1]})"
+        elif (why := _outside_the_allow_list(each)) is not None:
+            yield each.line, why
+
+
+def _outside_the_allow_list(each: Imported) -> str | None:
+    """Why an import of a module other than the relay's is not pure; None when it is."""
+    if each.name is not None and f"{each.module}.{each.name}" in PURE_STDLIB:
+        return None  # from urllib import parse
+    if each.module not in PURE_STDLIB and each.module.partition(".")[0] not in PURE_THIRD_PARTY:
+        return f"imports {each.module}"
+    part = IN_PART.get(each.module)
+    if each.name is not None and part is not None and each.name not in part:
+        return f"imports {each.module}.{each.name}"
+    return None
 
 
 def _impure_uses(tree: ast.Module) -> Iterator[tuple[int, str]]:
-    """``os.`` anything but path and sep; ``now``, ``utcnow``, ``today`` of datetime's types."""
-    os_names, datetime_modules, datetime_types = _bound_names(tree)
+    """The builtins of IO_BUILTINS; what IN_PART leaves out of a module; ``now``, ``utcnow``,
+    ``today`` of datetime's types (however the names were bound)."""
+    bound = _bound_names(tree)
     for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in IO_BUILTINS and isinstance(node.ctx, ast.Load):
+            yield node.lineno, f"uses the builtin {node.id}"
         if not isinstance(node, ast.Attribute):
             continue
-        base = node.value
-        if isinstance(base, ast.Name) and base.id in os_names and node.attr not in OS_ALLOWED:
-            yield node.lineno, f"uses os.{node.attr}"
-        elif node.attr in CLOCK_READS and _is_datetime_type(base, datetime_modules, datetime_types):
+        owner = _dotted(node.value, bound)
+        if owner in IN_PART and node.attr not in IN_PART[owner]:
+            yield node.lineno, f"uses {owner}.{node.attr}"
+        elif node.attr in CLOCK_READS and owner in DATETIME_TYPES:
             yield node.lineno, f"reads the clock: {ast.unparse(node)}"
 
 
-def _bound_names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
-    """The names the source binds to os, to the datetime module, and to its date types."""
-    os_names: set[str] = set()
-    datetime_modules: set[str] = set()
-    datetime_types: set[str] = set()
+def _bound_names(tree: ast.Module) -> dict[str, str]:
+    """The names the source binds to modules and their attributes, with what each names
+    (``import os.path as p``: p is os.path; ``from datetime import date as D``: D is
+    datetime.date)."""
+    bound: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                bound = alias.asname or alias.name.partition(".")[0]
-                if alias.name.partition(".")[0] == "os":
-                    os_names.add(bound)
-                if alias.name == "datetime":
-                    datetime_modules.add(bound)
-        elif isinstance(node, ast.ImportFrom) and node.module == "datetime":
-            datetime_types.update(
-                a.asname or a.name for a in node.names if a.name in DATETIME_TYPES
-            )
-    return os_names, datetime_modules, datetime_types
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    root = alias.name.partition(".")[0]
+                    bound[root] = root
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.expr, bound: dict[str, str]) -> str | None:
+    """What a name or an attribute of one names, dotted from its module (None for what
+    does not start at an imported name)."""
+    if isinstance(node, ast.Name):
+        return bound.get(node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, bound)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
 
 
 def _target(each: Imported) -> str:
@@ -150,33 +252,46 @@ def _target(each: Imported) -> str:
     return f"relay.{each.name}" if each.module == "relay" and each.name else each.module
 
 
-def _is_datetime_type(node: ast.expr, datetime_modules: set[str], datetime_types: set[str]) -> bool:
-    if isinstance(node, ast.Name):
-        return node.id in datetime_types
-    return (
-        isinstance(node, ast.Attribute)
-        and node.attr in DATETIME_TYPES
-        and isinstance(node.value, ast.Name)
-        and node.value.id in datetime_modules
-    )
+def claims_purity(path: Path) -> bool:
+    """Whether a module's docstring says it is pure (a paragraph opening ``Pure``, not
+    ``Pure but for``)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+    return CLAIMS_PURITY.search(docstring) is not None
+
+
+def held_pure(name: str, path: Path) -> bool:
+    """Whether module ``name`` is held to purity: in a pure package, listed in
+    :data:`PURE_MODULES`, or saying it is pure."""
+    return within(name, PURE_PACKAGES) or name in PURE_MODULES or claims_purity(path)
 
 
 def impure_modules(root: Path) -> dict[str, list[str]]:
-    """Each module of the pure packages under ``root`` that breaks purity, and how."""
+    """Each module held to purity under ``root`` that breaks it, and how."""
     found = {}
     for name, path in module_files(root).items():
-        if within(name, PURE_PACKAGES):
+        if held_pure(name, path):
             why = impurities(path.read_text(), name, path.name == "__init__.py")
             if why:
                 found[str(path.relative_to(root))] = why
     return found
 
 
-def test_the_pure_packages_import_no_io_clock_randomness_nor_the_rest_of_the_relay() -> None:
-    """relay/core, relay/acp, relay/config and relay/chat: no asyncio, sockets, subprocesses,
-    threads, signals, clock, randomness or logging; os for os.path only; only pure relay
-    modules."""
+def test_the_pure_modules_import_only_the_allow_list_and_do_no_io() -> None:
+    """relay/core, relay/acp, relay/config, relay/chat and the pure modules elsewhere import
+    only the allowed standard-library modules, itsdangerous and the pure packages up to their
+    own; no builtin that does I/O or loads code; no clock."""
     assert impure_modules(ROOT) == {}
+
+
+def test_every_module_that_says_it_is_pure_is_listed_and_checked() -> None:
+    """A module outside the pure packages whose docstring says ``Pure`` is one of
+    PURE_MODULES (so the check covers it), and each of those says so."""
+    claiming = {
+        name
+        for name, path in module_files(ROOT).items()
+        if claims_purity(path) and not within(name, PURE_PACKAGES)
+    }
+    assert claiming == set(PURE_MODULES)
 
 
 @pytest.mark.parametrize(
@@ -204,15 +319,73 @@ def test_the_pure_packages_import_no_io_clock_randomness_nor_the_rest_of_the_rel
         ("from relay.observe.logs import Log", ["line 1: imports relay.observe.logs (not pure)"]),
         ("from relay.serve import server", ["line 1: imports relay.serve (not pure)"]),
         ("import relay.streams.pump", ["line 1: imports relay.streams.pump (not pure)"]),
-        ("from relay.core.framing import Line\nfrom relay.acp import strictjson", []),
+        ("from relay.core.framing import Line\nfrom relay.core import strictjson", []),
         ("from ..observe import logs", ["line 1: imports relay.observe (not pure)"]),
         ("from . import framing\nfrom .framing import Line", []),
         ("import json, re\nfrom hashlib import sha256", []),
+        # what the ban-list let through
+        ("data = open('/etc/passwd').read()", ["line 1: uses the builtin open"]),
+        ("print('hello')", ["line 1: uses the builtin print"]),
+        ("import importlib\nimportlib.import_module('socket')", ["line 1: imports importlib"]),
+        ("from importlib import import_module", ["line 1: imports importlib"]),
+        ("__import__('socket')", ["line 1: uses the builtin __import__"]),
+        ("eval('1')\nexec('x = 1')", ["line 1: uses the builtin eval",
+                                      "line 2: uses the builtin exec"]),
+        ("import sys\nsys.stdout.write('x')", ["line 2: uses sys.stdout"]),
+        ("import sys\nsys.modules['socket']", ["line 2: uses sys.modules"]),
+        ("from sys import stderr", ["line 1: imports sys.stderr"]),
+        ("import sys\nsys.platform == 'linux'", []),
+        ("import pathlib\npathlib.Path('x').read_text()", ["line 2: uses pathlib.Path"]),
+        ("from pathlib import Path", ["line 1: imports pathlib.Path"]),
+        ("from pathlib import PurePath\nPurePath('a') / 'b'", []),
+        ("import os\nos.path.realpath('x')", ["line 2: uses os.path.realpath"]),
+        ("from os.path import exists", ["line 1: imports os.path.exists"]),
+        ("import os.path as p\np.isdir('x')", ["line 2: uses os.path.isdir"]),
+        ("from os import path\npath.expanduser('~')", ["line 2: uses os.path.expanduser"]),
+        ("from uuid import uuid4", ["line 1: imports uuid"]),
+        ("import tempfile, shutil, ssl", ["line 1: imports shutil", "line 1: imports ssl",
+                                          "line 1: imports tempfile"]),
+        ("import urllib.request", ["line 1: imports urllib.request"]),
+        ("from urllib import parse\nfrom urllib.parse import urlsplit", []),
+        ("import datetime\ndatetime.datetime.now()",
+         ["line 2: reads the clock: datetime.datetime.now"]),
+        ("from datetime import date as day\nnow = day.today",
+         ["line 2: reads the clock: day.today"]),
+        ("import tomllib\ntomllib.loads('')\ntomllib.load(f)", ["line 3: uses tomllib.load"]),
+        ("import argparse\nargparse.FileType('r')", ["line 2: uses argparse.FileType"]),
+        ("from itsdangerous import TimestampSigner", []),
+        ("class Option:\n    help: str\n    open = False", []),
+        ("__builtins__['open']", ["line 1: uses the builtin __builtins__"]),
+        ("from relay.acp import strictjson", ["line 1: imports relay.acp (after relay.core)"]),
+        ("from relay.acp.rewrite import A, B", [
+            "line 1: imports relay.acp.rewrite (after relay.core)"]),
+        ("from relay.config.defaults import X", [
+            "line 1: imports relay.config.defaults (after relay.core)"]),
     ],
 )  # fmt: skip
 def test_the_purity_check_reports_each_impurity_by_line(source: str, expected: list[str]) -> None:
     """Each kind of impurity is reported with its line; pure code gets no report."""
     assert impurities(source, "relay.core.example") == expected
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("relay.acp.example", "from relay.core import framing\nfrom relay.acp import rewrite", []),
+        ("relay.acp.example", "from relay.config import defaults",
+         ["line 1: imports relay.config (after relay.acp)"]),
+        ("relay.config.example", "from relay.core import framing\nfrom relay.acp import mcp", []),
+        ("relay.observe.stats", "from relay.config.defaults import X", []),
+        ("relay.observe.stats", "from relay.observe import logs",
+         ["line 1: imports relay.observe (not pure)"]),
+    ],
+)  # fmt: skip
+def test_a_pure_module_imports_only_the_pure_packages_up_to_its_own(
+    module: str, source: str, expected: list[str]
+) -> None:
+    """Each pure package imports itself and those before it; a pure module outside them
+    imports any pure package, nothing else of the relay."""
+    assert impurities(source, module) == expected
 
 
 def test_a_pure_module_that_imports_asyncio_fails_the_check(tmp_path: Path) -> None:
@@ -225,6 +398,28 @@ def test_a_pure_module_that_imports_asyncio_fails_the_check(tmp_path: Path) -> N
     (core / "fine.py").write_text("import json\n\nfrom relay.core import framing\n")
     (core / "broken.py").write_text('"""Waits."""\n\nimport asyncio\n')
     assert impure_modules(tmp_path) == {"relay/core/broken.py": ["line 3: imports asyncio"]}
+
+
+def test_open_or_importlib_in_a_pure_module_fails_the_check(tmp_path: Path) -> None:
+    """The two ways around the old ban-list, as the check runs on the tree: a pure module
+    that calls open(), one that imports importlib, and a module elsewhere whose docstring
+    says Pure doing the first, are each reported."""
+    files = {
+        "relay/__init__.py": "",
+        "relay/acp/__init__.py": "",
+        "relay/acp/reads.py": '"""Reads."""\n\ndef rules():\n    return open("rules").read()\n',
+        "relay/config/__init__.py": "",
+        "relay/config/loads.py": "import importlib\n\nSOCKET = importlib.import_module('socket')\n",
+        "relay/observe/__init__.py": "",
+        "relay/observe/counts.py": '"""Counts.\n\nPure: numbers in."""\n\nprint("counted")\n',
+        "relay/observe/writes.py": '"""Writes."""\n\nprint("written")\n',
+    }
+    write_tree(tmp_path, files)
+    assert impure_modules(tmp_path) == {
+        "relay/acp/reads.py": ["line 4: uses the builtin open"],
+        "relay/config/loads.py": ["line 1: imports importlib"],
+        "relay/observe/counts.py": ["line 5: uses the builtin print"],
+    }
 
 
 # -- the connect side loads nothing of serve's ------------------------------------------------
@@ -294,14 +489,98 @@ def test_the_import_check_finds_a_serve_module_however_far_and_hidden(tmp_path: 
         "relay/connections/__init__.py": "",
         "relay/connections/agent.py": "",
     }
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    write_tree(tmp_path, files)
     chain = ["relay.connect.bridge", "relay.core.shared"]
     assert serve_side_reached(tmp_path) == {
         "relay.connections": [*chain, "relay.connections"],
         "relay.connections.agent": [*chain, "relay.connections.agent"],
     }
+
+
+# -- the packages in order ----------------------------------------------------------------------
+
+
+def package_of(module: str) -> str:
+    """The relay package a module belongs to (``relay.core.framing``: relay.core); the
+    top-level modules are their own (``relay.__main__``, ``relay``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def may_import(importer: str, imported: str) -> bool:
+    """Whether package ``importer`` may import package ``imported``: it comes before in
+    :data:`PACKAGE_ORDER`, and not from the other side."""
+    if imported == VERSION:
+        return True
+    if importer not in PACKAGE_ORDER or imported not in PACKAGE_ORDER:
+        return False
+    opposite = any(importer in side and imported not in side for side in SIDES) and any(
+        imported in side for side in SIDES
+    )
+    return PACKAGE_ORDER.index(imported) < PACKAGE_ORDER.index(importer) and not opposite
+
+
+def order_broken(root: Path) -> list[str]:
+    """Each import of a module under ``root`` that reaches a package it may not (a later one,
+    the other side's, or across :data:`APART`), as ``module imports target``."""
+    found = []
+    for module, targets in sorted(relay_imports(root).items()):
+        own = package_of(module)
+        for target in sorted(targets):
+            other = package_of(target)
+            if other not in (own, VERSION) and not may_import(own, other) and target == other:
+                found.append(f"{module} imports {target}")
+    return found
+
+
+def unplaced_packages(root: Path) -> list[str]:
+    """The relay's packages (and top-level modules) that have no place in the order."""
+    placed = {VERSION, *PACKAGE_ORDER, *APART}
+    return sorted({package_of(name) for name in module_files(root)} - placed)
+
+
+def test_every_package_imports_only_those_before_it_in_the_order() -> None:
+    """core, acp, config (pure), streams, observe (shared I/O), connections, serve (server
+    side), connect (client side), cli: each package imports only those before it, the two
+    sides never each other; demo_agent imports nothing of the relay and nothing imports it."""
+    assert order_broken(ROOT) == []
+
+
+def test_every_package_has_its_place_in_the_order() -> None:
+    """A package of the relay is in PACKAGE_ORDER or APART: a new one fails until placed."""
+    assert unplaced_packages(ROOT) == []
+
+
+def test_the_order_check_finds_each_import_against_the_order(tmp_path: Path) -> None:
+    """A pure package importing a later one, a shared package importing a side, one side
+    importing the other, the demo agent importing the relay, and a package with no place are
+    each reported; an import of an earlier package, or of the version, is not."""
+    files = {
+        "relay/__init__.py": "",
+        "relay/core/__init__.py": "",
+        "relay/core/framing.py": "from relay.acp import rewrite\n",
+        "relay/acp/__init__.py": "",
+        "relay/acp/rewrite.py": "from relay.core import framing\n",
+        "relay/streams/__init__.py": "",
+        "relay/streams/pump.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from relay.connections.agent import Exit\n"
+        ),
+        "relay/connections/__init__.py": "",
+        "relay/connections/agent.py": "from relay import __version__\nfrom relay.acp import mcp\n",
+        "relay/connect/__init__.py": "",
+        "relay/connect/bridge.py": "from relay.connections import agent\n",
+        "relay/demo_agent/__init__.py": "",
+        "relay/demo_agent/agent.py": "from relay.core.framing import Line\n",
+        "relay/elsewhere/__init__.py": "",
+    }
+    write_tree(tmp_path, files)
+    assert order_broken(tmp_path) == [
+        "relay.connect.bridge imports relay.connections",
+        "relay.core.framing imports relay.acp",
+        "relay.demo_agent.agent imports relay.core",
+        "relay.streams.pump imports relay.connections",
+    ]
+    assert unplaced_packages(tmp_path) == ["relay.elsewhere"]
 
 
 RUN_AND_LIST = (
@@ -406,7 +685,5 @@ def test_the_cycle_check_finds_a_circle_hidden_under_type_checking(tmp_path: Pat
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from relay import a\n"
         ),
     }
-    for path, text in files.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_text(text)
+    write_tree(tmp_path, files)
     assert import_cycles(tmp_path) == [["relay.a", "relay.b", "relay.a"]]

@@ -22,7 +22,7 @@ A line is parsed only when cheap byte tests say it may hold a row's method or ke
 JSON escape that could spell one); streamed message text is never parsed. A line only
 translated (no row of it must be read) is read within ``READ_MAX_VALUES`` values and
 translated within ``TRANSLATE_MAX_PLACES`` places; past either it passes as it came. A
-translated line is re-serialized by :mod:`relay.acp.strictjson`: ids and numbers as
+translated line is re-serialized by :mod:`relay.core.strictjson`: ids and numbers as
 spelled, every other field and its order kept. A message is translated whole or not at
 all.
 """
@@ -33,7 +33,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.crossings import (
     CANCEL,
     CAPABILITIES,
@@ -65,6 +64,7 @@ from relay.acp.rewrite import (
     unreadable,
 )
 from relay.acp.translating import MessageTranslator
+from relay.core import strictjson
 from relay.core.framing import FrameRefused
 
 COUNTS = (
@@ -104,14 +104,15 @@ class Boundary:
         self.pending: dict[tuple[str, object], str] = {}  # editor request ids -> method
         self.counts: Counter[str] = Counter()
         self.parses = 0
-        files: Files = "pass" if policy is None else policy.files
+        files = Files.PASS if policy is None else policy.files
         self.files = files
         self._plan = plan_for(files)  # shared by every connection under the same policy
         self._translator = MessageTranslator(
             policy, files, self.sessions, exists, resolve, self.counts
         )
-        self._client_escape = METHOD_ESCAPE if files == "pass" else KEY_ESCAPE
-        self._agent_escape = None if files == "pass" else KEY_ESCAPE
+        self._crossing = files is not Files.PASS  # more than the session-opening rewrite
+        self._client_escape = KEY_ESCAPE if self._crossing else METHOD_ESCAPE
+        self._agent_escape = KEY_ESCAPE if self._crossing else None
 
     # -- what the pumps call -------------------------------------------------------------
 
@@ -121,7 +122,7 @@ class Boundary:
         again, under ``--files pass`` once the agent's ``initialize`` reply was seen)."""
         if self.policy is None:
             return False
-        return self.files != "pass" or self.sessions.watches_agent
+        return self._crossing or self.sessions.watches_agent
 
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent (``is line`` when unchanged), a refusal to answer the
@@ -217,18 +218,18 @@ class Boundary:
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._plan.client_may)
         may = may or (bool(self.pending) and CANCEL in line)
-        may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
+        may = may or (escaped and self._crossing and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
 
     def _agent_interest(self, line: bytes) -> Interest:
         escaped = b"\\" in line
         must = any(m in line for m in self._plan.agent_must)
-        if self.files != "pass":
+        if self._crossing:
             must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
         may = any(m in line for m in self._plan.agent_may)
         may = may or (bool(self.pending) and any(m in line for m in self._plan.answers))
         may = may or (self.sessions.watches_agent and CAPABILITIES in line)
-        may = may or (escaped and self.files != "pass" and KEY_ESCAPE.search(line) is not None)
+        may = may or (escaped and self._crossing and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
 
     def _over_cap(self, line: bytes, interest: Interest) -> bool:

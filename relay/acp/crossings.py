@@ -38,8 +38,8 @@ SHOWN_CHARS = 512  # of a path echoed in an error's data
 
 WITHHELD_BECAUSE = "--files box: the agent uses the box's own filesystem and terminal"
 
-ALL: frozenset[Files] = frozenset({"box", "shared", "pass"})
-BOX_AND_SHARED: frozenset[Files] = frozenset({"box", "shared"})
+ALL: frozenset[Files] = frozenset(Files)
+BOX_AND_SHARED: frozenset[Files] = frozenset({Files.BOX, Files.SHARED})
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,17 @@ class Action:
 OPENING = Action("opening", "editor → box (`--cwd-map`, `--cwd-fallback`, "
                  "`--cwd-must-exist`)", ALL, True)  # fmt: skip
 MCP = Action("mcp", "`--mcp-servers` merged in", ALL, True)
-WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({"box"}), True)
+WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({Files.BOX}), True)
 LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
                      "for existence)", BOX_AND_SHARED, True)  # fmt: skip
 ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
                   "withheld; a notification's answer has id null); never reaches the editor",
-                  frozenset({"box"}), True)  # fmt: skip
+                  frozenset({Files.BOX}), True)  # fmt: skip
 REQUEST_PATH = Action("request-path", "box → editor; under no rule, or when its symbolic "
                       "links lead out of the rule's folder, the relay answers -32602 and the "
                       "message never reaches the editor",
-                      frozenset({"shared"}), True,
-                      (("box", "(answered by the relay: row above)"),))  # fmt: skip
+                      frozenset({Files.SHARED}), True,
+                      ((Files.BOX, "(answered by the relay: row above)"),))  # fmt: skip
 EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
                      BOX_AND_SHARED)  # fmt: skip
 EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
@@ -346,4 +346,4 @@ def crossings_table(rows: Sequence[Crossing] = CROSSINGS) -> str:
     return "\n".join(out) + "\n"
 
 
-_POLICY_ORDER: tuple[Files, ...] = ("box", "shared", "pass")
+_POLICY_ORDER: tuple[Files, ...] = (Files.BOX, Files.SHARED, Files.PASS)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from relay.acp import strictjson
+from relay.core import strictjson
 from relay.core.redaction import REDACTED
 
 Merge = Literal["append", "replace"]
@@ -242,7 +242,7 @@ def hide_injected(
     ``[redacted]``, a URL's userinfo too, and every other string (URL, command, args,
     header and env names, ``_meta``) goes through ``redact_text``, which removes every
     expanded value (each registered as a secret when the file was read). The line is
-    written again as the rewrite wrote it (:func:`relay.acp.strictjson.dumps`), so
+    written again as the rewrite wrote it (:func:`relay.core.strictjson.dumps`), so
     nothing else changes. Returns the line and the names of the servers whose values
     were hidden; None when the line cannot be read (the caller then shows nothing of it).
     """

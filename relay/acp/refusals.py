@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.paths import CwdPolicy, CwdRule, PathRefused
-from relay.acp.rewrite import PathProblem, RewriteReport, bounded, refusal
+from relay.acp.rewrite import Files, PathProblem, RewriteReport, bounded, refusal
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply
 
 
@@ -78,7 +78,7 @@ def withheld_method(message: dict[str, Any], report: RewriteReport) -> ToAgent:
     data = {
         "method": method,
         "withheld": capability,
-        "files": "box",
+        "files": Files.BOX.value,
         "hint": "use the box's own filesystem and terminal (the session's cwd is a folder "
         "of the box); to use the editor's instead, the relay's operator sets --files "
         "shared and maps the folders with --cwd-map",

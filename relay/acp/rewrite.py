@@ -16,18 +16,26 @@ takes.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.mcp import Capabilities, McpPolicy, MergeReport, merge
 from relay.acp.paths import CwdPolicy, CwdRule, PathRefused, describe_rules, translate
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply
 
-Files = Literal["box", "shared", "pass"]
-FILES_POLICIES: tuple[Files, ...] = ("box", "shared", "pass")
+
+class Files(enum.StrEnum):
+    """Who serves files and terminals to the agent (``--files``), parsed once by the
+    configuration. A string, so that logs and JSON write it as its name."""
+
+    BOX = "box"  # the editor's fs and terminal capabilities withheld: the box's own
+    SHARED = "shared"  # the editor's, reached through --cwd-map
+    PASS = "pass"  # capabilities and the agent's paths pass unchanged
+
 
 SHOWN_CHARS = 512  # of a path a reply echoes
 SESSION_OPENING_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
@@ -56,7 +64,7 @@ class RewritePolicy:
 
     cwd: CwdPolicy
     mcp: McpPolicy
-    files: Files = "box"
+    files: Files = Files.BOX
 
 
 @dataclass(frozen=True)

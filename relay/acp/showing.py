@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from relay.acp import strictjson
+from relay.core import strictjson
 from relay.core.printable import escaped
 
 MAX_TEXT_CHARS = 2000  # of one text shown (a prompt, a chunk, a plan entry)

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
+from relay.acp.answers import Key
 from relay.acp.refusals import id_key
 from relay.acp.showing import (
     AGENT_REQUESTS,
@@ -44,13 +44,14 @@ from relay.acp.showing import (
     remember,
     text_of,
 )
-from relay.core.answers import Key
+from relay.core import strictjson
 from relay.core.watching import (
     ANSWERED,
     DETACHED,
     RESUMED,
     Frame,
     Opening,
+    Origin,
     Said,
     Told,
 )
@@ -59,7 +60,10 @@ MAX_PARSED_BYTES = 8 << 20  # a larger line is named, not read
 PLAN_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "agent",
           "agent_thought_chunk": "thought"}  # fmt: skip
-WHO = {"client": "client", "agent": "agent", "watcher": "a watcher"}
+# Who said a line, by the frame's from; who answered a permission request, by the notice's by.
+WHO = {Origin.CONTROLLER.value: "client", Origin.AGENT.value: "agent",
+       Origin.WATCHER.value: "a watcher"}  # fmt: skip
+BY = {Origin.CONTROLLER.answerer: "the controller", Origin.WATCHER.answerer: "a watcher"}
 CLOSE_WORDS = {1000: "the connection ended", 1001: "the relay is shutting down",
                4429: "fell behind"}  # fmt: skip
 
@@ -91,7 +95,7 @@ class Transcript:
         self._at_line_start = True
         self._history_left = 0
         self._tools: OrderedDict[str, _Tool] = OrderedDict()
-        self._requests: OrderedDict[tuple[str, Key], _Request] = OrderedDict()  # (asker, id)
+        self._requests: OrderedDict[tuple[Origin, Key], _Request] = OrderedDict()  # (asker, id)
 
     def show(self, frame: Frame) -> str:
         """The text for ``frame`` (ending without a newline while a paragraph is open)."""
@@ -148,7 +152,8 @@ class Transcript:
         if not isinstance(message, dict):
             return self._line(f"{who}: (not a JSON-RPC message) {cut(decoded(said.line), 200)}")
         method = message.get("method")
-        asker = "agent" if said.origin == "agent" else "client"
+        # The client's side of the conversation asks too: the controller, and the watchers.
+        asker = Origin.AGENT if said.origin == Origin.AGENT.value else Origin.CONTROLLER
         if isinstance(method, str):
             params = message.get("params")
             params = params if isinstance(params, dict) else {}
@@ -157,12 +162,12 @@ class Transcript:
                 return self._request(who, asker, method, params)
             return self._notification(who, asker, method, params)
         if "id" in message and ("result" in message or "error" in message):
-            answered = "client" if asker == "agent" else "agent"
+            answered = Origin.CONTROLLER if asker is Origin.AGENT else Origin.AGENT
             return self._response(who, answered, message)
         return self._line(f"{who}: (not a JSON-RPC message) {cut(decoded(said.line), 200)}")
 
-    def _request(self, who: str, asker: str, method: str, params: dict[str, Any]) -> str:
-        if asker == "client":
+    def _request(self, who: str, asker: Origin, method: str, params: dict[str, Any]) -> str:
+        if asker is Origin.CONTROLLER:
             if method == "session/prompt":
                 return self._block("user", blocks_text(params.get("prompt")))
             shown = CLIENT_REQUESTS.get(method)
@@ -172,14 +177,14 @@ class Transcript:
         shown = AGENT_REQUESTS.get(method)
         return self._line(f"{who} asks {shown(params) if shown else name_text(method)}")
 
-    def _notification(self, who: str, asker: str, method: str, params: dict[str, Any]) -> str:
-        if asker == "agent" and method == "session/update":
+    def _notification(self, who: str, asker: Origin, method: str, params: dict[str, Any]) -> str:
+        if asker is Origin.AGENT and method == "session/update":
             return self._update(params)
-        if asker == "client" and method == "session/cancel":
+        if asker is Origin.CONTROLLER and method == "session/cancel":
             return self._line("client: cancel the turn")
         return self._line(f"{who}: {name_text(method)} (notification)")
 
-    def _response(self, who: str, asker: str, message: dict[str, Any]) -> str:
+    def _response(self, who: str, asker: Origin, message: dict[str, Any]) -> str:
         key = id_key(message["id"])
         request = self._requests.get((asker, key)) if key is not None else None
         what = name_text(request.method) if request else f"request {id_text(message['id'])}"
@@ -194,7 +199,7 @@ class Transcript:
         shown = RESULTS.get(request.method) if request else None
         return self._line(f"{who}: {shown(result) if shown else 'answered ' + what}")
 
-    def _remember_request(self, asker: str, request_id: Any, method: str, params: Any) -> None:
+    def _remember_request(self, asker: Origin, request_id: Any, method: str, params: Any) -> None:
         key = id_key(request_id)
         if key is None:
             return
@@ -308,9 +313,9 @@ class Transcript:
     def _answered(self, params: dict[str, Any]) -> str:
         request_id = params.get("id")
         key = id_key(request_id)
-        request = self._requests.get(("agent", key)) if key is not None else None
+        request = self._requests.get((Origin.AGENT, key)) if key is not None else None
         by = text_of(params.get("by"))
-        by = "the controller" if by == "controller" else "a watcher" if by == "watcher" else by
+        by = BY.get(by, by)
         subject = field_text(params, "subject")
         who = f"{cut(by, MAX_NAME_CHARS)} ({subject})" if subject else cut(by, MAX_NAME_CHARS)
         if "error" in params:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.crossings import (
     ANSWERED,
     BOX_URI,
@@ -55,6 +54,7 @@ from relay.acp.rewrite import (
     SessionRewriter,
     Translation,
 )
+from relay.core import strictjson
 from relay.core.framing import FrameRefused
 
 

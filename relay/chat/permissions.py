@@ -15,8 +15,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
 from relay.chat.text import cut, safe, safe_line, to_html
+from relay.core import strictjson
 
 KEYCAPS = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
 MAX_DIFF_LINES = 40  # of the diff excerpt shown

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.refusals import id_key
 from relay.chat.permissions import Request, read_request
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
+from relay.core import strictjson
 
 MAX_QUEUED = 16  # prompts waiting for the turn that runs
 MAX_LINE_BYTES = 8 << 20  # a longer agent line is not read (it is shown as skipped)

@@ -22,8 +22,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relay.acp import strictjson
 from relay.chat.text import CONTENT_BYTES, fit_bytes, safe, safe_line, text_size, to_html
+from relay.core import strictjson
 
 Thoughts = Literal["folded", "hidden", "shown"]
 WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from relay.acp import strictjson
 from relay.acp.refusals import id_key
 from relay.chat.permissions import Request, read_request, request_of, request_state
 from relay.chat.text import cut, safe, safe_line
 from relay.chat.turns import Thoughts, TurnView
+from relay.core import strictjson
 from relay.core.watching import ANSWERED, DETACHED, RESUMED, Frame, Garbled, Opening, Said, Told
 
 MAX_LINE_BYTES = 8 << 20

@@ -22,13 +22,13 @@ import uvloop
 
 from relay.chat.access import Access
 from relay.cli.dialflags import DIALING, dial_config
-from relay.cli.files import read_named
 from relay.config import convert, defaults
 from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
 from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor
 from relay.observe import logs
+from relay.streams.files import read_named
 
 if TYPE_CHECKING:
     from relay.client.chatbot.bot import ChatConfig

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 from relay.cli.devfolder import DevFolder
+from relay.config.defaults import DEV_TICKET_TTL
 from relay.config.resolved import RelayConfig
 from relay.config.settings import Settings
 from relay.core.ticketurls import with_ticket
-
-DEV_TICKET_TTL = 8 * 3600  # --dev tickets: a working day
 
 
 def self_command() -> str:

@@ -16,7 +16,6 @@ import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from relay.cli.files import read_named
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
 from relay.config.options import Option
@@ -24,6 +23,7 @@ from relay.config.textfiles import MAX_CACERT_BYTES
 from relay.connect.dialing import BridgeConfig
 from relay.connect.ticketsource import TicketSource
 from relay.core.ticketurls import ticket_in, without_ticket
+from relay.streams.files import read_named
 
 TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")

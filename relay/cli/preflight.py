@@ -17,11 +17,11 @@ import stat
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from relay.cli.files import read_named
 from relay.config.account import Account
 from relay.config.errors import UsageError
 from relay.config.settings import SECRET_ENV, parse_secrets
 from relay.config.startupchecks import may_search
+from relay.streams.files import read_named
 
 Kind = Literal["missing", "directory", "not executable", "executable"]
 

@@ -1,8 +1,9 @@
 """``acp-relay serve``: resolve the settings, then run the relay under uvloop until a signal.
 
 Reads the environment, the config file, the secret file and the MCP servers file, hands
-them to the pure :mod:`relay.config.settings`, and builds the server's
-:class:`relay.serve.server.RelayConfig` from the result.
+them to the pure :mod:`relay.config.settings`, checks what the settings name (the agent's
+program, its account, the folders), and has :func:`relay.config.resolved.assemble` build
+the server's :class:`relay.config.resolved.RelayConfig` from the result.
 
 The listening socket is bound (:mod:`relay.serve.listener`) as soon as the settings are
 checked, before the server's modules (websockets, structlog, the connection code) are
@@ -22,12 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from relay.acp.mcp import McpConfigError, McpPolicy, McpServer, expanded_values, load_servers
-from relay.acp.paths import CwdPolicy, describe_rules
-from relay.acp.rewrite import RewritePolicy
-from relay.cli.devbanner import DEV_TICKET_TTL, print_dev_banner
+from relay.acp.mcp import McpServer
+from relay.acp.paths import describe_rules
+from relay.cli.devbanner import print_dev_banner
 from relay.cli.devfolder import DevFolder, remove_stale
-from relay.cli.files import read_named
 from relay.cli.preflight import (
     agent_account,
     check_account_reaches,
@@ -41,8 +40,7 @@ from relay.cli.preflight import (
 from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
 from relay.cli.startsignals import STOP_SIGNALS, defer_stop_signals, stop_if_requested
 from relay.config.errors import UsageError
-from relay.config.origins import bracketed
-from relay.config.resolved import RelayConfig
+from relay.config.resolved import RelayConfig, assemble, mcp_servers
 from relay.config.settings import (
     SECRET_ENV,
     Settings,
@@ -60,9 +58,10 @@ from relay.config.startupchecks import (
     secret_warnings,
 )
 from relay.connections.watchdog import Watchdog
-from relay.core.admission import Policy
+from relay.core.origins import bracketed
 from relay.core.redaction import Redactor
 from relay.serve.listener import bind_early, cannot_listen
+from relay.streams.files import read_named
 
 if TYPE_CHECKING:
     import asyncio
@@ -217,9 +216,10 @@ def agent_command(settings: Settings) -> tuple[str, ...]:
 def relay_config(
     settings: Settings, secrets: Sequence[str], env: Mapping[str, str], redacting: Redactor
 ) -> RelayConfig:
-    """The server's configuration, once the agent's program and workspace are checked;
-    the agent defaults to the demo agent under --dev. The values the MCP servers file
-    expands go to ``redacting``."""
+    """The server's configuration (:func:`relay.config.resolved.assemble`), once the agent's
+    program and workspace are checked, the MCP servers file read and the folders made
+    ready; the agent defaults to the demo agent under --dev. The values the MCP servers
+    file expands go to ``redacting``."""
     if settings.dev:
         from relay.serve import devconsole
 
@@ -234,49 +234,19 @@ def relay_config(
     check_workspace(settings.workspace)
     if account is not None:
         check_account_reaches(account, settings.workspace, program)
-    ttl = max(settings.ticket_ttl, DEV_TICKET_TTL) if settings.dev else settings.ticket_ttl
-    policy = Policy(
-        secrets=tuple(secrets),
-        ticket_ttl=ttl,
-        audience=settings.audience,
-        allow_origins=settings.allow_origins,
-        max_connections=settings.max_connections,
-    )
-    return RelayConfig(
-        host=settings.host,
-        port=settings.port,
-        path=settings.path,
-        agent_argv=tuple(argv),
-        workspace=settings.workspace,
+    servers: tuple[McpServer, ...] = ()
+    if settings.mcp_servers:
+        servers = load_mcp_file(settings.mcp_servers, env, redacting)
+    return assemble(
+        settings,
+        secrets=secrets,
+        agent_argv=argv,
         agent_env=agent_env,
-        policy=policy,
-        max_message_bytes=settings.max_message_bytes,
-        ping_interval=settings.ping_interval,
-        ping_timeout=settings.ping_timeout,
-        kill_grace=settings.kill_grace,
-        open_timeout=settings.open_timeout,
-        rewrite=rewrite_policy(settings, env, redacting),
-        console=settings.dev,
+        account=account,
+        mcp_servers=servers,
         trace_dir=private_directory(settings.trace_dir, "--trace-dir"),
-        trace_max_bytes=settings.trace_max_bytes,
-        resume_grace=settings.resume_grace,
-        resume_buffer=settings.resume_buffer,
-        max_watchers=settings.max_watchers,
-        watch_history=settings.watch_history,
         state_dir=state_directory(settings.state_dir),
-        metrics_listen=settings.metrics_listen,
-        agent_account=account,
-        warm_agents=warm_agents(settings),
-        warm_max_age=settings.warm_max_age,
     )
-
-
-def warm_agents(settings: Settings) -> int:
-    """--warm-agents as given; when not, 1 under --dev (its console's sockets start at once)
-    and 0 otherwise."""
-    if settings.warm_agents is not None:
-        return settings.warm_agents
-    return 1 if settings.dev else 0
 
 
 def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
@@ -298,32 +268,11 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
     return handle
 
 
-def rewrite_policy(
-    settings: Settings, env: Mapping[str, str], redacting: Redactor
-) -> RewritePolicy:
-    """Path mapping, MCP servers and the --files policy for the boundary."""
-    cwd = CwdPolicy(
-        rules=settings.cwd_map,
-        fallback=settings.cwd_fallback,
-        workspace=settings.workspace,
-        must_exist=settings.cwd_must_exist,
-    )
-    servers: tuple[McpServer, ...] = ()
-    if settings.mcp_servers:
-        servers = load_mcp_file(settings.mcp_servers, env, redacting)
-    mcp = McpPolicy(servers, settings.mcp_merge, settings.drop_client_stdio_mcp)
-    return RewritePolicy(cwd, mcp, settings.files)
-
-
 def load_mcp_file(path: str, env: Mapping[str, str], redacting: Redactor) -> tuple[McpServer, ...]:
-    """The ``--mcp-servers`` file, validated, with ``${VAR}`` expanded from ``env`` (each
-    expanded value a secret of ``redacting``)."""
-    text = read_named(path, "--mcp-servers")
-    try:
-        servers = load_servers(text, env, source=f"--mcp-servers {path}")
-    except McpConfigError as exc:
-        raise UsageError(str(exc)) from exc
-    for value in expanded_values(text, env):
+    """The ``--mcp-servers`` file, read and validated (:func:`relay.config.resolved.mcp_servers`),
+    each value it expands a secret of ``redacting``."""
+    servers, expanded = mcp_servers(read_named(path, "--mcp-servers"), env, path)
+    for value in expanded:
         redacting.add_secret(value)  # tokens the file names by ${VAR}: never logged nor traced
     return servers
 

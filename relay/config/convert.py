@@ -7,6 +7,7 @@ a config file; the messages name the problem and the expected form, never the so
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 import shlex
@@ -24,6 +25,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 T = TypeVar("T")
+Member = TypeVar("Member", bound=enum.Enum)
 Number = TypeVar("Number", int, float)
 
 
@@ -216,6 +218,17 @@ def one_of(*choices: str) -> Callable[[object], str]:
 
     def convert(value: object) -> str:
         return choice(value, choices)
+
+    return convert
+
+
+def member_of(kind: type[Member]) -> Callable[[object], Member]:
+    """A converter accepting the value of one of ``kind``'s members (see :func:`choice`),
+    and giving the member: the choice is parsed here, once."""
+    values = tuple(str(member.value) for member in kind)
+
+    def convert(value: object) -> Member:
+        return kind(choice(value, values))
 
     return convert
 

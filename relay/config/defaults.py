@@ -29,3 +29,4 @@ WATCH_HISTORY = 1 * MIB  # the conversation kept per connection for watchers tha
 LOG_LEVEL = "info"
 TICKET_ENV = "ACP_RELAY_TICKET"  # connect's ticket (serve does not read it)
 WARM_MAX_AGE = 600.0  # seconds a warm agent waits for a connection before it is recycled
+DEV_TICKET_TTL = 8 * 3600  # seconds the tickets of serve --dev stay valid at least: a working day

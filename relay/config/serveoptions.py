@@ -14,11 +14,11 @@ from collections.abc import Iterable
 
 from relay.acp.mcp import MERGES
 from relay.acp.paths import FALLBACKS, parse_rule
-from relay.acp.rewrite import FILES_POLICIES
+from relay.acp.rewrite import Files
 from relay.config import convert, defaults
 from relay.config.defaults import SECRET_ENV
 from relay.config.options import Option
-from relay.config.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
+from relay.core.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
 from relay.core.profile import MAX_GRACE_SECONDS, MAX_WINDOW
 
 GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
@@ -77,7 +77,7 @@ GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
                "and terminal capabilities are withheld, the agent uses the box's own), shared "
                "(the editor's, reached through --cwd-map: the agent's paths are translated to "
                "the editor's) or pass (capabilities and the agent's paths pass unchanged)",
-               "box", "POLICY", convert.one_of(*FILES_POLICIES)),
+               "box", "POLICY", convert.member_of(Files)),
         Option("mcp-servers", "JSON file of MCP servers to add to every session; ${VAR} is "
                "expanded from the environment at start-up", None, "FILE", convert.non_empty,
                is_path=True),

@@ -23,7 +23,6 @@ from typing import Any
 from relay.acp.mcp import Merge
 from relay.acp.paths import CwdRule, Fallback
 from relay.acp.rewrite import Files
-from relay.acp.strictjson import deeper_than
 from relay.config import convert, defaults
 from relay.config.defaults import CONFIG_ENV as CONFIG_ENV
 from relay.config.defaults import SECRET_ENV as SECRET_ENV
@@ -34,8 +33,9 @@ from relay.config.errors import UsageError
 from relay.config.options import ENV_PREFIX as ENV_PREFIX
 from relay.config.options import Option as Option
 from relay.config.options import add_options as add_options
-from relay.config.origins import bracketed
 from relay.config.serveoptions import GROUPS, OPTIONS, option_named
+from relay.core.origins import bracketed
+from relay.core.strictjson import deeper_than
 
 TICKET_ENV = defaults.TICKET_ENV
 # Read by the other commands (connect), not by serve: no warning for them.
@@ -110,7 +110,7 @@ class Settings:
     cwd_map: tuple[CwdRule, ...] = ()
     cwd_fallback: Fallback = "workspace"
     cwd_must_exist: bool = True
-    files: Files = "box"
+    files: Files = Files.BOX
     mcp_servers: str | None = None
     mcp_merge: Merge = "append"
     drop_client_stdio_mcp: bool = False

@@ -25,6 +25,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.frames import CloseCode
 
+from relay.acp.outcome import Forward, Outcome, judge_frame
 from relay.connect.dialing import (
     CLOSE_TIMEOUT,
     BridgeConfig,
@@ -42,7 +43,6 @@ from relay.core.editorerrors import (
     stopped_unanswered,
 )
 from relay.core.inflight import InFlight, request_id
-from relay.core.outcome import Forward, Outcome, judge_frame
 from relay.core.profile import ProfileError
 from relay.observe import logs
 from relay.observe.logs import Logger

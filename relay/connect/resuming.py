@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from relay.acp.outcome import Forward, judge_text
 from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import (
@@ -45,7 +46,6 @@ from relay.core.editorerrors import (
     resumable,
 )
 from relay.core.framing import close_reason
-from relay.core.outcome import Forward, judge_text
 from relay.core.profile import (
     CANNOT_RESUME,
     PROFILE,

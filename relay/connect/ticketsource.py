@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from relay.cli.files import read_text
 from relay.config.textfiles import FileRefused
 from relay.core.exits import signal_name
+from relay.streams.files import read_text
 
 TICKET_COMMAND_TIMEOUT = 30.0  # seconds the ticket command has to print a ticket
 MAX_STDERR_CHARS = 200  # how much of the ticket command's last stderr line is quoted

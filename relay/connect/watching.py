@@ -32,6 +32,7 @@ from relay.connect.editorstdio import stdout_stream
 from relay.connect.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import cannot_connect
 from relay.core.redaction import REDACTED
+from relay.core.subprotocols import SocketKind, selected_kind
 from relay.core.watching import WATCH_PROFILE, closed_record, raw_record, read_frame
 from relay.streams.wsadapter import peer_closed_first
 
@@ -97,7 +98,7 @@ class Watch:
             self.ws = await open_socket(self.dial, self.ticket, [WATCH_PROFILE])
         except (InvalidHandshake, OSError) as exc:
             return connect_failure(exc, self.dial, watching=True).message
-        if self.ws.subprotocol != WATCH_PROFILE:
+        if selected_kind(self.ws.subprotocol) is not SocketKind.WATCHER:
             await self.ws.close(CloseCode.NORMAL_CLOSURE)
             return (
                 f"relay at {url} does not offer watching: it chose "

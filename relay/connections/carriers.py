@@ -25,9 +25,7 @@ from typing import Protocol
 
 from websockets.exceptions import ConnectionClosed
 
-from relay.connections.attachments import Attachment
-from relay.core.lifecycle import Lifecycle
-from relay.core.outcome import (
+from relay.acp.outcome import (
     Close,
     Outcome,
     Received,
@@ -36,6 +34,8 @@ from relay.core.outcome import (
     judge_client_frame,
     judge_client_text,
 )
+from relay.connections.attachments import Attachment
+from relay.core.lifecycle import Lifecycle
 from relay.core.profile import (
     FENCED,
     FENCED_REASON,

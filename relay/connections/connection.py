@@ -32,6 +32,7 @@ from functools import partial
 from websockets.exceptions import ConnectionClosed
 
 from relay.acp.boundary import Boundary
+from relay.acp.outcome import Rewrite
 from relay.config.resolved import RelayConfig
 from relay.connections.agent import (
     AgentProcess,
@@ -79,7 +80,6 @@ from relay.core.lifecycle import (
     Lifecycle,
     watchers_close,
 )
-from relay.core.outcome import Rewrite
 from relay.core.profile import CANNOT_RESUME, NO_CONNECTION, Open, Resume
 from relay.core.tickets import Claims
 from relay.core.watching import DETACHED, RESUMED

@@ -4,9 +4,9 @@ Beside its controlling socket, a connection may have up to ``--max-watchers`` wa
 :class:`Watching` keeps the conversation so far for them (the lines the controller sent
 to the agent and the lines the agent wrote, as the agent received them (the values of
 the relay's own MCP servers hidden: :func:`shown_line`) and as the client received them:
-:class:`relay.core.watching.History`, bounded by
+:class:`relay.core.history.History`, bounded by
 ``--watch-history``), shows it to each watcher that attaches, then every line as the
-relay carries it; and it decides, with :class:`relay.core.answers.Answers`, which answer
+relay carries it; and it decides, with :class:`relay.acp.answers.Answers`, which answer
 to an agent's permission request is taken: the first, from the controller or from a
 watcher allowed to answer.
 
@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
-from relay.acp.mcp import hide_injected
-from relay.connections.attachments import Attachment
-from relay.core.answers import (
+from relay.acp.answers import (
     MAX_REFUSED,
     TOO_MANY_REFUSED,
     WATCHER_FRAME_BYTES,
@@ -38,14 +36,17 @@ from relay.core.answers import (
     Taken,
     too_many_refused,
 )
-from relay.core.outcome import Forward, Outcome, Received, Refuse, Skip
+from relay.acp.mcp import hide_injected
+from relay.acp.outcome import Forward, Outcome, Received, Refuse, Skip
+from relay.connections.attachments import Attachment
+from relay.core.history import History
 from relay.core.tickets import Claims
 from relay.core.watching import (
     FELL_BEHIND,
     FROM_AGENT,
     FROM_CLIENT,
     FROM_WATCHER,
-    History,
+    Origin,
     conversation_frames,
     notification,
     relay_frame,
@@ -153,10 +154,10 @@ class Watching:
             if verdict is None:
                 return outcome
             if isinstance(verdict, Taken):
-                self.observer.answer_taken("controller", subject)
+                self.observer.answer_taken(Origin.CONTROLLER, subject)
                 self._announce(verdict.notice)
             elif isinstance(verdict, Late):
-                self.observer.answer_late("controller", subject)
+                self.observer.answer_late(Origin.CONTROLLER, subject)
                 return Skip("answered", len(outcome.line))
             else:
                 return Refuse(verdict.reply, verdict.reason, outcome.frame)
@@ -216,10 +217,10 @@ class Watching:
                     await self._to_agent([verdict.line])
                     first = self.history.add(FROM_WATCHER, (verdict.line,))
                     self._show(conversation_frames(first, FROM_WATCHER, (verdict.line,)))
-                    self.observer.answer_taken("watcher", watcher.subject)
+                    self.observer.answer_taken(Origin.WATCHER, watcher.subject)
                     self._announce(verdict.notice)
                 elif isinstance(verdict, Late):
-                    self.observer.answer_late("watcher", watcher.subject)
+                    self.observer.answer_late(Origin.WATCHER, watcher.subject)
                 else:
                     self._send(watcher, text_frames([relay_frame(verdict.reply)]))
                     self.observer.watcher_refused(watcher.subject, verdict.reason)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
-from relay.config.origins import origin_allowed
+from relay.core.origins import origin_allowed
 from relay.core.tickets import (
     NO_AUDIENCE,
     WRONG_AUDIENCE,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from relay.acp import strictjson
+from relay.core import strictjson
 
 NEWLINE = b"\n"
 MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, the code 2
@@ -149,7 +149,7 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
     """Turn one client text frame into one stdio line (without the ``\\n``).
 
     A frame is normally passed through as it is. A frame holding a newline would
-    become two lines: if it is JSON the relay can read (:mod:`relay.acp.strictjson`: whole,
+    become two lines: if it is JSON the relay can read (:mod:`relay.core.strictjson`: whole,
     unambiguous, at most ``MAX_COMPACT_BYTES``) it is re-serialized compactly (JSON
     whitespace carries no meaning; numbers keep their spelling), otherwise it is refused
     with a -32700 error. A blank frame (empty or JSON whitespace only) carries no

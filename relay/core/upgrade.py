@@ -7,8 +7,10 @@ subprotocol the relay does not speak, a header given twice) cannot spend a ticke
 
 Subprotocols: the relay speaks ``acp.v1`` (plain ACP) and, when resuming is on,
 ``acp-relay.resume.v1``; it selects the resume profile over ``acp.v1`` when both are
-offered. ``acp-ticket.<ticket>`` carries a ticket, so that a browser needs no ticket in
-its URL; it is never selected, so it must be offered beside one the relay speaks.
+offered; a watcher offers ``acp-relay.watch.v1``. ``acp-ticket.<ticket>`` carries a ticket,
+so that a browser needs no ticket in its URL; it is never selected, so it must be offered
+beside one the relay speaks. What the subprotocol selected makes of the socket is
+:class:`relay.core.subprotocols.SocketKind`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from relay.core.admission import Refusal
+from relay.core.subprotocols import SocketKind
 
-ACP_V1 = "acp.v1"
 TICKET_PREFIX = "acp-ticket."
 SINGLE_HEADERS = ("Host", "Origin", "Authorization", "Sec-WebSocket-Key", "Upgrade")
 MAX_HANDSHAKES = 256  # handshakes in progress at once, all clients together
@@ -34,6 +36,12 @@ class Shape:
     offered: tuple[str, ...] = ()
     ticket: str | None = None
     select: str | None = None  # the subprotocol the relay will select
+
+    @property
+    def kind(self) -> SocketKind:
+        """The socket the upgrade makes (:func:`check_upgrade` selects only what the relay
+        speaks)."""
+        return SocketKind(self.select) if self.select is not None else SocketKind.PLAIN
 
 
 def header_values(headers: Iterable[tuple[str, str]], name: str) -> list[str]:
@@ -53,7 +61,9 @@ def duplicated(
     return None
 
 
-def check_upgrade(headers: Sequence[tuple[str, str]], *, speaks: Sequence[str]) -> Shape | Refusal:
+def check_upgrade(
+    headers: Sequence[tuple[str, str]], *, speaks: Sequence[SocketKind]
+) -> Shape | Refusal:
     """Whether ``headers`` make an upgrade the relay takes; ``speaks`` in order of preference."""
     refused = duplicated(headers) or _upgrade_refusal(headers)
     if refused is not None:
@@ -94,7 +104,9 @@ def _valid_key(key: str) -> bool:
         return False
 
 
-def _subprotocols(headers: Sequence[tuple[str, str]], speaks: Sequence[str]) -> Shape | Refusal:
+def _subprotocols(
+    headers: Sequence[tuple[str, str]], speaks: Sequence[SocketKind]
+) -> Shape | Refusal:
     offered = tuple(
         token.strip()
         for value in header_values(headers, "Sec-WebSocket-Protocol")
@@ -107,9 +119,9 @@ def _subprotocols(headers: Sequence[tuple[str, str]], speaks: Sequence[str]) -> 
     if len(tickets) > 1 or (tickets and not tickets[0]):
         return Refusal(400, "bad request: offer at most one acp-ticket.<ticket> subprotocol")
     others = [token for token in offered if not token.startswith(TICKET_PREFIX)]
-    select = next((name for name in speaks if name in others), None)
+    select = next((kind.value for kind in speaks if kind.value in others), None)
     if select is None:
-        spoken = " or ".join(speaks)
+        spoken = " or ".join(kind.value for kind in speaks)
         shown = ", ".join(others) if others else "only acp-ticket.<ticket>"
         return Refusal(
             kind="subprotocol",

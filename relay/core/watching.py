@@ -1,5 +1,5 @@
-"""Watchers of a connection (``acp-relay.watch.v1``): their frames and the conversation so
-far.
+"""Watchers of a connection (``acp-relay.watch.v1``): the frames of the watch profile,
+written by the relay and read back by a watcher.
 
 Pure. A connection has its controlling socket and may have watchers: sockets that see
 the conversation (the lines the controller sent to the agent and the lines the agent
@@ -21,7 +21,8 @@ Frames to a watcher, all text:
   controller detached or resumed) or the error answering a frame the relay refused.
 
 A watcher sends JSON-RPC responses only, and which answer to an agent's request is taken
-is :mod:`relay.core.answers`'s; every attached socket is told (:data:`ANSWERED`).
+is :mod:`relay.acp.answers`'s; every attached socket is told (:data:`ANSWERED`). What a
+watcher is shown first is the conversation so far (:mod:`relay.core.history`).
 
 A watcher's side reads those frames back with :func:`read_frame` (``acp-relay watch``),
 and writes them for scripts as NDJSON records with :func:`raw_record`.
@@ -29,34 +30,67 @@ and writes them for scripts as NDJSON records with :func:`raw_record`.
 
 from __future__ import annotations
 
+import enum
 import json
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
+from relay.core import strictjson
 
 WATCH_PROFILE = "acp-relay.watch.v1"
 FELL_BEHIND = 4429  # close code: a watcher that did not read fast enough is dropped
 ANSWERED = "_acp-relay/answered"
 DETACHED = "_acp-relay/detached"
 RESUMED = "_acp-relay/resumed"
-FROM_CLIENT = b"client"
-FROM_AGENT = b"agent"
-FROM_WATCHER = b"watcher"  # an answer a watcher gave, as the agent received it
-ORIGINS = (FROM_CLIENT, FROM_AGENT, FROM_WATCHER)
 MAX_HEADER_BYTES = 4096  # a frame's header (or the first frame) is read up to this size
 
 
-def conversation_frame(seq: int, origin: bytes, line: bytes) -> bytes:
+class Origin(enum.Enum):
+    """Who a line of the conversation (or an answer to a permission request) came from: one
+    vocabulary for the history, the answers, the logs, the metrics and the frames.
+
+    Its value is a frame's ``from``; :attr:`answerer` names the controller and a watcher as
+    the answered notice's ``by`` and the metrics' labels do. Both are public
+    (docs/sharing.md, docs/operations.md): they do not change.
+    """
+
+    CONTROLLER = "client"  # the controlling socket's client
+    AGENT = "agent"
+    WATCHER = "watcher"  # an answer a watcher gave, as the agent received it
+    RELAY = "relay"  # a message of the relay's own
+
+    @property
+    def answerer(self) -> str:
+        """Who answered a permission request, by name: ``controller`` or ``watcher``."""
+        return "controller" if self is Origin.CONTROLLER else self.value
+
+
+ORIGINS = (Origin.CONTROLLER, Origin.AGENT, Origin.WATCHER)  # of the conversation's lines
+# The names serve's watchers (relay.connections.watchers) give the conversation's origins.
+FROM_CLIENT, FROM_AGENT, FROM_WATCHER = ORIGINS
+_FROM = {origin: origin.value.encode() for origin in Origin}  # as a frame's header has it
+_RELAY_HEADER = b'{"from":"%b"}\n' % _FROM[Origin.RELAY]
+
+
+def conversation_frame(seq: int, origin: Origin, line: bytes) -> bytes:
     """The frame carrying conversation line ``seq`` to watchers: header, newline, line."""
-    return b'{"seq":%d,"from":"%b"}\n%b' % (seq, origin, line)
+    return _frame(seq, _FROM[origin], line)
+
+
+def conversation_frames(first: int, origin: Origin, lines: Sequence[bytes]) -> list[bytes]:
+    """The frames of ``lines`` from ``origin``, numbered from ``first``."""
+    name = _FROM[origin]
+    return [_frame(first + i, name, line) for i, line in enumerate(lines)]
+
+
+def _frame(seq: int, name: bytes, line: bytes) -> bytes:
+    return b'{"seq":%d,"from":"%b"}\n%b' % (seq, name, line)
 
 
 def relay_frame(message: bytes) -> bytes:
     """The frame carrying a JSON-RPC message of the relay's own to a watcher."""
-    return b'{"from":"relay"}\n' + message
+    return _RELAY_HEADER + message
 
 
 def watching_frame(
@@ -95,8 +129,9 @@ class Opening:
 
 @dataclass(frozen=True)
 class Said:
-    """A line of the conversation: its number, who sent it (``client``, ``agent`` or
-    ``watcher``) and the line as it crossed."""
+    """A line of the conversation: its number, who sent it (the ``from`` as the relay wrote
+    it: an :class:`Origin`'s value, or a name of a newer relay's) and the line as it
+    crossed."""
 
     seq: int
     origin: str
@@ -133,7 +168,7 @@ def read_frame(frame: bytes) -> Frame:
     if not newline:
         return _opening(header) or Garbled(frame, "a control frame of no known type")
     origin, seq = header.get("from"), _count(header.get("seq"))
-    if origin == "relay":
+    if origin == Origin.RELAY.value:
         return Told(line)
     if isinstance(origin, str) and seq is not None:
         return Said(seq, origin, line)
@@ -177,7 +212,7 @@ def raw_record(frame: Frame) -> bytes:
     if isinstance(frame, Said):
         record: dict[str, Any] = {"seq": frame.seq, "from": frame.origin, "line": _text(frame.line)}
     elif isinstance(frame, Told):
-        record = {"from": "relay", "message": _message(frame.message)}
+        record = {"from": Origin.RELAY.value, "message": _message(frame.message)}
     else:
         record = {"type": "garbled", "why": frame.why, "frame": _text(frame.frame)}
     return json.dumps(record, separators=(",", ":")).encode()
@@ -199,70 +234,3 @@ def _message(data: bytes) -> Any:
         return json.loads(data)
     except (ValueError, RecursionError):
         return _text(data)
-
-
-# -- the conversation so far --------------------------------------------------------------
-
-
-_CODES = tuple(bytes((code,)) for code in range(len(ORIGINS)))  # a line's origin, kept
-
-
-class History:
-    """The conversation so far, bounded by bytes: the oldest whole lines go first.
-
-    Lines are kept as they are (their frames are made when a watcher needs them); one
-    line larger than the limit is still kept when it is the only one, so memory stays
-    within the limit plus one line.
-    """
-
-    __slots__ = ("_lines", "_origins", "dropped", "last", "limit", "size")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.size = 0
-        self.dropped = 0  # lines no longer kept
-        self.last = 0  # the number of the last line recorded
-        self._lines: deque[bytes] = deque()
-        # Beside each line kept, its origin's index in ORIGINS: a byte, not a tuple per line.
-        self._origins = bytearray()
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def add(self, origin: bytes, lines: Sequence[bytes]) -> int:
-        """Record ``lines`` (from ``origin``) as the next conversation lines; the number of
-        the first."""
-        first = self.last + 1
-        self.last += len(lines)
-        self._lines.extend(lines)
-        self._origins += _CODES[ORIGINS.index(origin)] * len(lines)
-        size = self.size + sum(map(len, lines))
-        if size > self.limit:
-            kept, dropped = self._lines, 0
-            while size > self.limit and len(kept) > 1:
-                size -= len(kept.popleft())
-                dropped += 1
-            del self._origins[:dropped]
-            self.dropped += dropped
-        self.size = size
-        return first
-
-    @property
-    def first(self) -> int:
-        """The number of the oldest line kept (``last + 1`` when none is)."""
-        return self.last - len(self._lines) + 1
-
-    def frames(self) -> list[bytes]:
-        """The frames of the lines kept, oldest first."""
-        first = self.first
-        return [
-            conversation_frame(first + i, origin, line)
-            for i, (origin, line) in enumerate(
-                zip(map(ORIGINS.__getitem__, self._origins), self._lines, strict=True)
-            )
-        ]
-
-
-def conversation_frames(first: int, origin: bytes, lines: Sequence[bytes]) -> list[bytes]:
-    """The frames of ``lines`` from ``origin``, numbered from ``first``."""
-    return [conversation_frame(first + i, origin, line) for i, line in enumerate(lines)]

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from relay.acp.outcome import Forward, Outcome, Refuse, Skip
 from relay.core.exits import ending_event
 from relay.core.framing import Dropped
-from relay.core.outcome import Forward, Outcome, Refuse, Skip
+from relay.core.watching import Origin
 from relay.observe.logs import Logger, redactor, shortened
 from relay.streams.pump import answered, sent_line
 
@@ -330,19 +331,19 @@ class ConnectionObserver(PumpObserver):
         if self.stats is not None:
             self.stats.watch_event("refused")
 
-    def answer_taken(self, role: str, subject: str) -> None:
+    def answer_taken(self, by: Origin, subject: str) -> None:
         """The first answer to a permission request, from the controller or a watcher."""
-        shown = shortened(subject, SUBJECT_CHARS)
-        self.log.info("answer taken", by=role, watcher=shown if role == "watcher" else None)
+        shown = shortened(subject, SUBJECT_CHARS) if by is Origin.WATCHER else None
+        self.log.info("answer taken", by=by.answerer, watcher=shown)
         if self.stats is not None:
-            self.stats.watch_event(f"answer_{role}")
+            self.stats.watch_event(f"answer_{by.answerer}")
         if self.trace is not None:
-            self.trace.noted("answered", by=role, subject=subject)
+            self.trace.noted("answered", by=by.answerer, subject=subject)
 
-    def answer_late(self, role: str, subject: str) -> None:
+    def answer_late(self, by: Origin, subject: str) -> None:
         """An answer to a request answered already: dropped."""
         shown = shortened(subject, SUBJECT_CHARS)
-        self.log.info("answer dropped: answered already", by=role, watcher=shown)
+        self.log.info("answer dropped: answered already", by=by.answerer, watcher=shown)
         if self.stats is not None:
             self.stats.watch_event("answer_late")
 

@@ -36,8 +36,8 @@ carries is valid UTF-8, so ``record["line"].encode()`` is exactly the line.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from json.encoder import encode_basestring  # the C string encoder json.dumps uses
 from typing import Any
 
@@ -59,8 +59,12 @@ def timestamp(now: float) -> str:
     return f"{_utc_second(second)}.{micro:06d}Z"
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def _utc_second(second: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+    """Arithmetic on the epoch, not the time module: this module reads no clock."""
+    return (_EPOCH + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 class Timestamps:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from relay import __version__
 from relay.acp.mcp import hide_injected
+from relay.acp.outcome import Forward, Outcome, Refuse
 from relay.acp.rewrite import RewriteReport, Rewritten
 from relay.core.framing import Dropped
-from relay.core.outcome import Forward, Outcome, Refuse
 from relay.core.redaction import REDACTED, Redactor
 from relay.observe.logs import Logger, redactor
 from relay.streams.pump import answered

@@ -38,8 +38,8 @@ from urllib.parse import parse_qsl, urlsplit
 from websockets.datastructures import Headers
 from websockets.http11 import Response
 
-from relay.config.origins import is_loopback, origin_allowed
 from relay.core.admission import Refusal, no_such_connection
+from relay.core.origins import is_loopback, origin_allowed
 from relay.core.upgrade import duplicated
 from relay.serve.httpedge import response, text_response
 

@@ -16,7 +16,7 @@ import os
 import socket
 
 from relay.config.errors import UsageError
-from relay.config.origins import bracketed
+from relay.core.origins import bracketed
 
 BACKLOG = 100  # asyncio's create_server default, which the server used before
 

@@ -40,6 +40,7 @@ from relay.core.profile import (
     parse_first_frame,
 )
 from relay.core.session import Session
+from relay.core.subprotocols import SocketKind
 from relay.core.tickets import ReplayGuard
 from relay.core.upgrade import HandshakeGate
 from relay.observe.logs import get_logger
@@ -253,10 +254,10 @@ class Relay:
             del self.upgrades.pending[ws]
             await self._watch(attachment, admitted)
             return
-        connection = None
+        connection, resumable = None, admitted.kind is SocketKind.RESUMABLE
         try:
-            first = await self._first_frame(attachment) if ws.subprotocol == PROFILE else None
-            if ws.subprotocol != PROFILE or isinstance(first, Open):
+            first = await self._first_frame(attachment) if resumable else None
+            if not resumable or isinstance(first, Open):
                 connection = self._open(attachment, admitted, resumable=first is not None)
         finally:
             self.upgrades.pending.pop(ws, None)  # counted until registered or refused

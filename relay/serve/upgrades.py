@@ -26,14 +26,13 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from relay.acp.answers import WATCHER_FRAME_BYTES
 from relay.config.resolved import RelayConfig
 from relay.connections.attachments import Attachment
 from relay.core.admission import Refusal, admit, ticket_from_request
-from relay.core.answers import WATCHER_FRAME_BYTES
-from relay.core.profile import PROFILE
+from relay.core.subprotocols import SocketKind
 from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
-from relay.core.upgrade import ACP_V1, Shape, check_upgrade, duplicated
-from relay.core.watching import WATCH_PROFILE
+from relay.core.upgrade import Shape, check_upgrade, duplicated
 from relay.observe.logs import Logger
 from relay.observe.stats import RelayStats
 from relay.serve import browsermodule, devconsole
@@ -54,13 +53,14 @@ class PendingSocket:
 
     conn_id: str
     claims: Claims
+    kind: SocketKind = SocketKind.PLAIN
     subprotocol: str | None = None  # the one the relay selects
     opened: float = field(default_factory=time.monotonic)
 
     @property
     def watcher(self) -> bool:
         """A watcher's socket: no connection of its own, not counted."""
-        return self.subprotocol == WATCH_PROFILE
+        return self.kind is SocketKind.WATCHER
 
 
 @dataclass(frozen=True)
@@ -144,11 +144,12 @@ class Upgrades:
             return None
         return Subprotocol(admitted.subprotocol)
 
-    def speaks(self) -> tuple[str, ...]:
-        """The subprotocols the relay selects, in order of preference."""
+    def speaks(self) -> tuple[SocketKind, ...]:
+        """The sockets the relay opens, by the subprotocol it selects, in order of preference."""
         c = self.config
-        spoken = (PROFILE, ACP_V1) if c.resume_grace > 0 else (ACP_V1,)
-        return (WATCH_PROFILE, *spoken) if c.max_watchers > 0 else spoken
+        plain = (SocketKind.PLAIN,)
+        spoken = (SocketKind.RESUMABLE, *plain) if c.resume_grace > 0 else plain
+        return (SocketKind.WATCHER, *spoken) if c.max_watchers > 0 else spoken
 
     def counted(self) -> int:
         """Sockets admitted and not yet registered, watchers aside (those closed meanwhile
@@ -227,7 +228,7 @@ class Upgrades:
             policy=self.config.policy,
             replay_guard=self.replay_guard,
             now=now,
-            watching=shape.select == WATCH_PROFILE,
+            watching=shape.kind is SocketKind.WATCHER,
             can_watch=self.views.can_watch,
         )
         if isinstance(verdict, Refusal):
@@ -236,7 +237,7 @@ class Upgrades:
         if self.spent is not None:
             self.spent.spent(claims.jti, claims.expires_at(self.config.policy.ticket_ttl), now)
         conn_id = claims.watch or str(uuid.uuid4())
-        self.pending[ws] = PendingSocket(conn_id, claims, shape.select)
-        if shape.select == WATCH_PROFILE:  # before the 101: its first frame is bounded too
+        self.pending[ws] = PendingSocket(conn_id, claims, shape.kind, shape.select)
+        if shape.kind is SocketKind.WATCHER:  # before the 101: its first frame is bounded too
             limit_messages(ws, WATCHER_FRAME_BYTES)
         return None

@@ -6,7 +6,7 @@ previous frame was handed to a socket with room for it, and a frame is received 
 after the previous line was drained into the pipe. Nothing is queued without bound.
 
 The pumps know nothing of logs, counters or traces: each received frame's outcome
-comes from a judge (:func:`relay.core.outcome.judge_frame`), each line's verdict from the
+comes from a judge (:func:`relay.acp.outcome.judge_frame`), each line's verdict from the
 splitter, and both are handed, once carried out, to the caller's observer
 (:mod:`relay.observe.observer`).
 
@@ -29,8 +29,8 @@ from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
 from websockets.protocol import State
 
+from relay.acp.outcome import Close, Forward, Outcome, Received, Refuse
 from relay.core.framing import Dropped, Line, LineSplitter
-from relay.core.outcome import Close, Forward, Outcome, Received, Refuse
 from relay.streams.pipewriter import PEER_CHECK_SECONDS, LineWriter
 from relay.streams.wsadapter import Receiver, frames_waiting
 
@@ -40,7 +40,7 @@ PROBE_EVERY_SECONDS = 4.0  # after that, ping this often
 _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[Received], Outcome]
-"""Turns one received frame into its outcome (:func:`relay.core.outcome.judge_frame`)."""
+"""Turns one received frame into its outcome (:func:`relay.acp.outcome.judge_frame`)."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     from relay.acp.refusals import ToAgent
     from relay.acp.rewrite import Rewritten

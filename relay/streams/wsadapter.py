@@ -27,7 +27,7 @@ from websockets.asyncio.connection import Connection
 from websockets.frames import TEXT, CloseCode
 from websockets.protocol import SERVER, State
 
-from relay.core.outcome import Binary, Received
+from relay.acp.outcome import Binary, Received
 
 STALL_CHECK_SECONDS = 0.5  # while a send waits on a full socket, look at its buffer
 MIN_STALL_SECONDS = 2.0  # a shorter stall may be this process's own busy loop, not the peer
@@ -154,7 +154,7 @@ _UTF8_DECODER = codecs.getincrementaldecoder("utf-8")
 
 class Receiver:
     """Receives the messages of a socket: a text message as its UTF-8 bytes, a binary one
-    as :class:`relay.core.outcome.Binary`.
+    as :class:`relay.acp.outcome.Binary`.
 
     websockets' ``recv()`` decodes a text message into a ``str`` (which the relay would
     encode back into bytes: the message held three times, with the frame websockets

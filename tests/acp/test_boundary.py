@@ -24,7 +24,7 @@ from relay.acp.rewrite import SHOWN_CHARS, Files, RewritePolicy, Rewritten
 from relay.core.framing import FrameRefused
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, LINK, line
 
-FILES: tuple[Files, ...] = ("box", "shared", "pass")
+FILES: tuple[Files, ...] = (Files.BOX, Files.SHARED, Files.PASS)
 RULES = (parse_rule("/Users/alice=/workspace"), parse_rule("C:\\Users\\bob=/win"))
 FILES_SERVER = {"name": "files", "command": "/usr/bin/mcp-files", "args": [], "env": []}
 
@@ -44,9 +44,9 @@ def read(data: bytes) -> Any:
 @pytest.mark.parametrize(
     ("files", "capabilities"),
     [
-        ("box", {"_meta": {"x": 1}}),
-        ("shared", None),
-        ("pass", None),
+        (Files.BOX, {"_meta": {"x": 1}}),
+        (Files.SHARED, None),
+        (Files.PASS, None),
     ],
 )
 def test_initialize_capabilities_under_each_policy(
@@ -76,14 +76,14 @@ def test_initialize_capabilities_under_each_policy(
 def test_initialize_offering_nothing_passes(capabilities: dict[str, Any]) -> None:
     """Under box, an initialize that offers neither fs nor terminal passes as it came."""
     sent = line({"id": 0, "method": "initialize", "params": {"clientCapabilities": capabilities}})
-    assert Boundary(policy("box")).client_line(sent) is sent
+    assert Boundary(policy(Files.BOX)).client_line(sent) is sent
 
 
 @pytest.mark.parametrize("value", ["yes", 1, [], {"readTextFile": "true"}, {"listDir": True}])
 def test_odd_capability_values_are_withheld_too(value: Any) -> None:
     """Under box, anything that may offer a capability is taken out, not second-guessed."""
     params = {"clientCapabilities": {"fs": value, "terminal": value}}
-    result = Boundary(policy("box")).client_line(
+    result = Boundary(policy(Files.BOX)).client_line(
         line({"id": 0, "method": "initialize", "params": params})
     )
     assert isinstance(result, Rewritten)
@@ -107,11 +107,11 @@ def test_session_opening_is_the_session_rewrite_under_every_policy() -> None:
 @pytest.mark.parametrize(
     ("files", "fallback", "cwd", "expected"),
     [
-        ("box", "reject", "/Users/alice/p", "/workspace/p"),
-        ("shared", "reject", "c:\\users\\bob\\q", "/win/q"),
-        ("box", "workspace", "/elsewhere", "/srv/work"),  # as session/new would have opened it
-        ("box", "keep", "/elsewhere", None),
-        ("pass", "reject", "/Users/alice/p", None),
+        (Files.BOX, "reject", "/Users/alice/p", "/workspace/p"),
+        (Files.SHARED, "reject", "c:\\users\\bob\\q", "/win/q"),
+        (Files.BOX, "workspace", "/elsewhere", "/srv/work"),  # as session/new would have opened it
+        (Files.BOX, "keep", "/elsewhere", None),
+        (Files.PASS, "reject", "/Users/alice/p", None),
     ],
 )
 def test_session_list_filter(files: Files, fallback: str, cwd: str, expected: str | None) -> None:
@@ -129,7 +129,7 @@ def test_session_list_filter(files: Files, fallback: str, cwd: str, expected: st
 def test_session_list_filter_under_no_rule_is_refused_under_reject() -> None:
     """--cwd-fallback reject refuses a list filter no rule maps, as it refuses session/new."""
     sent = line({"id": "l-1", "method": "session/list", "params": {"cwd": "/etc"}})
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     result = boundary.client_line(sent)
     assert isinstance(result, FrameRefused)
     reply = read(result.reply)
@@ -141,9 +141,9 @@ def test_session_list_filter_under_no_rule_is_refused_under_reject() -> None:
 @pytest.mark.parametrize(
     ("files", "link", "embedded"),
     [
-        ("box", "file:///workspace/p/a.py", "file:///workspace/p/b.md"),
-        ("shared", "file:///workspace/p/a.py", "file:///workspace/p/b.md"),
-        ("pass", None, None),
+        (Files.BOX, "file:///workspace/p/a.py", "file:///workspace/p/b.md"),
+        (Files.SHARED, "file:///workspace/p/a.py", "file:///workspace/p/b.md"),
+        (Files.PASS, None, None),
     ],
 )
 def test_prompt_resource_uris(files: Files, link: str | None, embedded: str | None) -> None:
@@ -170,7 +170,7 @@ def test_prompt_uris_under_no_rule_pass_untouched(uri: str) -> None:
     sent = line(
         {"id": 3, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [block]}}
     )
-    assert Boundary(policy("box")).client_line(sent) is sent
+    assert Boundary(policy(Files.BOX)).client_line(sent) is sent
 
 
 # -- agent -> editor -------------------------------------------------------------------------
@@ -201,7 +201,7 @@ def test_agent_notifications_and_permission_requests(name: str, files: Files) ->
     message = AGENT_MESSAGES[name][0]
     sent = line(message)
     result = Boundary(policy(files)).agent_line(sent)
-    if files == "pass":
+    if files is Files.PASS:
         assert result is sent
         return
     assert isinstance(result, Rewritten)
@@ -230,7 +230,7 @@ def test_box_paths_under_no_rule_are_left_in_notifications() -> None:
     update = {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "x",
               "locations": [{"path": "/etc/hosts"}, {"path": "/workspace/a"}],
               "content": [{"type": "diff", "path": "/etc/hosts", "newText": ""}]}  # fmt: skip
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     result = boundary.agent_line(line({"method": "session/update", "params": {"update": update}}))
     assert isinstance(result, Rewritten)
     got = read(result.line)["params"]["update"]
@@ -252,9 +252,9 @@ def test_agent_fs_and_terminal_requests(name: str, files: Files) -> None:
     sent = line(message)
     boundary = Boundary(policy(files))
     result = boundary.agent_line(sent)
-    if files == "pass":
+    if files is Files.PASS:
         assert result is sent
-    elif files == "box":
+    elif files is Files.BOX:
         assert isinstance(result, ToAgent)
         reply = read(result.reply)
         assert (reply["id"], reply["error"]["code"]) == (message["id"], -32601)
@@ -277,8 +277,8 @@ def test_other_fs_and_terminal_requests(method: str) -> None:
     """Under box every fs/ and terminal/ request is answered by the relay; under shared the
     ones without a path pass."""
     sent = line({"id": 20, "method": method, "params": {"sessionId": "s1", "terminalId": "t"}})
-    assert isinstance(Boundary(policy("box")).agent_line(sent), ToAgent)
-    assert Boundary(policy("shared")).agent_line(sent) is sent
+    assert isinstance(Boundary(policy(Files.BOX)).agent_line(sent), ToAgent)
+    assert Boundary(policy(Files.SHARED)).agent_line(sent) is sent
 
 
 @pytest.mark.parametrize(
@@ -297,7 +297,7 @@ def test_shared_requests_under_no_rule_are_answered_by_the_relay(
     """Under shared, a request whose path no rule maps never reaches the editor: -32602 to
     the agent, naming the path, the mappings and what to do."""
     sent = line({"id": "q", "method": method, "params": {"sessionId": "s", field: path}})
-    result = Boundary(policy("shared")).agent_line(sent)
+    result = Boundary(policy(Files.SHARED)).agent_line(sent)
     assert isinstance(result, ToAgent)
     reply = read(result.reply)
     assert (reply["id"], reply["error"]["code"]) == ("q", -32602)
@@ -312,7 +312,7 @@ def test_an_echoed_path_is_bounded() -> None:
     """A very long unmapped path is echoed shortened in the relay's answer."""
     path = "/x" * 100_000
     sent = line({"id": 1, "method": "fs/read_text_file", "params": {"path": path}})
-    result = Boundary(policy("shared")).agent_line(sent)
+    result = Boundary(policy(Files.SHARED)).agent_line(sent)
     assert isinstance(result, ToAgent)
     assert len(result.reply) < 4 * SHOWN_CHARS
     assert read(result.reply)["error"]["data"]["boxPath"].endswith("(200000 chars)")
@@ -322,7 +322,7 @@ def test_an_echoed_path_is_bounded() -> None:
 def test_non_string_paths_pass(path: Any) -> None:
     """A request whose path is not a string is the editor's to refuse; the line passes."""
     sent = line({"id": 1, "method": "fs/read_text_file", "params": {"path": path}})
-    assert Boundary(policy("shared")).agent_line(sent) is sent
+    assert Boundary(policy(Files.SHARED)).agent_line(sent) is sent
 
 
 FORMS = ("request", "notification", "batch")
@@ -346,7 +346,7 @@ def test_under_box_no_form_of_fs_or_terminal_reaches_the_editor(name: str, form:
     """Under box an fs/ or terminal/ request, the same without its id, and a batch holding
     them are each answered by the relay (to the request's id, else id null); none passes."""
     message = AGENT_MESSAGES[name][0]
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     result = boundary.agent_line(in_form(form, message))
     assert isinstance(result, ToAgent)
     reply = read(result.reply)
@@ -364,7 +364,7 @@ def test_under_shared_a_notification_gets_the_requests_path_check(name: str) -> 
     whose path no rule maps is answered by the relay (id null) and never reaches the editor."""
     message = {k: v for k, v in AGENT_MESSAGES[name][0].items() if k != "id"}
     field = "cwd" if name == "terminal/create" else "path"
-    boundary = Boundary(policy("shared"))
+    boundary = Boundary(policy(Files.SHARED))
     result = boundary.agent_line(line(message))
     assert isinstance(result, Rewritten)
     assert read(result.line)["params"][field].startswith("/Users/alice/p")
@@ -380,7 +380,7 @@ def test_under_shared_a_notification_gets_the_requests_path_check(name: str) -> 
 def test_under_shared_a_batch_that_may_hold_fs_or_terminal_is_answered(name: str) -> None:
     """ACP has no batches: under shared one holding an fs/ or terminal/ message is answered
     -32600 (id null) whole, even when its paths are mapped; nothing of it reaches the editor."""
-    result = Boundary(policy("shared")).agent_line(in_form("batch", AGENT_MESSAGES[name][0]))
+    result = Boundary(policy(Files.SHARED)).agent_line(in_form("batch", AGENT_MESSAGES[name][0]))
     assert isinstance(result, ToAgent)
     reply = read(result.reply)
     assert (reply["id"], reply["error"]["code"]) == (None, -32600)
@@ -400,11 +400,11 @@ def test_under_shared_a_batch_that_may_hold_fs_or_terminal_is_answered(name: str
 def test_escaped_or_nested_forms_are_answered_too(sent: bytes) -> None:
     """A notification or a batch with an escaped method, or nested batches, are answered
     under box and shared like plain ones, and pass as they came under pass."""
-    for files in ("box", "shared"):
+    for files in (Files.BOX, Files.SHARED):
         result = Boundary(policy(files)).agent_line(sent)
         assert isinstance(result, ToAgent), files
         assert read(result.reply)["id"] is None
-    assert Boundary(policy("pass")).agent_line(sent) is sent
+    assert Boundary(policy(Files.PASS)).agent_line(sent) is sent
 
 
 def test_batches_without_fs_or_terminal_pass_untranslated() -> None:
@@ -417,7 +417,7 @@ def test_batches_without_fs_or_terminal_pass_untranslated() -> None:
 def test_terminal_without_cwd_passes() -> None:
     """terminal/create without cwd (the editor's default) passes under shared."""
     sent = line({"id": 1, "method": "terminal/create", "params": {"command": "ls"}})
-    assert Boundary(policy("shared")).agent_line(sent) is sent
+    assert Boundary(policy(Files.SHARED)).agent_line(sent) is sent
 
 
 # -- session/list answers --------------------------------------------------------------------
@@ -431,7 +431,7 @@ def list_answer(request_id: Any) -> bytes:
     return line({"id": request_id, "result": AGENT_MESSAGES["list answer"][0]["result"]})
 
 
-@pytest.mark.parametrize("files", ["box", "shared"])
+@pytest.mark.parametrize("files", [Files.BOX, Files.SHARED])
 def test_session_list_answer_comes_back_to_the_editors_paths(files: Files) -> None:
     """Each session's cwd and additionalDirectories go back to the editor's paths; a cwd
     under no rule is left; the id is forgotten once answered."""
@@ -449,7 +449,7 @@ def test_session_list_answer_comes_back_to_the_editors_paths(files: Files) -> No
 
 def test_only_answers_to_pending_list_requests_are_read() -> None:
     """A result with sessions that answers no session/list is not even parsed."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     sent = list_answer(9)
     assert boundary.agent_line(sent) is sent
     assert boundary.parses == 0
@@ -458,7 +458,7 @@ def test_only_answers_to_pending_list_requests_are_read() -> None:
 @pytest.mark.parametrize(("asked", "answered"), [("1E2", "100"), ("100", "100.0"), ('"a"', '"a"')])
 def test_ids_match_by_value(asked: str, answered: str) -> None:
     """An agent that respells a numeric id (1E2 -> 100) is still matched to its request."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     boundary.client_line(f'{{"jsonrpc":"2.0","id":{asked},"method":"session/list"}}'.encode())
     answer = list_answer(0).replace(b'"id":0', b'"id":' + answered.encode())
     assert isinstance(boundary.agent_line(answer), Rewritten)
@@ -466,7 +466,7 @@ def test_ids_match_by_value(asked: str, answered: str) -> None:
 
 def test_a_pending_list_is_forgotten_on_error_and_on_cancellation() -> None:
     """An error answer or the editor's $/cancel_request forgets a pending session/list."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     boundary.client_line(list_request(1))
     boundary.client_line(list_request("two"))
     error = line({"id": 1, "error": {"code": -32603, "message": "no"}})
@@ -478,7 +478,7 @@ def test_a_pending_list_is_forgotten_on_error_and_on_cancellation() -> None:
 
 def test_pending_lists_are_bounded_per_connection() -> None:
     """Past the bound a session/list is refused to the editor, with what to do."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     for request_id in range(MAX_PENDING_LISTS):
         assert boundary.client_line(list_request(request_id)) == list_request(request_id)
     refused = boundary.client_line(list_request("one too many"))
@@ -493,7 +493,7 @@ def test_pending_lists_are_bounded_per_connection() -> None:
 def test_untrackable_ids_are_not_remembered(request_id: Any) -> None:
     """A list request with an id that cannot be matched passes, and nothing is remembered."""
     assert id_key(read(list_request(request_id))["id"]) is None
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     boundary.client_line(list_request(request_id))
     assert boundary.pending == {}
 
@@ -528,7 +528,7 @@ def test_streamed_message_text_is_never_parsed(files: Files, ascii_only: bool) -
 
 def test_ordinary_client_traffic_is_not_parsed() -> None:
     """Plain prompts, cancels and answers to the agent pass without being parsed."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     lines = [
         line({"id": 3, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [
             {"type": "text", "text": "edit /Users/alice/p/a.py please\n"}]}}),
@@ -544,16 +544,16 @@ def test_ordinary_client_traffic_is_not_parsed() -> None:
 def test_pass_watches_the_agent_only_until_initialize_and_only_for_mcp() -> None:
     """Under pass without MCP servers agent lines are not looked at; with them, until the
     agent's initialize reply."""
-    assert not Boundary(policy("pass")).watches_agent
+    assert not Boundary(policy(Files.PASS)).watches_agent
     assert not Boundary(None).watches_agent
     cwd = CwdPolicy(RULES, "reject", "/srv/work", False)
-    boundary = Boundary(RewritePolicy(cwd, McpPolicy((FILES_SERVER,)), "pass"))
+    boundary = Boundary(RewritePolicy(cwd, McpPolicy((FILES_SERVER,)), Files.PASS))
     assert boundary.watches_agent
     reply = line({"id": 0, "result": {"agentCapabilities": {"mcpCapabilities": {"http": True}}}})
     assert boundary.agent_line(reply) is reply
     assert not boundary.watches_agent
     assert boundary.sessions.capabilities.http
-    assert Boundary(policy("box")).watches_agent
+    assert Boundary(policy(Files.BOX)).watches_agent
 
 
 @pytest.mark.parametrize(
@@ -570,7 +570,7 @@ def test_escaped_keys_are_candidates(raw: bytes) -> None:
         b'{"jsonrpc":"2.0","method":"session/update","params":{"update":'
         b'{"sessionUpdate":"tool\\u005fcall","toolCallId":"t","title":"x",' + raw + b"}}}"
     )
-    result = Boundary(policy("box")).agent_line(sent)
+    result = Boundary(policy(Files.BOX)).agent_line(sent)
     assert isinstance(result, Rewritten)
     assert read(result.line)["params"]["update"]["locations"] == [{"path": "/Users/alice/a"}]
 
@@ -581,7 +581,7 @@ def test_escaped_keys_are_candidates(raw: bytes) -> None:
 def test_escaped_methods_cannot_dodge_the_policy(method: bytes) -> None:
     """An fs or terminal request with escapes in its method is answered like a plain one."""
     sent = b'{"jsonrpc":"2.0","id":1,"method":' + method + b',"params":{"path":"/workspace/a"}}'
-    assert isinstance(Boundary(policy("box")).agent_line(sent), ToAgent)
+    assert isinstance(Boundary(policy(Files.BOX)).agent_line(sent), ToAgent)
 
 
 def test_escaped_initialize_is_withheld_from() -> None:
@@ -590,7 +590,7 @@ def test_escaped_initialize_is_withheld_from() -> None:
         b'{"jsonrpc":"2.0","id":0,"method":"initi\\u0061lize",'
         b'"params":{"clientCapabilities":{"terminal":true}}}'
     )
-    result = Boundary(policy("box")).client_line(sent)
+    result = Boundary(policy(Files.BOX)).client_line(sent)
     assert isinstance(result, Rewritten)
     assert read(result.line)["params"]["clientCapabilities"] == {}
 
@@ -606,7 +606,7 @@ def located(count: int, **more: Any) -> bytes:
     return line({"method": "session/update", "params": {"sessionId": "s1", "update": update}})
 
 
-@pytest.mark.parametrize("files", ["box", "shared"])
+@pytest.mark.parametrize("files", [Files.BOX, Files.SHARED])
 def test_a_line_of_more_places_than_the_cap_passes_untranslated(files: Files) -> None:
     """A tool call with TRANSLATE_MAX_PLACES locations is translated; with one more it is
     delivered as the agent wrote it (nothing lost, nothing half translated), counted."""
@@ -624,14 +624,14 @@ def test_the_places_cap_counts_every_row_of_a_message() -> None:
     half = TRANSLATE_MAX_PLACES // 2 + 1
     diffs = [{"type": "diff", "path": f"/workspace/p/{i}", "newText": ""} for i in range(half)]
     sent = located(half, content=diffs)
-    assert Boundary(policy("box")).agent_line(sent) is sent
+    assert Boundary(policy(Files.BOX)).agent_line(sent) is sent
 
 
 def test_a_line_of_more_values_than_the_cap_is_not_even_read() -> None:
     """A line only to be translated that holds over READ_MAX_VALUES JSON values (a bound
     counted from its bytes) passes as it came, unparsed; so does an editor's prompt."""
     filler = [0] * READ_MAX_VALUES
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     sent = located(1, rawOutput=filler)
     assert boundary.agent_line(sent) is sent
     link = {"type": "resource_link", "name": "a", "uri": "file:///Users/alice/a"}
@@ -645,7 +645,7 @@ def test_a_line_of_more_values_than_the_cap_is_not_even_read() -> None:
 def test_a_session_list_answer_past_the_cap_passes_and_is_forgotten() -> None:
     """A session/list answer with more directories than the cap goes back untranslated, and
     its request is no longer awaited."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     boundary.client_line(list_request(2))
     dirs = [f"/workspace/{i}" for i in range(TRANSLATE_MAX_PLACES + 1)]
     sent = line({"id": 2, "result": {"sessions": [
@@ -654,7 +654,7 @@ def test_a_session_list_answer_past_the_cap_passes_and_is_forgotten() -> None:
     assert boundary.pending == {}
 
 
-@pytest.mark.parametrize("files", ["box", "shared"])
+@pytest.mark.parametrize("files", [Files.BOX, Files.SHARED])
 def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
     """An fs request holding any number of values is still read: answered under box,
     translated under shared, never passed unchecked."""
@@ -662,7 +662,7 @@ def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
     result = Boundary(policy(files)).agent_line(
         line({"id": 1, "method": "fs/read_text_file", "params": params})
     )
-    if files == "box":
+    if files is Files.BOX:
         assert isinstance(result, ToAgent)
     else:
         assert isinstance(result, Rewritten)
@@ -685,7 +685,7 @@ def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
 )  # fmt: skip
 def test_client_lines_the_relay_must_read_but_cannot_are_refused(sent: bytes, why: str) -> None:
     """initialize (under box) and session/list the relay cannot read in full: -32600, what to do."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     result = boundary.client_line(sent)
     assert isinstance(result, FrameRefused)
     reply = read(result.reply)
@@ -698,7 +698,7 @@ def test_client_lines_the_relay_must_read_but_cannot_are_refused(sent: bytes, wh
 def test_unreadable_prompts_pass() -> None:
     """A prompt the relay cannot read is only missing a translation: it passes, counted."""
     sent = b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"prompt":[{"type":"resource_link","uri":"file:///Users/alice/a","uri":"x"}]}}'
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     assert boundary.client_line(sent) is sent
     assert boundary.summary()["not_read"] == 1
 
@@ -714,12 +714,12 @@ def test_unreadable_prompts_pass() -> None:
 def test_agent_requests_the_relay_must_act_on_but_cannot_read_are_answered(sent: bytes) -> None:
     """An fs/ or terminal/ request the relay cannot read is answered to the agent, not passed
     to the editor, where it could act on a box path."""
-    for files in ("box", "shared"):
+    for files in (Files.BOX, Files.SHARED):
         result = Boundary(policy(files)).agent_line(sent)
         assert isinstance(result, ToAgent)
         reply = read(result.reply)
         assert (reply["id"], reply["error"]["code"]) == (None, -32600)
-    assert Boundary(policy("pass")).agent_line(sent) is sent
+    assert Boundary(policy(Files.PASS)).agent_line(sent) is sent
 
 
 def test_unreadable_agent_notifications_pass() -> None:
@@ -728,7 +728,7 @@ def test_unreadable_agent_notifications_pass() -> None:
         b'{"jsonrpc":"2.0","method":"session/update",'
         b'"params":{"update":{"locations":[{"path":"/workspace/a"}],"locations":[]}}}'
     )
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     assert boundary.agent_line(sent) is sent
     assert boundary.summary()["not_read"] == 1
 
@@ -748,7 +748,7 @@ def test_unreadable_agent_notifications_pass() -> None:
 def test_malformed_shapes_pass_untouched(update: dict[str, Any]) -> None:
     """Shapes the schema does not have (or other updates) are not translated."""
     sent = line({"method": "session/update", "params": {"update": update}})
-    assert Boundary(policy("box")).agent_line(sent) is sent
+    assert Boundary(policy(Files.BOX)).agent_line(sent) is sent
 
 
 def test_translated_lines_keep_ids_numbers_and_meta_as_spelled() -> None:
@@ -759,7 +759,7 @@ def test_translated_lines_keep_ids_numbers_and_meta_as_spelled() -> None:
         b'{"n":1.50,"p":"/workspace/a"},"toolCall":{"toolCallId":"t","locations":[{"path":'
         b'"/workspace/a","line":-0,"x-unknown":9999999999999999999999}]},"options":[]}}'
     )
-    result = Boundary(policy("box")).agent_line(sent)
+    result = Boundary(policy(Files.BOX)).agent_line(sent)
     assert isinstance(result, Rewritten)
     assert result.line == sent.replace(b'"path":"/workspace/a"', b'"path":"/Users/alice/a"')
 
@@ -843,7 +843,7 @@ def test_any_bytes_never_raise(noise: bytes, marker: bytes) -> None:
 
 def test_summary_counts_without_paths() -> None:
     """The summary is counts only: nothing of a path reaches the log line."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     boundary.client_line(line(EDITOR_MESSAGES["initialize"][0]))
     boundary.client_line(line(EDITOR_MESSAGES["session/prompt"][0]))
     boundary.agent_line(line(AGENT_MESSAGES["tool_call"][0]))
@@ -857,7 +857,7 @@ def test_summary_counts_without_paths() -> None:
 
 def test_reports_list_each_translation_for_the_trace() -> None:
     """A report lists (field, from, to) of each translation; fields() is what a log line takes."""
-    result = Boundary(policy("box")).agent_line(line(AGENT_MESSAGES["agent_message_chunk"][0]))
+    result = Boundary(policy(Files.BOX)).agent_line(line(AGENT_MESSAGES["agent_message_chunk"][0]))
     assert isinstance(result, Rewritten)
     assert result.report.fields() == {
         "method": "session/update",
@@ -872,7 +872,9 @@ def test_the_editors_own_rule_spells_shared_box_folders() -> None:
     """With a Mac and a WSL rule onto one folder, paths come back in the style of the rule the
     editor's session was opened by."""
     rules = (parse_rule("/Users/alice=/w"), parse_rule("//wsl.localhost/Ubuntu/home/a=/w"))
-    boundary = Boundary(RewritePolicy(CwdPolicy(rules, "reject", "/s", False), McpPolicy(), "box"))
+    boundary = Boundary(
+        RewritePolicy(CwdPolicy(rules, "reject", "/s", False), McpPolicy(), Files.BOX)
+    )
     cwd = "\\\\wsl.localhost\\Ubuntu\\home\\a\\p"
     opened = line({"id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}})
     assert isinstance(boundary.client_line(opened), Rewritten)
@@ -911,7 +913,7 @@ def test_a_read_of_plain_lines_is_looked_at_once(files: Files) -> None:
 @pytest.mark.parametrize("pad", [10, 20_000])  # looked at joined, and one by one when large
 def test_agent_lines_translate_the_lines_that_need_it(pad: int) -> None:
     """agent_lines gives each line's result in order; lines that pass are the same objects."""
-    boundary = Boundary(policy("box"))
+    boundary = Boundary(policy(Files.BOX))
     lines = [streamed("x" * pad) for _ in range(60)]
     lines[30] = line(AGENT_MESSAGES["tool_call"][0])
     lines[45] = line(AGENT_MESSAGES["fs/read_text_file"][0])

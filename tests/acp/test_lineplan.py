@@ -11,16 +11,16 @@ from relay.acp.rewrite import Files
 
 def test_one_plan_per_policy() -> None:
     """Every connection under one policy shares its plan; policies have their own."""
-    assert plan_for("box") is plan_for("box")
-    assert plan_for("box") is not plan_for("shared")
+    assert plan_for(Files.BOX) is plan_for(Files.BOX)
+    assert plan_for(Files.BOX) is not plan_for(Files.SHARED)
 
 
 @pytest.mark.parametrize(
     ("files", "must", "may"),
     [
-        ("box", True, True),
-        ("shared", True, True),
-        ("pass", False, False),
+        (Files.BOX, True, True),
+        (Files.SHARED, True, True),
+        (Files.PASS, False, False),
     ],
 )
 def test_the_agents_fs_and_terminal_lines_must_be_read_under_box_and_shared(
@@ -44,14 +44,14 @@ def test_the_agents_fs_and_terminal_lines_must_be_read_under_box_and_shared(
 )
 def test_the_agent_search_finds_any_marker(sample: bytes, found: bool) -> None:
     """One search over the line finds any marker of the box policy, and nothing else."""
-    seek = plan_for("box").agent_seek(pending=False, capabilities=False)
+    seek = plan_for(Files.BOX).agent_seek(pending=False, capabilities=False)
     assert (seek.search(sample) is not None) is found
 
 
 def test_answers_and_capabilities_are_looked_for_only_while_awaited() -> None:
     """A session/list answer's markers and agentCapabilities join the search only while a
     list is pending and while the capabilities are still to be learnt."""
-    plan = plan_for("box")
+    plan = plan_for(Files.BOX)
     answer = b'{"id":1,"result":{"sessions":[]}}'
     error = b'{"id":1,"' + ANSWER_MARKERS[0].strip(b'"') + b'":{}}'
     reply = b'{"id":0,"result":{' + CAPABILITIES + b":{}}}"

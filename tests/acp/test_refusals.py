@@ -7,7 +7,6 @@ from decimal import Decimal
 
 import pytest
 
-from relay.acp import strictjson
 from relay.acp.paths import parse_rule
 from relay.acp.refusals import (
     batch_request,
@@ -18,6 +17,7 @@ from relay.acp.refusals import (
     withheld_method,
 )
 from relay.acp.rewrite import SHOWN_CHARS, RewriteReport
+from relay.core import strictjson
 
 READ = {"id": 7, "method": "fs/read_text_file", "params": {"path": "/box/a.py"}}
 

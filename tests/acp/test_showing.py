@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from relay.acp import strictjson
 from relay.acp.showing import (
     MAX_ITEMS,
     MAX_REMEMBERED,
@@ -18,6 +17,7 @@ from relay.acp.showing import (
     outcome_text,
     remember,
 )
+from relay.core import strictjson
 
 
 @pytest.mark.parametrize(

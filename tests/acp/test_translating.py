@@ -48,7 +48,7 @@ def test_a_message_with_nothing_to_change_is_its_own_line() -> None:
     """A message whose rows find nothing to change comes back as the very line given."""
     message = {"method": "session/update", "params": {"update": {"sessionUpdate": "plan"}}}
     sent = line(message)
-    result = translator("box").cross(sent, json.loads(sent), TO_EDITOR, "notification", "x/y")
+    result = translator(Files.BOX).cross(sent, json.loads(sent), TO_EDITOR, "notification", "x/y")
     assert result is sent
 
 
@@ -63,14 +63,14 @@ def test_a_message_with_nothing_to_change_is_its_own_line() -> None:
 def test_each_row_gives_its_outcome(name: str, to_editor: bool, expected: type) -> None:
     """Under box: a tool call is translated, an fs request answered, initialize withheld from."""
     pool = AGENT_MESSAGES if to_editor else EDITOR_MESSAGES
-    assert isinstance(cross("box", pool[name][0], to_editor), expected)
+    assert isinstance(cross(Files.BOX, pool[name][0], to_editor), expected)
 
 
 def test_a_message_is_translated_whole_or_refused_whole() -> None:
     """A refused place leaves no translation behind: the refusal is all that comes back, and
     nothing was counted as translated."""
     params = {"sessionId": "s", "path": "/etc/passwd"}
-    t = translator("shared")
+    t = translator(Files.SHARED)
     sent = line({"id": 1, "method": "fs/read_text_file", "params": params})
     result = t.cross(sent, json.loads(sent), TO_EDITOR, "request", "fs/read_text_file")
     assert isinstance(result, ToAgent)
@@ -93,7 +93,7 @@ def test_under_shared_a_path_linked_out_of_its_folder_is_answered(
     message: dict[str, Any] = {"method": method, "params": {field: "/workspace/app/notes.md"}}
     if kind == "request":
         message["id"] = 4
-    result = cross(translator("shared", lambda path: links.get(path, path)), message)
+    result = cross(translator(Files.SHARED, lambda path: links.get(path, path)), message)
     assert isinstance(result, ToAgent)
     reply = json.loads(result.reply)
     assert (reply["id"], reply["error"]["code"]) == (message.get("id"), -32602)
@@ -102,7 +102,7 @@ def test_under_shared_a_path_linked_out_of_its_folder_is_answered(
     assert (data["field"], data["mappedFolder"]) == (f"params.{field}", "/workspace")
     assert "symbolic link" in reply["error"]["message"]
     assert result.report.refused == f"params.{field}"
-    plain = cross("shared", message)
+    plain = cross(Files.SHARED, message)
     assert isinstance(plain, Rewritten)
     assert json.loads(plain.line)["params"][field] == "/Users/alice/app/notes.md"
 
@@ -119,6 +119,6 @@ def test_links_are_not_followed_where_the_editor_acts_on_nothing() -> None:
         asked.append(path)
         return path
 
-    result = cross(translator("shared", resolve), message)
+    result = cross(translator(Files.SHARED, resolve), message)
     assert isinstance(result, Rewritten)
     assert asked == []

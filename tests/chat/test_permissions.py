@@ -3,7 +3,6 @@ from typing import Any
 
 import pytest
 
-from relay.acp import strictjson
 from relay.chat.permissions import (
     KEYCAPS,
     Option,
@@ -15,6 +14,7 @@ from relay.chat.permissions import (
     read_request,
     request_text,
 )
+from relay.core import strictjson
 
 ALLOW = {"optionId": "allow", "name": "Allow", "kind": "allow_once"}
 REJECT = {"optionId": "reject", "name": "Reject", "kind": "reject_once"}

@@ -1,8 +1,8 @@
 import json
 from typing import Any
 
-from relay.acp import strictjson
 from relay.chat.session import MAX_QUEUED, ChatSession, Step
+from relay.core import strictjson
 
 
 def line(message: dict[str, Any]) -> bytes:

@@ -5,6 +5,7 @@ from relay.chat.watched import Watched
 from relay.core.watching import (
     ANSWERED,
     DETACHED,
+    Origin,
     conversation_frame,
     notification,
     read_frame,
@@ -21,7 +22,8 @@ PROMPT = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
 
 
 def said(seq: int, origin: bytes, message: dict[str, Any]) -> Any:
-    return read_frame(conversation_frame(seq, origin, json.dumps(message).encode()))
+    frame = conversation_frame(seq, Origin(origin.decode()), json.dumps(message).encode())
+    return read_frame(frame)
 
 
 def chunk(text: str) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from relay.cli import chat as chat_command
 from relay.cli import connect as connect_command
 from relay.cli import ticket as ticket_command
 from relay.cli import watch as watch_command
-from relay.cli.serve import read_settings, warm_agents
 from relay.config.serveoptions import OPTIONS, options_table
 from relay.core.tickets import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
@@ -1269,19 +1268,6 @@ def test_no_command_lists_the_commands_with_a_hint_each() -> None:
     assert "acp-relay serve --dev" in result.stderr
     assert "acp-relay COMMAND --help" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize(
-    ("flags", "expected"),
-    [({}, 0), ({"dev": True}, 1), ({"dev": True, "warm_agents": "0"}, 0),
-     ({"warm_agents": "3"}, 3)],
-)  # fmt: skip
-def test_dev_keeps_one_warm_agent_unless_told_otherwise(
-    flags: dict[str, object], expected: int
-) -> None:
-    """--warm-agents defaults to 0, and to 1 under --dev; a given value wins either way."""
-    settings = read_settings(flags, {})
-    assert warm_agents(settings) == expected
 
 
 async def test_warm_agents_wait_without_making_the_relay_busy_and_stop_with_it() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from relay.acp.rewrite import Files
 from relay.config import convert
 from relay.config.convert import parse_size
 
@@ -83,6 +84,20 @@ def test_one_of_lowercases_and_names_the_choices() -> None:
     assert header_or_query("QUERY") == "query"
     with pytest.raises(ValueError, match="expected one of header, query, got 'cookie'"):
         header_or_query("cookie")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("box", Files.BOX), ("Shared", Files.SHARED), ("PASS", Files.PASS)]
+)
+def test_member_of_gives_the_member_chosen(value: str, expected: Files) -> None:
+    """An enum's choice matches its values case-insensitively and gives the member itself."""
+    assert convert.member_of(Files)(value) is expected
+
+
+def test_member_of_names_every_choice_on_a_miss() -> None:
+    """A value that is no member's is refused with the list of values."""
+    with pytest.raises(ValueError, match="expected one of box, shared, pass, got 'editor'"):
+        convert.member_of(Files)("editor")
 
 
 @pytest.mark.parametrize(("value", "expected"), [("auto", None), ("JSON", "json")])

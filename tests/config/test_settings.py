@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from relay.acp.rewrite import Files
 from relay.config import convert
 from relay.config.serveoptions import GROUPS, OPTIONS, option_named
 from relay.config.settings import (
@@ -191,6 +192,16 @@ def test_precedence_repeatable(
 def test_env_values(env_name: str, text: str, field: str, expected: object) -> None:
     """Each option parses its environment form into the typed setting."""
     assert getattr(settle(env={f"ACP_RELAY_{env_name}": text}), field) == expected
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"), [({}, Files.BOX), ({"ACP_RELAY_FILES": "Pass"}, Files.PASS)]
+)
+def test_the_files_policy_is_parsed_once_into_its_enum(
+    env: dict[str, str], expected: Files
+) -> None:
+    """--files (its default too) is resolved to a Files member, which the boundary carries."""
+    assert settle(env=env).files is expected
 
 
 @pytest.mark.parametrize(

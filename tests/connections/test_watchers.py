@@ -15,7 +15,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from relay.core.answers import MAX_REFUSED, TOO_MANY_REFUSED, WATCHER_FRAME_BYTES
+from relay.acp.answers import MAX_REFUSED, TOO_MANY_REFUSED, WATCHER_FRAME_BYTES
 from relay.core.watching import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
 from tests.support.agents import ASKS, ECHO_AGENT, python_agent
 from tests.support.audit import LogAudit

@@ -6,10 +6,12 @@ import pytest
 
 from relay.core.admission import Refusal
 from relay.core.profile import PROFILE
-from relay.core.upgrade import ACP_V1, HandshakeGate, Shape, check_upgrade, duplicated
+from relay.core.subprotocols import ACP_V1, SocketKind
+from relay.core.upgrade import HandshakeGate, Shape, check_upgrade, duplicated
+from relay.core.watching import WATCH_PROFILE
 
 KEY = "dGhlIHNhbXBsZSBub25jZQ=="
-SPEAKS = (PROFILE, ACP_V1)
+SPEAKS = (SocketKind.RESUMABLE, SocketKind.PLAIN)
 
 
 def upgrade(*extra: tuple[str, str], drop: str = "") -> list[tuple[str, str]]:
@@ -38,6 +40,31 @@ def upgrade(*extra: tuple[str, str], drop: str = "") -> list[tuple[str, str]]:
 def test_real_upgrades_and_what_they_offer(headers: list[tuple[str, str]], expected: Shape) -> None:
     """An upgrade passes with the subprotocol to select (resume first) and its ticket."""
     assert check_upgrade(headers, speaks=SPEAKS) == expected
+
+
+@pytest.mark.parametrize(
+    ("select", "kind"),
+    [
+        (None, SocketKind.PLAIN),
+        (ACP_V1, SocketKind.PLAIN),
+        (PROFILE, SocketKind.RESUMABLE),
+        (WATCH_PROFILE, SocketKind.WATCHER),
+    ],
+)
+def test_the_subprotocol_selected_says_what_the_socket_is(
+    select: str | None, kind: SocketKind
+) -> None:
+    """No subprotocol or acp.v1: a plain socket; the resume profile: a resumable one; the
+    watch profile: a watcher's."""
+    assert Shape(select=select).kind is kind
+
+
+def test_a_watcher_offering_the_watch_profile_is_a_watchers_socket() -> None:
+    """When the relay speaks the watch profile, an upgrade offering it makes a watcher."""
+    speaks = (SocketKind.WATCHER, SocketKind.RESUMABLE, SocketKind.PLAIN)
+    shape = check_upgrade(upgrade(("Sec-WebSocket-Protocol", WATCH_PROFILE)), speaks=speaks)
+    assert isinstance(shape, Shape)
+    assert shape.kind is SocketKind.WATCHER
 
 
 @pytest.mark.parametrize(
@@ -78,7 +105,9 @@ def test_a_ticket_subprotocol_is_never_in_the_reason() -> None:
 
 def test_resume_profile_is_not_spoken_when_resuming_is_off() -> None:
     """With resuming off the relay speaks acp.v1 only: the profile alone is refused."""
-    refused = check_upgrade(upgrade(("Sec-WebSocket-Protocol", PROFILE)), speaks=(ACP_V1,))
+    refused = check_upgrade(
+        upgrade(("Sec-WebSocket-Protocol", PROFILE)), speaks=(SocketKind.PLAIN,)
+    )
     assert isinstance(refused, Refusal)
     assert refused.status == 400
 

@@ -15,12 +15,12 @@ from relay.acp.boundary import Boundary
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.refusals import ToAgent
-from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten, Translation
+from relay.acp.rewrite import Files, RewritePolicy, RewriteReport, Rewritten, Translation
 from relay.core.framing import Dropped
 from relay.observe.boundaryrecords import MAX_RECORDS, VALUE_CHARS, BoundaryRecords
 
 RULES = (parse_rule("/Users/alice=/workspace"),)
-POLICY = RewritePolicy(CwdPolicy(RULES, "reject", "/srv/work", False), McpPolicy(), "box")
+POLICY = RewritePolicy(CwdPolicy(RULES, "reject", "/srv/work", False), McpPolicy(), Files.BOX)
 
 
 def line(message: dict[str, Any]) -> bytes:

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from relay.acp.outcome import Forward, Refuse, Skip
 from relay.acp.rewrite import RewriteReport
 from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line
-from relay.core.outcome import Forward, Refuse, Skip
 from relay.core.redaction import Redactor
+from relay.core.watching import Origin
 from relay.observe import logs
 from relay.observe.observer import ConnectionObserver, Counters, Peer
 from relay.observe.stats import RelayStats
@@ -97,6 +98,23 @@ def test_drops_reach_the_metrics_by_reason() -> None:
         observer.dropped(Forward(b"{}", b"{}"))
         observer.dropped(Forward(b"{}", b"{}"))
     assert stats.dropped == {"too_large": 1, "not_utf8": 1, "stdin_closed": 2}
+
+
+def test_answers_are_logged_and_counted_by_their_public_names() -> None:
+    """An answer taken is logged and counted as the controller's or a watcher's (the metric
+    labels answer_controller and answer_watcher); a late one as answer_late."""
+    stats = RelayStats()
+    observer = ConnectionObserver("c1", LOG, stats=stats)
+    with capture_logs() as events:
+        observer.answer_taken(Origin.CONTROLLER, "alice")
+        observer.answer_taken(Origin.WATCHER, "bob")
+        observer.answer_late(Origin.WATCHER, "carol")
+    assert stats.watch == {"answer_controller": 1, "answer_watcher": 1, "answer_late": 1}
+    assert [(e["by"], e["watcher"]) for e in events] == [
+        ("controller", None),
+        ("watcher", "bob"),
+        ("watcher", "carol"),
+    ]
 
 
 def test_opened_and_closed_log_the_connection_with_its_figures() -> None:

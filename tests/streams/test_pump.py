@@ -15,10 +15,10 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from relay.acp.outcome import Forward, Outcome, Received, Refuse, judge_frame
 from relay.acp.refusals import ToAgent
 from relay.acp.rewrite import RewriteReport, Rewritten
 from relay.core.framing import Dropped
-from relay.core.outcome import Forward, Outcome, Received, Refuse, judge_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver

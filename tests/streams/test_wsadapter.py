@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from relay.core.outcome import Binary
+from relay.acp.outcome import Binary
 from relay.streams.wsadapter import (
     UTF8_PIECE,
     Receiver,

@@ -20,7 +20,6 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.frames import CloseCode
 
-from relay.acp import strictjson
 from relay.acp.refusals import id_key
 from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
@@ -28,6 +27,7 @@ from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
 from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
 from relay.connect.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
+from relay.core import strictjson
 from relay.core.editorerrors import cannot_connect
 from relay.core.watching import WATCH_PROFILE, read_frame
 from relay.observe import logs

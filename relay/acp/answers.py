@@ -5,7 +5,7 @@ Pure. The agent's requests a watcher may answer (:data:`ANSWERABLE`) are noted f
 lines; the controller's lines and the watchers' frames that answer one are judged: the
 first answer is :class:`Taken` (it goes to the agent, and every attached socket is told),
 a later one :class:`Late` (dropped). A controller line is judged by what it is once read
-(:mod:`relay.acp.strictjson`: a top-level ``method`` makes a request, escaped keys read as
+(:mod:`relay.core.strictjson`: a top-level ``method`` makes a request, escaped keys read as
 the agent reads them), and read only while it matters: while an answer may come, for a
 line whose bytes may hold a response (:func:`might_answer`), up to
 :data:`ANSWER_MAX_BYTES`. Watchers are untrusted, so what they send costs the relay
@@ -22,11 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp import strictjson
+from relay.acp.outcome import Binary, Received
 from relay.acp.refusals import id_key
+from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
-from relay.core.outcome import Binary, Received
-from relay.core.watching import ANSWERED, notification
+from relay.core.watching import ANSWERED, Origin, notification
 
 ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal
 MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
@@ -125,7 +125,7 @@ class Answers:
         response = _response_of(message) if isinstance(message, dict) else None
         if response is None:
             return None  # a request or a notification (a top-level method), or no response
-        return self._answer(response, line, "controller", by)
+        return self._answer(response, line, Origin.CONTROLLER, by)
 
     def watcher_frame(
         self, frame: Received, *, may_answer: bool, by: str
@@ -162,7 +162,7 @@ class Answers:
                 "not a JSON-RPC response (an id, and a result or an error)",
                 "answer with {jsonrpc, id, result} or {jsonrpc, id, error}",
             )
-        taken = self._answer(response, line, "watcher", by)
+        taken = self._answer(response, line, Origin.WATCHER, by)
         if taken is None:
             shown = strictjson.dumps(response[1])[:64].decode("utf-8", "replace")
             return _refused(
@@ -172,18 +172,18 @@ class Answers:
         return taken
 
     def _answer(
-        self, response: tuple[Key, Any, dict[str, Any]], line: bytes, role: str, by: str
+        self, response: tuple[Key, Any, dict[str, Any]], line: bytes, role: Origin, by: str
     ) -> Taken | Late | None:
         key, request_id, message = response
         if self._pending.pop(key, None) is not None:
             _remember(self._answered, key)
-            if role == "watcher":
+            if role is Origin.WATCHER:
                 _remember(self._controller_late, key)
-            params: dict[str, Any] = {"id": request_id, "by": role, "subject": by}
+            params: dict[str, Any] = {"id": request_id, "by": role.answerer, "subject": by}
             params.update({k: message[k] for k in ("result", "error") if k in message})
             return Taken(key, line, notification(ANSWERED, params))
         if key in self._answered:
-            if role == "controller":
+            if role is Origin.CONTROLLER:
                 self._controller_late.pop(key, None)
             return Late(key)
         return None

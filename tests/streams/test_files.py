@@ -1,4 +1,4 @@
-"""Tests for relay.cli.files: every file a command reads at start-up, read within bounds or
+"""Tests for relay.streams.files: every file a command reads at start-up, read within bounds or
 refused with exit status 2, the flag, the path and the problem; hostile files as real
 subprocess runs of each command."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from relay.cli.files import read_named, read_text
 from relay.config.errors import UsageError
 from relay.config.textfiles import MAX_CACERT_BYTES, MAX_FILE_BYTES, REGULAR_ONLY, FileRefused
+from relay.streams.files import read_named, read_text
 from tests.support.cli import run_cli
 from tests.support.env import clean_env, secret_env
 

@@ -1,4 +1,4 @@
-"""Tests for relay.acp.strictjson: JSON read whole and unambiguously, written back as spelled."""
+"""Tests for relay.core.strictjson: JSON read whole and unambiguously, written back as spelled."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.acp.strictjson import MAX_DEPTH, JsonRefused, deeper_than, dumps, loads
+from relay.core.strictjson import MAX_DEPTH, JsonRefused, deeper_than, dumps, loads
 
 
 @pytest.mark.parametrize(

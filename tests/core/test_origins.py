@@ -1,10 +1,10 @@
-"""Tests for relay.config.origins: listen addresses, origin patterns, the Origin check, hosts."""
+"""Tests for relay.core.origins: listen addresses, origin patterns, the Origin check, hosts."""
 
 from __future__ import annotations
 
 import pytest
 
-from relay.config.origins import (
+from relay.core.origins import (
     bracketed,
     check_origin_pattern,
     is_loopback,

@@ -1,4 +1,4 @@
-"""Tests for relay.core.outcome: each client frame yields exactly one outcome."""
+"""Tests for relay.acp.outcome: each client frame yields exactly one outcome."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ import pytest
 
 from relay.acp.boundary import Boundary
 from relay.acp.mcp import McpPolicy
-from relay.acp.paths import CwdPolicy, parse_rule
-from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten
-from relay.core.framing import FrameRefused
-from relay.core.outcome import (
+from relay.acp.outcome import (
     Binary,
     Forward,
     Outcome,
@@ -22,6 +19,9 @@ from relay.core.outcome import (
     judge_client_text,
     judge_frame,
 )
+from relay.acp.paths import CwdPolicy, parse_rule
+from relay.acp.rewrite import RewritePolicy, RewriteReport, Rewritten
+from relay.core.framing import FrameRefused
 
 REPORT = RewriteReport("session/new", cwd_from="/a", cwd_to="/b")
 REFUSAL = FrameRefused(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32602}}', "cwd not mapped")

@@ -1,4 +1,4 @@
-"""relay.core.answers: first answer wins, and what a watcher may send; from tables."""
+"""relay.acp.answers: first answer wins, and what a watcher may send; from tables."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from relay.core.answers import (
+from relay.acp.answers import (
     ANSWER_MAX_BYTES,
     WATCHER_FRAME_BYTES,
     Answers,
@@ -15,7 +15,7 @@ from relay.core.answers import (
     Taken,
     might_answer,
 )
-from relay.core.outcome import Binary
+from relay.acp.outcome import Binary
 from relay.core.watching import ANSWERED
 
 ASK = b'{"jsonrpc":"2.0","id":%b,"method":"session/request_permission","params":{"sessionId":"s"}}'
