@@ -204,8 +204,8 @@ def test_the_shared_promise_says_a_terminal_runs_any_command(document: str) -> N
 
 
 MODULES = {
-    path.stem: f"relay.{path.parent.name}.{path.stem}"
-    for path in (ROOT / "relay").glob("*/*.py")
+    path.stem: ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for path in (ROOT / "relay").glob("*/**/*.py")
     if path.stem != "__init__" and path.parent.name != "cli"
 }  # a module by its own name, where the data paths name it without its package
 NAMED = re.compile(r"`([a-z]+\.[A-Za-z_.]+)`")
@@ -214,9 +214,13 @@ NAMED = re.compile(r"`([a-z]+\.[A-Za-z_.]+)`")
 def public_name_problem(dotted: str) -> str | None:
     """Why ``dotted`` (``package.module.Name.attr`` or ``module.Name.attr`` of relay) names
     nothing public; None when it names something, or is no name of relay's."""
-    first, *rest = dotted.split(".")
+    parts = dotted.split(".")
+    first, rest = parts[0], parts[1:]
     if (ROOT / "relay" / first).is_dir() and rest:
-        module, *names = f"relay.{first}.{rest[0]}", *rest[1:]
+        depth = len(parts)  # the longest prefix that is a module or package of relay's
+        while depth > 1 and not _is_module(parts[:depth]):
+            depth -= 1
+        module, names = ".".join(["relay", *parts[:depth]]), parts[depth:]
     elif first in MODULES:
         module, names = MODULES[first], rest
     else:
@@ -232,6 +236,11 @@ def public_name_problem(dotted: str) -> str | None:
             return f"{dotted}: no {name} in {module}"
         found = getattr(found, name)
     return None
+
+
+def _is_module(parts: list[str]) -> bool:
+    path = ROOT.joinpath("relay", *parts)
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def test_contributing_names_only_public_names_that_exist() -> None:

@@ -1,18 +1,16 @@
 """Fault and abuse suite: what production does to a relay, and what users must see then.
 
-Agents that crash mid-line, hang, flood, lie about their pipes or cannot start; clients
-that vanish, flood without reading or send what they should not; a relay stopped under
-load or hit by more sockets than it takes; bad tickets by the thousand, replays, foreign
-pages, slow and oversized handshakes; and nothing leaked over hundreds of connections.
-Each test asserts the outcome a user sees. Faults already covered elsewhere are not
-repeated: tests/serve/test_server.py (1009, 1007, binary and multi-line frames, invalid UTF-8
-and over-limit agent lines), tests/connections/test_connection.py (TCP reset, heartbeat timeout,
-stubborn agents, an agent that does not read or a client that does not read),
-tests/connections/test_agent.py and
-tests/cli/test_commands.py (signals, refusals). Real processes and sockets on 127.0.0.1 only;
-figures go to stdout (``pytest -s``) and tests/artifacts/reliability.json. The long
-versions are in tests/test_soak.py.
-"""
+Agents that crash mid-line, hang, flood, lie about their pipes or cannot start; clients that
+vanish, flood without reading or send what they should not; a relay stopped under load or hit by
+more sockets than it takes; bad tickets by the thousand, replays, foreign pages, slow and
+oversized handshakes; and nothing leaked over hundreds of connections. Each test asserts the
+outcome a user sees. Faults already covered elsewhere are not repeated:
+tests/server/test_serving.py (1009, 1007, binary and multi-line frames, invalid UTF-8 and
+over-limit agent lines), tests/server/connections/test_connection.py (TCP reset, heartbeat
+timeout, stubborn agents, an agent that does not read or a client that does not read),
+tests/server/agents/test_process.py and tests/cli/test_commands.py (signals, refusals). Real
+processes and sockets on 127.0.0.1 only; figures go to stdout (``pytest -s``) and
+tests/artifacts/reliability.json. The long versions are in tests/test_soak.py."""
 
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy
 from relay.acp.rewrite import RewritePolicy
-from relay.core.watching import WATCH_PROFILE
+from relay.core.watchprofile import WATCH_PROFILE
 from relay.streams.pipewriter import PEER_CHECK_SECONDS
 from tests.support.agents import CRASH_MID_LINE, LONG_LINES, READ_AHEAD, python_agent
 from tests.support.audit import LogAudit

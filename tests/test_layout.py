@@ -15,10 +15,10 @@ types). An allow-list, so that what it does not name (``importlib``, ``tempfile`
 (imports under ``TYPE_CHECKING`` and inside functions count), so a module breaks the rule by
 importing, whether or not a test runs it.
 
-The connect side (``relay.connect.*``, ``relay.cli.connect``, ``relay.cli.ticket``,
-``relay.cli.watch`` and ``relay.cli.dialflags``, which the first and the last share, and the
-team chat's bot, ``relay.client.*`` and ``relay.cli.chat``) reaches
-no module of ``relay.serve``, ``relay.connections`` or ``relay.cli.serve``: through its
+The client side (``relay.client.*``: the editor's bridge, ``watch`` and the team chat's bot,
+and their commands ``relay.cli.connect``, ``relay.cli.ticket``, ``relay.cli.watch``,
+``relay.cli.dialflags`` and ``relay.cli.chat``) reaches no module of the server side
+(``relay.server.*``, ``relay.cli.serve``): through its
 imports, followed to the end (statically, ``TYPE_CHECKING`` included), and in the modules
 each command has loaded when it has run.
 """
@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # client side never each other. The pure ones first (relay.chat joins after relay.config).
 PURE_PACKAGES = ["relay.core", "relay.acp", "relay.config", "relay.chat"]
 SHARED_IO = ["relay.streams", "relay.observe"]  # I/O both sides use
-SERVER_SIDE = ["relay.connections", "relay.serve"]
-CLIENT_SIDE = ["relay.connect", "relay.client"]
+SERVER_SIDE = ["relay.server"]
+CLIENT_SIDE = ["relay.client"]
 COMMANDS = ["relay.cli", "relay.__main__"]
 PACKAGE_ORDER = [*PURE_PACKAGES, *SHARED_IO, *SERVER_SIDE, *CLIENT_SIDE, *COMMANDS]
 APART = ["relay.demo_agent"]  # imports nothing of the relay; nothing of it imports it
@@ -90,10 +90,10 @@ DATETIME_TYPES = frozenset({"datetime.datetime", "datetime.date"})
 CLAIMS_PURITY = re.compile(r"^Pure\b(?! but)", re.MULTILINE)
 
 CONNECT_SIDE = (
-    "relay.connect", "relay.cli.connect", "relay.cli.ticket", "relay.cli.watch",
-    "relay.cli.dialflags", "relay.client", "relay.cli.chat",
+    "relay.client", "relay.cli.connect", "relay.cli.ticket", "relay.cli.watch",
+    "relay.cli.dialflags", "relay.cli.chat",
 )  # fmt: skip
-SERVE_SIDE = ("relay.serve", "relay.connections", "relay.cli.serve")
+SERVE_SIDE = ("relay.server", "relay.cli.serve")
 WEBSOCKETS_SERVER = ("websockets.server", "websockets.asyncio.server")
 
 
@@ -317,7 +317,7 @@ def test_every_module_that_says_it_is_pure_is_listed_and_checked() -> None:
         ("from datetime import datetime as D\nD.utcnow()", ["line 2: reads the clock: D.utcnow"]),
         ("from datetime import datetime\ndatetime.fromtimestamp(0)", []),
         ("from relay.observe.logs import Log", ["line 1: imports relay.observe.logs (not pure)"]),
-        ("from relay.serve import server", ["line 1: imports relay.serve (not pure)"]),
+        ("from relay.server import serving", ["line 1: imports relay.server (not pure)"]),
         ("import relay.streams.pump", ["line 1: imports relay.streams.pump (not pure)"]),
         ("from relay.core.framing import Line\nfrom relay.core import strictjson", []),
         ("from ..observe import logs", ["line 1: imports relay.observe (not pure)"]),
@@ -468,9 +468,9 @@ def serve_side_reached(root: Path) -> dict[str, list[str]]:
 
 
 def test_the_connect_side_imports_nothing_of_the_serve_side() -> None:
-    """relay.connect.*, relay.cli.connect, relay.cli.ticket, relay.cli.watch and
-    relay.cli.dialflags, their imports followed to the end (TYPE_CHECKING and function-level
-    ones too), reach no module of relay.serve, relay.connections or relay.cli.serve."""
+    """relay.client.*, relay.cli.connect, relay.cli.ticket, relay.cli.watch,
+    relay.cli.dialflags and relay.cli.chat, their imports followed to the end (TYPE_CHECKING and
+    function-level ones too), reach no module of relay.server or relay.cli.serve."""
     assert serve_side_reached(ROOT) == {}
 
 
@@ -479,21 +479,21 @@ def test_the_import_check_finds_a_serve_module_however_far_and_hidden(tmp_path: 
     with the chain of imports that reaches it."""
     files = {
         "relay/__init__.py": "",
-        "relay/connect/__init__.py": "",
-        "relay/connect/bridge.py": "from relay.core import shared\n",
+        "relay/client/__init__.py": "",
+        "relay/client/bridge.py": "from relay.core import shared\n",
         "relay/core/__init__.py": "",
         "relay/core/shared.py": (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from relay.connections.agent import Exit\n"
+            "    from relay.server.agent import Exit\n"
         ),
-        "relay/connections/__init__.py": "",
-        "relay/connections/agent.py": "",
+        "relay/server/__init__.py": "",
+        "relay/server/agent.py": "",
     }
     write_tree(tmp_path, files)
-    chain = ["relay.connect.bridge", "relay.core.shared"]
+    chain = ["relay.client.bridge", "relay.core.shared"]
     assert serve_side_reached(tmp_path) == {
-        "relay.connections": [*chain, "relay.connections"],
-        "relay.connections.agent": [*chain, "relay.connections.agent"],
+        "relay.server": [*chain, "relay.server"],
+        "relay.server.agent": [*chain, "relay.server.agent"],
     }
 
 
@@ -563,22 +563,22 @@ def test_the_order_check_finds_each_import_against_the_order(tmp_path: Path) -> 
         "relay/streams/__init__.py": "",
         "relay/streams/pump.py": (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from relay.connections.agent import Exit\n"
+            "    from relay.server.agent import Exit\n"
         ),
-        "relay/connections/__init__.py": "",
-        "relay/connections/agent.py": "from relay import __version__\nfrom relay.acp import mcp\n",
-        "relay/connect/__init__.py": "",
-        "relay/connect/bridge.py": "from relay.connections import agent\n",
+        "relay/server/__init__.py": "",
+        "relay/server/agent.py": "from relay import __version__\nfrom relay.acp import mcp\n",
+        "relay/client/__init__.py": "",
+        "relay/client/bridge.py": "from relay.server import agent\n",
         "relay/demo_agent/__init__.py": "",
         "relay/demo_agent/agent.py": "from relay.core.framing import Line\n",
         "relay/elsewhere/__init__.py": "",
     }
     write_tree(tmp_path, files)
     assert order_broken(tmp_path) == [
-        "relay.connect.bridge imports relay.connections",
+        "relay.client.bridge imports relay.server",
         "relay.core.framing imports relay.acp",
         "relay.demo_agent.agent imports relay.core",
-        "relay.streams.pump imports relay.connections",
+        "relay.streams.pump imports relay.server",
     ]
     assert unplaced_packages(tmp_path) == ["relay.elsewhere"]
 
@@ -607,8 +607,8 @@ def modules_loaded_by_running(args: list[str], env: dict[str, str], into: Path) 
     ("args", "its_module"),
     [
         (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.cli.ticket"),
-        (["connect", "ws://127.0.0.1:{port}/acp"], "relay.connect.bridge"),
-        (["watch", "ws://127.0.0.1:{port}/acp"], "relay.connect.watching"),
+        (["connect", "ws://127.0.0.1:{port}/acp"], "relay.client.editor.bridge"),
+        (["watch", "ws://127.0.0.1:{port}/acp"], "relay.client.watch"),
         (
             [
                 "chat",
@@ -634,7 +634,7 @@ def test_running_the_connect_side_loads_nothing_of_the_serve_side(
 ) -> None:
     """``ticket``, ``connect``, ``watch`` and ``chat`` (to a port nobody listens on, the
     editor's stdin empty; chat stopping at its missing token) run without loading a module of
-    relay.serve, relay.connections, relay.cli.serve or websockets' server."""
+    relay.server, relay.cli.serve or websockets' server."""
     env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] != "ticket" else secret_env()
     argv = [arg.format(port=free_port()) for arg in args]
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")

@@ -1,5 +1,5 @@
 """Which answer to an agent's permission request is taken: the first, from the controller
-or from a watcher allowed to answer (``acp-relay.watch.v1``, :mod:`relay.core.watching`).
+or from a watcher allowed to answer (``acp-relay.watch.v1``, :mod:`relay.core.watchprofile`).
 
 Pure. The agent's requests a watcher may answer (:data:`ANSWERABLE`) are noted from its
 lines; the controller's lines and the watchers' frames that answer one are judged: the
@@ -26,7 +26,7 @@ from relay.acp.outcome import Binary, Received
 from relay.acp.refusals import id_key
 from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
-from relay.core.watching import ANSWERED, Origin, notification
+from relay.core.watchprofile import ANSWERED, Origin, notification
 
 ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never fs or terminal
 MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered

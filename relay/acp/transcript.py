@@ -1,6 +1,6 @@
 """A watched conversation as text for a terminal: what ``acp-relay watch`` prints.
 
-Pure: the frames of the watch profile in (read by :func:`relay.core.watching.read_frame`),
+Pure: the frames of the watch profile in (read by :func:`relay.core.watchprofile.read_frame`),
 text out. Each line of the conversation becomes what a person wants to see of it: the
 user's prompts, the agent's words (its ``agent_message_chunk`` updates joined into
 paragraphs, its thoughts marked as such), tool calls with their title, kind and status as
@@ -45,7 +45,7 @@ from relay.acp.showing import (
     text_of,
 )
 from relay.core import strictjson
-from relay.core.watching import (
+from relay.core.watchprofile import (
     ANSWERED,
     DETACHED,
     RESUMED,

@@ -1,7 +1,7 @@
 """A connection the bot follows as a watcher (``chat share``): what its thread shows, and
 which answer to each permission request was taken.
 
-Pure. The watch profile's frames (:func:`relay.core.watching.read_frame`) come in: the
+Pure. The watch profile's frames (:func:`relay.core.watchprofile.read_frame`) come in: the
 editor's prompts and the agent's turns are shown as a session's are
 (:class:`relay.chat.turns.TurnView`), each prompt named as the editor's; the agent's
 permission requests become :class:`relay.chat.permissions.Request` to show, answerable
@@ -22,7 +22,7 @@ from relay.chat.permissions import Request, read_request, request_of, request_st
 from relay.chat.text import cut, safe, safe_line
 from relay.chat.turns import Thoughts, TurnView
 from relay.core import strictjson
-from relay.core.watching import ANSWERED, DETACHED, RESUMED, Frame, Garbled, Opening, Said, Told
+from relay.core.watchprofile import ANSWERED, DETACHED, RESUMED, Frame, Garbled, Opening, Said, Told
 
 MAX_LINE_BYTES = 8 << 20
 MAX_REMEMBERED = 1024  # the editor's requests and the agent's permission requests remembered

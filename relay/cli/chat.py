@@ -28,7 +28,7 @@ from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor
 from relay.observe import logs
-from relay.streams.files import read_named
+from relay.streams.filereader import read_named
 
 if TYPE_CHECKING:
     from relay.client.chatbot.bot import ChatConfig

@@ -1,6 +1,6 @@
 """``acp-relay connect``: the editor's side, stdin and stdout bridged to a relay's WebSocket.
 
-Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.connect.bridge.BridgeConfig`
+Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.editor.bridge.BridgeConfig`
 (checked by :mod:`relay.cli.dialflags`, so a mistake is one line and exit status 2), then
 runs the bridge.
 """
@@ -15,9 +15,9 @@ from dataclasses import replace
 import uvloop
 
 from relay.cli.dialflags import DIALING, TICKET_ENV, TICKET_SOURCES, dial_config
+from relay.client.editor.bridge import BridgeConfig, run_bridge
 from relay.config import convert, defaults
 from relay.config.options import Option, add_options
-from relay.connect.bridge import BridgeConfig, run_bridge
 from relay.core.redaction import Redactor
 from relay.observe import logs
 

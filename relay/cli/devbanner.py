@@ -79,7 +79,7 @@ def print_dev_banner(
     """Print ready-to-use URLs and commands on stdout (never in the logs): the URL's ticket
     works once, the console's address carries the run's token."""
     from relay.cli.ticket import fresh_ticket
-    from relay.serve import devconsole
+    from relay.server.http import devconsole
 
     audience = settings.audience
     if settings.secret_file:

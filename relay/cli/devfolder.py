@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from relay.streams.files import read_text
+from relay.streams.filereader import read_text
 
 PREFIX = "acp-relay-dev-"
 PID_FILE = "relay.pid"

@@ -1,5 +1,6 @@
 """The flags of the commands that dial a relay, ``connect`` and ``watch``: where the ticket
-comes from and how the socket is opened, checked into a :class:`relay.connect.dialing.BridgeConfig`.
+comes from and how the socket is opened, checked into a
+:class:`relay.client.link.dialing.BridgeConfig`.
 
 A mistake (no ticket, a URL that is not ``ws://`` or ``wss://``, an unreadable
 ``--cacert``, a ``--ticket-file`` that is no regular text file) is a
@@ -16,14 +17,14 @@ import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from relay.client.link.dialing import BridgeConfig
+from relay.client.link.ticketsource import TicketSource
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
 from relay.config.options import Option
 from relay.config.textfiles import MAX_CACERT_BYTES
-from relay.connect.dialing import BridgeConfig
-from relay.connect.ticketsource import TicketSource
 from relay.core.ticketurls import ticket_in, without_ticket
-from relay.streams.files import read_named
+from relay.streams.filereader import read_named
 
 TICKET_ENV = defaults.TICKET_ENV
 _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")

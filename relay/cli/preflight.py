@@ -21,7 +21,7 @@ from relay.config.account import Account
 from relay.config.errors import UsageError
 from relay.config.settings import SECRET_ENV, parse_secrets
 from relay.config.startupchecks import may_search
-from relay.streams.files import read_named
+from relay.streams.filereader import read_named
 
 Kind = Literal["missing", "directory", "not executable", "executable"]
 

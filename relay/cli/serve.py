@@ -5,7 +5,7 @@ them to the pure :mod:`relay.config.settings`, checks what the settings name (th
 program, its account, the folders), and has :func:`relay.config.resolved.assemble` build
 the server's :class:`relay.config.resolved.RelayConfig` from the result.
 
-The listening socket is bound (:mod:`relay.serve.listener`) as soon as the settings are
+The listening socket is bound (:mod:`relay.server.http.listener`) as soon as the settings are
 checked, before the server's modules (websockets, structlog, the connection code) are
 imported: a client that connects meanwhile waits in the backlog and is answered once
 the server runs.
@@ -57,11 +57,11 @@ from relay.config.startupchecks import (
     secret_file_warnings,
     secret_warnings,
 )
-from relay.connections.watchdog import Watchdog
 from relay.core.origins import bracketed
 from relay.core.redaction import Redactor
-from relay.serve.listener import bind_early, cannot_listen
-from relay.streams.files import read_named
+from relay.server.agents.watchdog import Watchdog
+from relay.server.http.listener import bind_early, cannot_listen
+from relay.streams.filereader import read_named
 
 if TYPE_CHECKING:
     import asyncio
@@ -139,7 +139,7 @@ def run_with(settings: Settings, warnings: list[StartupWarning], dev: DevFolder 
 
 
 def launch_watchdog(grace: float) -> Watchdog:
-    """The agents' watchdog (:mod:`relay.connections.watchdog`), launched; :func:`run_relay` waits
+    """The agents' watchdog (:mod:`relay.server.agents.watchdog`), launched; :func:`run_relay` waits
     for it."""
 
     def lost() -> None:
@@ -154,8 +154,9 @@ def launch_watchdog(grace: float) -> Watchdog:
 
 
 def new_console_token() -> str:
-    """A fresh per-run token for the dev console's address (see :mod:`relay.serve.devconsole`)."""
-    from relay.serve import devconsole
+    """A fresh per-run token for the dev console's address (see
+    :mod:`relay.server.http.devconsole`)."""
+    from relay.server.http import devconsole
 
     return devconsole.new_token(os.urandom(devconsole.TOKEN_BYTES))
 
@@ -221,7 +222,7 @@ def relay_config(
     ready; the agent defaults to the demo agent under --dev. The values the MCP servers
     file expands go to ``redacting``."""
     if settings.dev:
-        from relay.serve import devconsole
+        from relay.server.http import devconsole
 
         remote = devconsole.remote_dev_refusal(settings.host, settings.dev_allow_remote)
         if remote is not None:
@@ -254,7 +255,7 @@ def loop_errors(log: logs.Logger) -> Callable[[asyncio.AbstractEventLoop, dict[s
 
     Failed accepts (out of file descriptors, say) come this way, as many as connections try.
     """
-    from relay.serve.httpedge import RateLimitedLog
+    from relay.server.http.edge import RateLimitedLog
 
     limited = RateLimitedLog(log)
 
@@ -289,7 +290,7 @@ async def run_relay(
     """Serve (on ``listening`` if bound already) until SIGTERM, SIGINT or SIGHUP, then shut
     down within kill-grace + 2 s.
 
-    The agents' watchdog (:mod:`relay.connections.watchdog`, launched by :func:`run`) runs
+    The agents' watchdog (:mod:`relay.server.agents.watchdog`, launched by :func:`run`) runs
     alongside:
     should this process die without shutting down (SIGKILL, a crash), it stops the agents.
     """
@@ -314,7 +315,7 @@ async def serve_with(
     import asyncio
 
     from relay.observe import logs
-    from relay.serve.server import Relay
+    from relay.server.serving import Relay
 
     relay = Relay(config, guard=watchdog)
     stop = asyncio.Event()

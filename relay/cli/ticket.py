@@ -35,7 +35,7 @@ from relay.config.settings import (
 )
 from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce
 from relay.core.ticketurls import with_ticket
-from relay.streams.files import read_named
+from relay.streams.filereader import read_named
 
 SECRET_FILE = option_named("secret-file")  # serve's: the flag, else ACP_RELAY_SECRET_FILE
 AUDIENCE = replace(

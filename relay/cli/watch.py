@@ -1,6 +1,6 @@
 """``acp-relay watch``: a live conversation on a terminal, as a watcher of its connection.
 
-Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.connect.watching.WatchConfig`
+Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.watch.WatchConfig`
 (the ticket and the socket as ``connect`` takes them: :mod:`relay.cli.dialflags`), then
 watches until the connection ends.
 """
@@ -13,9 +13,9 @@ import os
 import uvloop
 
 from relay.cli.dialflags import DIALING, TICKET_ENV, TICKET_SOURCES, dial_config
+from relay.client.watch import WatchConfig, run_watch
 from relay.config import convert
 from relay.config.options import Option, add_options
-from relay.connect.watching import WatchConfig, run_watch
 
 PRINTING: tuple[Option, ...] = (
     Option("raw", "print each frame as one JSON object per line, for scripts: "

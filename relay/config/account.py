@@ -1,7 +1,7 @@
 """The account agents run as under ``--agent-user`` (the relay running as root): a value.
 
 Pure and small, so that ``serve`` can check the account before it loads the server
-(:mod:`relay.connections.agent` starts agents as it says).
+(:mod:`relay.server.agents.process` starts agents as it says).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class RelayConfig:
     state_dir: str | None = None  # spent ticket ids kept there across restarts
     metrics_listen: tuple[str, int] | None = None  # /metrics on a port of its own, too
     agent_account: Account | None = None  # run agents as another user (--agent-user)
-    warm_agents: int = 0  # agents started ahead of demand (relay.connections.warmagents)
+    warm_agents: int = 0  # agents started ahead of demand (relay.server.agents.warm)
     warm_max_age: float = defaults.WARM_MAX_AGE  # seconds one waits before it is recycled
 
 

@@ -19,7 +19,7 @@ from relay.config import convert, defaults
 from relay.config.defaults import SECRET_ENV
 from relay.config.options import Option
 from relay.core.origins import ORIGIN_EXAMPLES, check_origin_pattern, parse_listen
-from relay.core.profile import MAX_GRACE_SECONDS, MAX_WINDOW
+from relay.core.resumeprofile import MAX_GRACE_SECONDS, MAX_WINDOW
 
 GROUPS: tuple[tuple[str, tuple[Option, ...]], ...] = (
     ("listening", (

@@ -1,11 +1,10 @@
 """What a file the commands read at start-up must be: a regular file, within a size, UTF-8 text.
 
-Pure: the file's mode, size and bytes come in as values (:mod:`relay.streams.files` reads them).
-Every problem is a :class:`FileRefused` whose message says what the file is and what it
-should be; the caller adds the flag and the path. A pipe, a device or a directory is
-refused before a byte is read: reading one could block start-up for ever (a FIFO with no
-writer) or never end (``/dev/zero``).
-"""
+Pure: the file's mode, size and bytes come in as values (:mod:`relay.streams.filereader` reads
+them). Every problem is a :class:`FileRefused` whose message says what the file is and what it
+should be; the caller adds the flag and the path. A pipe, a device or a directory is refused
+before a byte is read: reading one could block start-up for ever (a FIFO with no writer) or
+never end (``/dev/zero``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Pure: the request's parts, the policy, the open-connection count, the replay memory and
 the clock come in; an :class:`Admitted` or a :class:`Refusal` (HTTP status, plain-text
-reason, headers) comes out. It runs on requests :mod:`relay.core.upgrade` found to be real
+reason, headers) comes out. It runs on requests :mod:`relay.core.handshake` found to be real
 upgrades. Order of checks: origin (403), ticket (401, with ``WWW-Authenticate``),
 capacity (503); a ticket is only spent once the socket will really be accepted.
 """

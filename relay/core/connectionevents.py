@@ -1,7 +1,7 @@
 """What happens to a connection and what it does about it: the events
 :class:`relay.core.lifecycle.Lifecycle` is told and the steps it answers.
 
-Pure: plain values, like h11's events. The I/O layer (:mod:`relay.connections.connection`)
+Pure: plain values, like h11's events. The I/O layer (:mod:`relay.server.connections.connection`)
 makes the events of what it sees and carries out the steps.
 """
 

@@ -3,7 +3,7 @@
 Pure. Everything that decides how a connection goes lives here: whether a controlling
 socket is attached, whether the agent exited or closed its stdout, whether the relay is
 stopping, how long a detached connection waits for a resume, how many watchers look on.
-The I/O layer (:mod:`relay.connections.connection`) tells :class:`Lifecycle` what
+The I/O layer (:mod:`relay.server.connections.connection`) tells :class:`Lifecycle` what
 happened, one event at a time, and carries out the steps it answers, in order; it keeps
 no lifecycle flag of its own. The clock comes in with the events (``now``); a
 connection waiting for something to happen asks :meth:`Lifecycle.deadline` when to come

@@ -1,9 +1,9 @@
 """The subprotocols the relay speaks, and what each makes of a socket: decided here, once.
 
 Pure. A socket is plain ACP (``acp.v1``, or no subprotocol at all), resumable (the resume
-profile, :mod:`relay.core.profile`) or a watcher's (the watch profile,
-:mod:`relay.core.watching`). The server selects one at the upgrade
-(:func:`relay.core.upgrade.check_upgrade`), a client reads the relay's choice
+profile, :mod:`relay.core.resumeprofile`) or a watcher's (the watch profile,
+:mod:`relay.core.watchprofile`). The server selects one at the upgrade
+(:func:`relay.core.handshake.check_upgrade`), a client reads the relay's choice
 (:func:`selected_kind`); both carry a :class:`SocketKind` from there, and no other module
 compares subprotocol names. Apart from the upgrade's checks, so that the client side
 loads none of admission's.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import enum
 
-from relay.core.profile import PROFILE
-from relay.core.watching import WATCH_PROFILE
+from relay.core.resumeprofile import PROFILE
+from relay.core.watchprofile import WATCH_PROFILE
 
 ACP_V1 = "acp.v1"
 

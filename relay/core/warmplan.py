@@ -1,7 +1,7 @@
 """The warm pool's decisions: how many agents to start ahead of demand, how long to wait
 after start-up crashes, which waiting agents have waited too long.
 
-Pure: :mod:`relay.connections.warmagents` reports what happened to the agents it started
+Pure: :mod:`relay.server.agents.warm` reports what happened to the agents it started
 (started, failed to start, exited while waiting, taken by a connection) with the monotonic
 time, and asks :meth:`WarmPool.plan` what to do now; nothing here starts or stops a process.
 

@@ -4,14 +4,14 @@ Pure. The relay keeps the agent's lines in an :class:`Outbox` (the replay window
 bounded by ``--resume-buffer``); ``acp-relay connect`` keeps the editor's messages in
 :class:`Sent` and counts what it received in :class:`Received`, and waits between
 reconnects as :func:`backoff` and :class:`Outage` say. The frames they travel in are
-:mod:`relay.core.profile`'s.
+:mod:`relay.core.resumeprofile`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relay.core.profile import ProfileError, Record
+from relay.core.resumeprofile import ProfileError, Record
 
 
 class Outbox:

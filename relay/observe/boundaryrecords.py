@@ -5,7 +5,7 @@ changed on the way (the editor's capabilities withheld from ``initialize``, each
 translated, the agent's requests the relay answered itself) is not on that wire, and
 must not be added to it: the conversation belongs to the two sides. So under ``serve
 --dev`` each connection's observer keeps these records here, and the console reads them
-out of band (``GET /console-boundary``, :mod:`relay.serve.devconsole`). Memory stays
+out of band (``GET /console-boundary``, :mod:`relay.server.http.devconsole`). Memory stays
 bounded: the newest :data:`MAX_RECORDS` records, each value shortened; without the
 console nothing is kept.
 """

@@ -107,7 +107,7 @@ def get_logger(name: str = "relay", **bound: Any) -> Logger:
 
 VALUE_CHARS = 80  # a longer value is shortened to this many characters
 # Values shown whole: the start-up settings are read in full; an agent's stderr line, whose
-# reason often comes last (bounded where it is read: relay.connections.agent).
+# reason often comes last (bounded where it is read: relay.server.agents.process).
 WHOLE = frozenset({"given", "line"})
 BELOW = frozenset({"stderr_tail"})  # lists shown one item a line, below the event's line
 META = frozenset({"event", "level", "logger", "timestamp", "exception", "connection_id"})

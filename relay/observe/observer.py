@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from relay.acp.outcome import Forward, Outcome, Refuse, Skip
 from relay.core.exits import ending_event
 from relay.core.framing import Dropped
-from relay.core.watching import Origin
+from relay.core.watchprofile import Origin
 from relay.observe.logs import Logger, redactor, shortened
 from relay.streams.pump import answered, sent_line
 

@@ -29,11 +29,11 @@ CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
 # Agent lines over --max-message-bytes or not UTF-8; client messages after the agent's stdin closed.
 DROP_REASONS = ("too_large", "not_utf8", "stdin_closed")
-# What became of warm agents (relay.connections.warmagents): started ahead of demand (or
+# What became of warm agents (relay.server.agents.warm): started ahead of demand (or
 # failed to start at all), taken by a connection, ended while waiting (crashed, or exited
 # by themselves), recycled after --warm-max-age.
 WARM_EVENTS = ("started", "failed", "taken", "ended", "recycled")
-# What watchers did (relay.connections.watchers): attached; closed for falling behind; sent a
+# What watchers did (relay.server.connections.sharing): attached; closed for falling behind; sent a
 # frame that was refused; permission requests answered first by the controller or a
 # watcher; answers dropped for coming after the first.
 WATCH_EVENTS = (

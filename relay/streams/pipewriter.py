@@ -4,7 +4,7 @@
 transport: the first line of a batch at once, the next ones joined into one write; a
 full pipe makes it wait (which is the pumps' backpressure), and while it waits it asks
 now and then whether the socket's peer is still there. Used by :mod:`relay.streams.pump`,
-:mod:`relay.connections.carriers` and :mod:`relay.connect.resuming`.
+:mod:`relay.server.connections.carriers` and :mod:`relay.client.link.resuming`.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class FrameSink(Protocol):
     anything that sends like it.
 
     A sink that keeps what it is sent until it has room again (the replay window,
-    :class:`relay.connections.carriers.ReplayWindow`) may also have ``async room()``,
+    :class:`relay.server.connections.carriers.ReplayWindow`) may also have ``async room()``,
     returning once it has room: the pump waits for it before it reads more of a line it
     has begun, so that the line is not assembled (held besides what the sink keeps)
     before the sink can take it.
@@ -118,7 +118,7 @@ async def lines_to_frames(
     before they are sent, and may give some a translated line, or the relay's own reply
     for ``answer`` to carry back (that line then goes nowhere else). ``observer`` gets the
     verdicts of each read once its lines were sent, and ``tap`` (the watchers',
-    :class:`relay.connections.watchers.Watching`) the lines sent. Raises ConnectionClosed
+    :class:`relay.server.connections.sharing.Watching`) the lines sent. Raises ConnectionClosed
     if the socket goes first.
     """
     splitter = LineSplitter(max_bytes, utf8=True)

@@ -16,7 +16,7 @@ from relay.acp.answers import (
     might_answer,
 )
 from relay.acp.outcome import Binary
-from relay.core.watching import ANSWERED
+from relay.core.watchprofile import ANSWERED
 
 ASK = b'{"jsonrpc":"2.0","id":%b,"method":"session/request_permission","params":{"sessionId":"s"}}'
 ALLOW = b'{"jsonrpc":"2.0","id":%b,"result":{"outcome":{"outcome":"selected","optionId":"allow"}}}'

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from relay.acp.showing import MAX_ITEMS, MAX_TEXT_CHARS
 from relay.acp.transcript import MAX_PARSED_BYTES, Transcript
-from relay.core.watching import (
+from relay.core.watchprofile import (
     ANSWERED,
     DETACHED,
     RESUMED,

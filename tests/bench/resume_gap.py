@@ -1,6 +1,6 @@
 """Resume time (issue 12): from the network coming back to the first replayed message.
 
-``acp-relay connect`` (its reconnect, :mod:`relay.connect.resuming`) talks to a relay running
+``acp-relay connect`` (its reconnect, :mod:`relay.client.link.resuming`) talks to a relay running
 the streaming agent through a TCP proxy that can cut (:mod:`tests.support.netcut`). Each
 trial:
 

@@ -12,7 +12,7 @@ relay's event loop) and how long until the agent's first byte arrives (the agent
 tables, vfork does not. The ways:
 
 - ``vfork`` today's spawn, nothing added (the baseline);
-- ``watchdog`` the same, plus telling :class:`relay.connections.watchdog.Watchdog` (what the
+- ``watchdog`` the same, plus telling :class:`relay.server.agents.watchdog.Watchdog` (what the
   relay does);
 - ``setpriv-pdeathsig`` ``setpriv --pdeathsig KILL`` as an exec wrapper (one exec more);
 - ``preexec-pdeathsig`` ``prctl(PR_SET_PDEATHSIG)`` in ``preexec_fn`` (forces fork);
@@ -32,7 +32,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from relay.connections.watchdog import Watchdog
+from relay.server.agents.watchdog import Watchdog
 from tests.support.processes import rss_kib
 
 AGENT = ["sh", "-c", "echo x; exec cat"]

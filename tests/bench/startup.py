@@ -17,7 +17,7 @@ or through :func:`measure` from the main runner. Four measurements, loopback onl
 - **Exec to listening**: from the exec of the server to its port taking a TCP connection,
   and to its first HTTP answer on that connection (``GET /healthz``; websocketd's answer
   to ``GET /``), for acp-relay and websocketd. ``serve`` binds its port before it loads
-  the server (relay/serve/listener.py): a client that connects in between is answered once the
+  the server (relay/server/http/listener.py): a client that connects in between is answered once the
   server runs; both figures say how long that is.
 - **connect's first byte**: from the exec of ``acp-relay connect`` to the first byte of
   its upgrade request reaching a listening socket.

@@ -2,7 +2,7 @@ import json
 from typing import Any
 
 from relay.chat.watched import Watched
-from relay.core.watching import (
+from relay.core.watchprofile import (
     ANSWERED,
     DETACHED,
     Origin,

@@ -1229,21 +1229,21 @@ def modules_loaded_by(command: str) -> set[str]:
 
 
 def test_serve_loads_none_of_the_server_before_it_listens() -> None:
-    """serve binds its port (relay.serve.listener) before anything heavy is loaded: no asyncio,
-    websockets, structlog, server, connect code, ACP SDK nor console until then."""
-    heavy = {"asyncio", "websockets", "structlog", "uvloop", "ssl", "relay.serve.server",
-             "relay.connections.connection", "relay.connect.bridge", "relay.serve.devconsole",
-             "acp", "prometheus_client"}  # fmt: skip
+    """serve binds its port (relay.server.http.listener) before anything heavy is loaded: no
+    asyncio, websockets, structlog, server, connect code, ACP SDK nor console until then."""
+    heavy = {"asyncio", "websockets", "structlog", "uvloop", "ssl", "relay.server.serving",
+             "relay.server.connections.connection", "relay.client.editor.bridge",
+             "relay.server.http.devconsole", "acp", "prometheus_client"}  # fmt: skip
     loaded = modules_loaded_by("serve")
-    assert "relay.serve.listener" in loaded
+    assert "relay.server.http.listener" in loaded
     assert heavy & loaded == set()
 
 
 def test_watch_loads_only_its_own_command() -> None:
     """watch loads its socket, stdout and rendering, none of connect's bridge nor serve's."""
     loaded = modules_loaded_by("watch")
-    assert {"relay.connect.watching", "relay.acp.transcript"} <= loaded
-    assert {"relay.cli.connect", "relay.connect.bridge", "relay.cli.serve"} & loaded == set()
+    assert {"relay.client.watch", "relay.acp.transcript"} <= loaded
+    assert {"relay.cli.connect", "relay.client.editor.bridge", "relay.cli.serve"} & loaded == set()
 
 
 def test_top_level_help_lists_every_command() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from relay.core.profile import PROFILE
+from relay.core.resumeprofile import PROFILE
 from relay.core.subprotocols import ACP_V1, SocketKind, selected_kind
-from relay.core.watching import WATCH_PROFILE
+from relay.core.watchprofile import WATCH_PROFILE
 
 
 @pytest.mark.parametrize(

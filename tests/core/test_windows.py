@@ -1,7 +1,7 @@
 """Tests for relay.core.windows: connect's resuming across losses (:class:`Outage`).
 
 The replay window and the client's kept messages (:class:`Outbox`, :class:`Sent`) are
-tested with the frames they carry, in tests/core/test_profile.py.
+tested with the frames they carry, in tests/core/test_resumeprofile.py.
 """
 
 from __future__ import annotations

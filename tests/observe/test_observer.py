@@ -14,7 +14,7 @@ from relay.acp.rewrite import RewriteReport
 from relay.core.exits import Exit
 from relay.core.framing import Dropped, Line
 from relay.core.redaction import Redactor
-from relay.core.watching import Origin
+from relay.core.watchprofile import Origin
 from relay.observe import logs
 from relay.observe.observer import ConnectionObserver, Counters, Peer
 from relay.observe.stats import RelayStats

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from relay.connections.agent import PIPE_LIMIT
+from relay.server.agents.process import PIPE_LIMIT
 from relay.streams.pump import READ_CHUNK
 
 AGENTS = Path(__file__).resolve().parent.parent / "agents"

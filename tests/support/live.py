@@ -19,7 +19,7 @@ from relay.config.defaults import (
     TICKET_TTL,
 )
 from relay.core.admission import Policy
-from relay.serve.server import Relay, RelayConfig
+from relay.server.serving import Relay, RelayConfig
 from tests.support.agents import ECHO_AGENT
 from tests.support.waiting import until
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.core.profile import PROFILE
+from relay.core.resumeprofile import PROFILE
 
 Record = tuple[int, bytes]
 

@@ -29,7 +29,7 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import ConnectionClosed
 from websockets.typing import Subprotocol
 
-from relay.core.profile import PROFILE
+from relay.core.resumeprofile import PROFILE
 
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 

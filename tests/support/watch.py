@@ -13,7 +13,7 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.core.watching import WATCH_PROFILE
+from relay.core.watchprofile import WATCH_PROFILE
 from tests.support.live import LiveRelay, make_ticket
 
 

@@ -26,7 +26,7 @@ from tests.system import require_packages
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 NODE_MODULES = WEB / "node_modules"
-RESUME_MODULE = Path(str(resources.files("relay.serve") / "web" / "acp-relay-resume.js"))
+RESUME_MODULE = Path(str(resources.files("relay.server.http") / "web" / "acp-relay-resume.js"))
 NPM_TIMEOUT = 300
 
 

@@ -1,5 +1,5 @@
-// The pure functions of relay/serve/web/acp-relay-resume.js, checked against tables in Node.
-// Run by tests/serve/test_browsermodule_js.py: node module-units.mjs /path/to/acp-relay-resume.js
+// The pure functions of relay/server/http/web/acp-relay-resume.js, checked against tables in Node.
+// Run by tests/server/http/test_browsermodule_js.py: node module-units.mjs /path/to/acp-relay-resume.js
 import assert from "node:assert/strict";
 import { pathToFileURL } from "node:url";
 

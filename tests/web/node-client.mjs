@@ -1,5 +1,5 @@
-// The Node side of tests/serve/test_browsermodule_js.py: the ACP TypeScript SDK's createWebSocketStream
-// over Node's `ws`, either directly or through relay/serve/web/acp-relay-resume.js.
+// The Node side of tests/server/http/test_browsermodule_js.py: the ACP TypeScript SDK's createWebSocketStream
+// over Node's `ws`, either directly or through relay/server/http/web/acp-relay-resume.js.
 //
 //   node node-client.mjs '{"url": ..., "cwd": ..., "prompt": ..., "protocols": [...],
 //                          "module": "/path/acp-relay-resume.js", "ticketCommand": [...]}'

@@ -32,8 +32,8 @@ from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadRow
 from relay.client.chatbot.watch import WatchThread
-from relay.connect.dialing import BridgeConfig
-from relay.connect.ticketsource import TicketSource
+from relay.client.link.dialing import BridgeConfig
+from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids

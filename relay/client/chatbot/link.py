@@ -1,9 +1,9 @@
 """One thread's relay connection: a ResumingLink with the thread as its client side.
 
-Dials the relay as ``connect`` does (:mod:`relay.connect.dialing`, a ticket per socket
-from :mod:`relay.connect.ticketsource`) and carries the resume profile with
-:class:`relay.connect.resuming.ResumingLink`, this thread being its
-:class:`relay.connect.resuming.EditorSide`: the agent's lines go to the thread's ACP
+Dials the relay as ``connect`` does (:mod:`relay.client.link.dialing`, a ticket per socket
+from :mod:`relay.client.link.ticketsource`) and carries the resume profile with
+:class:`relay.client.link.resuming.ResumingLink`, this thread being its
+:class:`relay.client.link.resuming.EditorSide`: the agent's lines go to the thread's ACP
 client (:class:`relay.chat.session.ChatSession`), what it asks goes back over the link.
 
 What a restart needs is kept as it goes (:mod:`relay.client.chatbot.state`): the
@@ -28,16 +28,16 @@ from websockets.frames import CloseCode
 from relay.chat.session import ChatSession, Step
 from relay.client.chatbot.showing import Bot, Showing
 from relay.client.chatbot.state import ThreadRow
-from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.connect.resuming import SUBPROTOCOLS, ResumingLink, start_profile
-from relay.connect.ticketsource import (
+from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.resuming import SUBPROTOCOLS, ResumingLink, start_profile
+from relay.client.link.ticketsource import (
     TicketSource,
     TicketUnavailable,
     fetch_ticket,
     run_ticket_command,
 )
 from relay.core.editorerrors import Failure, cannot_connect
-from relay.core.profile import PROFILE, ProfileError, ack_frame
+from relay.core.resumeprofile import PROFILE, ProfileError, ack_frame
 from relay.core.windows import Received
 from relay.observe import logs
 from relay.observe.logs import Logger

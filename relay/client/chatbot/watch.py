@@ -1,7 +1,7 @@
 """A thread that follows an editor's connection as its watcher (``share``), where the team
 answers the agent's permission requests beside the editor.
 
-Dials the relay as ``watch`` does (:mod:`relay.connect.dialing`, the watch profile), with
+Dials the relay as ``watch`` does (:mod:`relay.client.link.dialing`, the watch profile), with
 a watcher's ticket from ``--watch-ticket-command`` (given the connection id as its last
 argument; each attach needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
 requests to the thread's :class:`relay.client.chatbot.showing.Showing`. An approver's
@@ -25,11 +25,11 @@ from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
-from relay.connect.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.connect.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
+from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
 from relay.core import strictjson
 from relay.core.editorerrors import cannot_connect
-from relay.core.watching import WATCH_PROFILE, read_frame
+from relay.core.watchprofile import WATCH_PROFILE, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
 

@@ -14,8 +14,8 @@ from relay.client.chatbot.bot import ChatBot, ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State
-from relay.connect.dialing import BridgeConfig
-from relay.connect.ticketsource import TicketSource
+from relay.client.link.dialing import BridgeConfig
+from relay.client.link.ticketsource import TicketSource
 from relay.observe import logs
 from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
