@@ -1,6 +1,6 @@
 """The flags of the commands that dial a relay, ``connect`` and ``watch``: where the ticket
 comes from and how the socket is opened, checked into a
-:class:`relay.client.link.dialing.BridgeConfig`.
+:class:`relay.client.link.dialing.DialConfig`.
 
 A mistake (no ticket, a URL that is not ``ws://`` or ``wss://``, an unreadable
 ``--cacert``, a ``--ticket-file`` that is no regular text file) is a
@@ -17,7 +17,7 @@ import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from relay.client.link.dialing import BridgeConfig
+from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.config import convert, defaults
 from relay.config.errors import UsageError
@@ -69,7 +69,7 @@ WATCHERS_TICKET = (
 
 def dial_config(
     args: argparse.Namespace, env: Mapping[str, str], *, watching: bool = False
-) -> BridgeConfig:
+) -> DialConfig:
     """The socket's configuration from the flags and $ACP_RELAY_TICKET (a watcher's when
     ``watching``); UsageError if wrong."""
     url = relay_url(args.url)
@@ -79,7 +79,7 @@ def dial_config(
         raise UsageError(
             "--header Authorization would replace the ticket; use --ticket-in query with it"
         )
-    return BridgeConfig(
+    return DialConfig(
         url=url,
         ticket=source,
         ticket_in=args.ticket_in,

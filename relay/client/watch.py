@@ -28,7 +28,7 @@ from websockets.frames import CloseCode
 
 from relay.acp.transcript import Transcript
 from relay.client.editor.stdio import stdout_stream
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.dialing import DialConfig, close_failure, connect_failure, open_socket
 from relay.client.link.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import cannot_connect
 from relay.core.redaction import REDACTED
@@ -48,7 +48,7 @@ HEADER_ROOM = 1024  # a frame is a line of at most --max-message-bytes and its h
 class WatchConfig:
     """What ``watch`` needs: the socket's configuration, and how to print."""
 
-    dial: BridgeConfig
+    dial: DialConfig
     raw: bool = False
 
 

@@ -32,7 +32,7 @@ from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadRow
 from relay.client.chatbot.watch import WatchThread
-from relay.client.link.dialing import BridgeConfig
+from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
@@ -53,7 +53,7 @@ class ChatConfig:
     token: str
     rooms: frozenset[str]
     access: Access
-    dial: BridgeConfig
+    dial: DialConfig
     cwd: str
     state: str
     thoughts: Thoughts = "folded"

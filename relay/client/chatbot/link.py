@@ -28,7 +28,7 @@ from websockets.frames import CloseCode
 from relay.chat.session import ChatSession, Step
 from relay.client.chatbot.showing import Bot, Showing
 from relay.client.chatbot.state import ThreadRow
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.dialing import DialConfig, close_failure, connect_failure, open_socket
 from relay.client.link.resuming import SUBPROTOCOLS, ResumingLink, start_profile
 from relay.client.link.ticketsource import (
     TicketSource,
@@ -67,7 +67,7 @@ class SessionThread:
     def __init__(
         self,
         bot: Bot,
-        dial: BridgeConfig,
+        dial: DialConfig,
         room: str,
         root: str,
         session: ChatSession,
@@ -94,7 +94,7 @@ class SessionThread:
         self._task: asyncio.Task[None] | None = None
 
     @property
-    def config(self) -> BridgeConfig:
+    def config(self) -> DialConfig:
         return self.dial
 
     # -- the thread's life ---------------------------------------------------------------

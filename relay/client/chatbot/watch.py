@@ -25,7 +25,7 @@ from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.dialing import DialConfig, close_failure, connect_failure, open_socket
 from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
 from relay.core import strictjson
 from relay.core.editorerrors import cannot_connect
@@ -42,7 +42,7 @@ class WatchThread:
     def __init__(
         self,
         bot: Bot,
-        dial: BridgeConfig,
+        dial: DialConfig,
         command: tuple[str, ...],
         room: str,
         root: str,

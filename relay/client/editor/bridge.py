@@ -29,7 +29,7 @@ from relay.acp.outcome import Forward, Outcome, judge_frame
 from relay.client.editor.stdio import editor_stdio
 from relay.client.link.dialing import (
     CLOSE_TIMEOUT,
-    BridgeConfig,
+    DialConfig,
     close_failure,
     connect_failure,
     open_socket,
@@ -51,7 +51,7 @@ from relay.streams.pipewriter import LineWriter
 from relay.streams.pump import Ended, frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
-__all__ = ["Bridge", "BridgeConfig", "run_bridge"]
+__all__ = ["Bridge", "run_bridge"]
 
 T = TypeVar("T")
 ANSWER_WAIT_SECONDS = 10.0  # from stdin's end, how long connect waits for answers owed
@@ -71,7 +71,7 @@ class Bridge:
 
     def __init__(
         self,
-        config: BridgeConfig,
+        config: DialConfig,
         stdin: asyncio.StreamReader,
         stdout: asyncio.StreamWriter,
         signals: Sequence[int] = (),
@@ -419,7 +419,7 @@ async def _unless_stopped(
     return True
 
 
-async def run_bridge(config: BridgeConfig) -> int:
+async def run_bridge(config: DialConfig) -> int:
     """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF,
     but at once: what the editor is still owed is answered with an error."""
     stop = asyncio.Event()

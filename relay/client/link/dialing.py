@@ -44,8 +44,9 @@ TicketIn = Literal["header", "query"]
 
 
 @dataclass(frozen=True)
-class BridgeConfig:
-    """What ``connect`` needs, resolved; ``url`` never carries the ticket."""
+class DialConfig:
+    """How a client dials the relay (``connect``, ``watch``, each thread of ``chat``), from
+    the dialing flags (:mod:`relay.cli.dialflags`); ``url`` never carries the ticket."""
 
     url: str
     ticket: TicketSource
@@ -60,7 +61,7 @@ class BridgeConfig:
 
 
 async def open_socket(
-    config: BridgeConfig, ticket: str, subprotocols: Sequence[str] | None = None
+    config: DialConfig, ticket: str, subprotocols: Sequence[str] | None = None
 ) -> ClientConnection:
     """Open the WebSocket to the relay, the ticket in the header or the query string."""
     url, headers = config.url, list(config.headers)
@@ -85,7 +86,7 @@ async def open_socket(
 
 
 def connect_failure(
-    exc: InvalidHandshake | OSError, config: BridgeConfig, *, watching: bool = False
+    exc: InvalidHandshake | OSError, config: DialConfig, *, watching: bool = False
 ) -> Failure:
     """Why the socket could not be opened, in the words the editor will show (``watching``:
     a watcher's socket, :mod:`relay.client.watch`)."""
@@ -105,7 +106,7 @@ def connect_failure(
     return cannot_connect(url, cause, detail)
 
 
-def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
+def _os_error_cause(exc: OSError, config: DialConfig) -> tuple[Cause, str]:
     if isinstance(exc, socket.gaierror):
         return "dns", exc.strerror or str(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
@@ -153,7 +154,7 @@ def _errno(exc: OSError) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def close_failure(ws: ClientConnection, config: BridgeConfig) -> Failure:
+def close_failure(ws: ClientConnection, config: DialConfig) -> Failure:
     """Why the open socket ended, from the close frames received and sent."""
     protocol = ws.protocol
     received, sent = protocol.close_rcvd, protocol.close_sent

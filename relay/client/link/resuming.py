@@ -35,7 +35,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from relay.acp.outcome import Forward, judge_text
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
+from relay.client.link.dialing import DialConfig, close_failure, connect_failure, open_socket
 from relay.client.link.ticketsource import TicketUnavailable, fetch_ticket
 from relay.core.editorerrors import (
     RELAY_BROKE,
@@ -110,7 +110,7 @@ class EditorSide(Protocol):
     bridge (the editor's stdio), or one thread of ``acp-relay chat``."""
 
     @property
-    def config(self) -> BridgeConfig: ...
+    def config(self) -> DialConfig: ...
 
     @property
     def log(self) -> Logger: ...
