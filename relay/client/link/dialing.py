@@ -90,7 +90,7 @@ async def ticket_for(config: DialConfig) -> str | Failure:
 async def dial(config: DialConfig, ticket: str, offer: Offer) -> Dialed | Failure:
     """Open a socket offering ``offer``: the kind the relay made it, or why it could not."""
     try:
-        ws = await open_socket(config, ticket, [kind.value for kind in offer] or None)
+        ws = await _open_socket(config, ticket, [kind.value for kind in offer] or None)
     except (InvalidHandshake, OSError) as exc:
         return connect_failure(exc, config, watching=SocketKind.WATCHER in offer)
     except ConnectionClosed:  # closed before the request went out: the next try may do
@@ -100,7 +100,7 @@ async def dial(config: DialConfig, ticket: str, offer: Offer) -> Dialed | Failur
     return Dialed(ws, kind)
 
 
-async def open_socket(
+async def _open_socket(
     config: DialConfig, ticket: str, subprotocols: Sequence[str] | None = None
 ) -> ClientConnection:
     """Open the WebSocket to the relay, the ticket in the header or the query string."""
