@@ -1,6 +1,6 @@
-"""The flags of the commands that dial a relay, ``connect`` and ``watch``: where the ticket
-comes from and how the socket is opened, checked into a
-:class:`relay.client.link.dialing.DialConfig`.
+"""The flags of the commands that dial a relay, ``connect``, ``watch`` and ``chat``: where
+the ticket comes from and how the socket is opened, checked into the
+:class:`relay.client.link.dialing.DialConfig` every client dials with.
 
 A mistake (no ticket, a URL that is not ``ws://`` or ``wss://``, an unreadable
 ``--cacert``, a ``--ticket-file`` that is no regular text file) is a

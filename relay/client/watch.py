@@ -31,7 +31,13 @@ from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial,
 from relay.core.editorerrors import Failure
 from relay.core.redaction import REDACTED
 from relay.core.subprotocols import SocketKind
-from relay.core.watchprofile import WATCH_PROFILE, closed_record, raw_record, read_frame
+from relay.core.watchprofile import (
+    HEADER_ROOM,
+    WATCH_PROFILE,
+    closed_record,
+    raw_record,
+    read_frame,
+)
 from relay.streams.wsadapter import peer_closed_first
 
 ENDED = 0  # the connection ended (1000), or the watch was stopped here
@@ -39,7 +45,6 @@ FAILED = 1  # could not attach, or the socket was lost
 FELL_BEHIND = 3  # the relay dropped this watcher for reading too slowly (4429)
 RELAY_STOPPED = 4  # the relay shut down (1001)
 EXIT_STATUSES = {1000: ENDED, 4429: FELL_BEHIND, 1001: RELAY_STOPPED}  # by the relay's close
-HEADER_ROOM = 1024  # a frame is a line of at most --max-message-bytes and its header
 
 
 @dataclass(frozen=True)

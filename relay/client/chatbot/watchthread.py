@@ -31,11 +31,9 @@ from relay.client.link.ticketsource import TicketSource
 from relay.core import strictjson
 from relay.core.editorerrors import Failure
 from relay.core.subprotocols import SocketKind
-from relay.core.watchprofile import read_frame
+from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
-
-HEADER_ROOM = 1024  # a frame is a line and its header
 
 
 class WatchThread:
