@@ -18,7 +18,7 @@ link is open, and if it never is, the thread's link is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -278,6 +278,9 @@ class SessionThread:
 
     def note_request(self, line: bytes) -> None:
         """Lines to the agent are kept in the state file instead."""
+
+    async def unsent(self, lines: Sequence[bytes]) -> None:
+        """The link failed: the thread ends, and so does what it would have sent."""
 
     def ticket_fetched(self, ticket: str) -> None:
         self.ticket = ticket

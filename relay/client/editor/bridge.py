@@ -248,6 +248,10 @@ class Bridge:
         """
         await self.link.send_lines(frames)
 
+    async def unsent(self, lines: Sequence[bytes]) -> None:
+        """Lines the link failed before it took: answered as every later one is."""
+        await self.send_frames(lines)
+
     def lines_out(self) -> LineWriter:
         """The editor's stdout, line by line, for the resuming link's records."""
         return LineWriter(self.stdout)

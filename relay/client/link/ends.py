@@ -84,6 +84,9 @@ class ClientSide(Protocol):
     async def fail(self, failure: Failure) -> None:
         """Every client request gets ``failure`` from now on."""
 
+    async def unsent(self, lines: Sequence[bytes]) -> None:
+        """Lines the link did not take: it failed while they waited for room."""
+
     async def client_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
         """While the relay is away: return once the client no longer waits for it (why)."""
 

@@ -116,6 +116,7 @@ class ResumingLink:
         self.attached.set()
         self._room = asyncio.Event()
         self._room.set()
+        self.failed = False  # the link cannot go on: lines waiting for room go back to the client
         self._ack_timer: asyncio.TimerHandle | None = None
         self._sending = asyncio.Lock()  # messages go out in number order, resends first
         self._rng = random.Random()
@@ -129,10 +130,14 @@ class ResumingLink:
         """Number and keep each line; send it now, or after the resume if no socket is up.
 
         Past the bound of kept messages, this waits for acknowledgements (the editor then
-        waits on its pipe).
+        waits on its pipe); should the link fail meanwhile, the lines not taken go back to
+        the client (:meth:`relay.client.link.ends.ClientSide.unsent`).
         """
-        for line in lines:
+        for index, line in enumerate(lines):
             while not self.sent.has_room():
+                if self.failed:
+                    await self.client.unsent(lines[index:])
+                    return
                 self._room.clear()
                 await self._room.wait()
             async with self._sending:
@@ -166,7 +171,7 @@ class ResumingLink:
             if lost is None:
                 return True
             if not _may_resume(ws):
-                await self.client.fail(lost)
+                await self._fail(lost)
                 return False
             ended = await self._resume(lost, upstream, stop)
             if ended is not None:
@@ -203,6 +208,12 @@ class ResumingLink:
         except ProfileError as exc:
             await close_broken(ws, exc)  # the client is told by the close's failure
         return True
+
+    async def _fail(self, failure: Failure) -> None:
+        """The link cannot go on: the client is told why; lines waiting for room go back."""
+        await self.client.fail(failure)
+        self.failed = True
+        self._room.set()
 
     def _acknowledge_soon(self, ws: ClientConnection) -> None:
         if self.received.due():
@@ -250,7 +261,7 @@ class ResumingLink:
         if not attempts.cancelled():
             result = attempts.result()
             if isinstance(result, Failure):
-                await self.client.fail(result)
+                await self._fail(result)
                 return False
             await self._resumed(result)
             return None

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from relay.client.editor.bridge import ANSWER_WAIT_SECONDS
+from relay.client.link.resuming import MAX_KEPT_MESSAGES
+from relay.core.resumeprofile import CANNOT_RESUME
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
 from tests.support.connect import (
     TICKET_COMMAND,
@@ -401,6 +403,42 @@ async def test_a_resume_the_relay_answers_with_plain_acp_is_closed_and_not_tried
     )
     assert status == 1
     assert relay.closes == [None, (1000, "")]
+
+
+async def keeps_every_message_then_refuses_resumes(sock: HostileSocket) -> None:
+    """The first socket is welcomed and never acknowledges: once connect has sent all it
+    may keep unacknowledged, it is dropped; every resume is refused (4404)."""
+    if sock.index == 0:
+        await sock.welcome(grace=30)
+        for _ in range(MAX_KEPT_MESSAGES):
+            await sock.message()
+        sock.drop()
+        return
+    await sock.ws.close(CANNOT_RESUME, "no such connection")
+
+
+async def test_lines_waiting_for_room_when_resuming_fails_are_answered() -> None:
+    """The editor wrote past what connect keeps unacknowledged when the relay went, and the
+    resume is refused: the lines that waited for room are read after all (a request among
+    them answered with the failure), and stdin's end ends connect; nothing hangs."""
+    async with (
+        hostile_relay(keeps_every_message_then_refuses_resumes) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        lines = [notification(i) for i in range(MAX_KEPT_MESSAGES + 10)] + [request(7)]
+        writing = asyncio.create_task(send_all(ed, lines))
+        answer = await ed.receive()
+        await writing
+        await ed.close_stdin()
+        assert await ed.exit_status() == 1
+    assert answer["id"] == 7
+    assert answer["error"]["data"]["cause"] == "resume"
+    assert answer["error"]["data"]["closeCode"] == CANNOT_RESUME
+
+
+async def send_all(ed: Editor, messages: list[dict[str, Any]]) -> None:
+    for message in messages:
+        await ed.send(message)
 
 
 def welcomes_then_drops(grace: float) -> Behaviour:
