@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 import uvloop
 
 from relay.chat.access import Access
-from relay.cli.dialflags import DIALING, dial_config
+from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
 from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
+from relay.config.dialoptions import DIALING
 from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor

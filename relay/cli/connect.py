@@ -1,8 +1,8 @@
 """``acp-relay connect``: the editor's side, stdin and stdout bridged to a relay's WebSocket.
 
-Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.editor.bridge.BridgeConfig`
-(checked by :mod:`relay.cli.dialflags`, so a mistake is one line and exit status 2), then
-runs the bridge.
+Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.link.dialing.DialConfig`
+(the options :mod:`relay.config.dialoptions`'s, read by :mod:`relay.cli.dialflags`, so a
+mistake is one line and exit status 2), then runs the bridge.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from dataclasses import replace
 
 import uvloop
 
-from relay.cli.dialflags import DIALING, TICKET_ENV, TICKET_SOURCES, dial_config
-from relay.client.editor.bridge import BridgeConfig, run_bridge
+from relay.cli.dialflags import dial_config
+from relay.client.editor.bridge import run_bridge
+from relay.client.link.dialing import DialConfig
 from relay.config import convert, defaults
+from relay.config.dialoptions import DIALING, TICKET_ENV, TICKET_SOURCES
 from relay.config.options import Option, add_options
 from relay.core.redaction import Redactor
 from relay.observe import logs
@@ -64,6 +66,6 @@ def run(args: argparse.Namespace) -> int:
     return uvloop.run(run_bridge(config))
 
 
-def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> BridgeConfig:
+def connect_config(args: argparse.Namespace, env: Mapping[str, str]) -> DialConfig:
     """The bridge's configuration from the flags and $ACP_RELAY_TICKET; UsageError if wrong."""
     return replace(dial_config(args, env), resume=args.resume)

@@ -7,9 +7,9 @@ audience is the relay's ``--audience`` unless given; the ticket lives as long as
 relay's ``--ticket-ttl`` unless ``--ttl`` says otherwise, with a warning when it says more
 than the relay accepts.
 
-:func:`fresh_ticket` mints with the system's clock and randomness; the dev banner and the
-dev console mint with it too. This module loads nothing of ``serve``'s (the command runs
-before every connect and every resume of ``connect --ticket-command``).
+:func:`fresh_ticket` mints (:func:`relay.core.tickets.issue`) with the system's clock and
+randomness; the dev banner mints with it too. This module loads nothing of ``serve``'s (the
+command runs before every connect and every resume of ``connect --ticket-command``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from relay.config.settings import (
     config_file_source,
     resolve_some,
 )
-from relay.core.tickets import MIN_NONCE_BYTES, mint, new_nonce
+from relay.core.tickets import issue
 from relay.core.ticketurls import with_ticket
 from relay.streams.filereader import read_named
 
@@ -120,10 +120,10 @@ def fresh_ticket(
     may_answer: bool = False,
 ) -> str:
     """A new single-use ticket: the system's randomness, and its clock unless ``now``."""
-    return mint(
+    return issue(
         secret,
-        now=time.time() if now is None else now,
-        nonce=new_nonce(os.urandom(MIN_NONCE_BYTES)),
+        clock=time.time if now is None else lambda: now,
+        randomness=os.urandom,
         subject=subject,
         audience=audience,
         ttl=ttl,

@@ -12,9 +12,10 @@ import os
 
 import uvloop
 
-from relay.cli.dialflags import DIALING, TICKET_ENV, TICKET_SOURCES, dial_config
+from relay.cli.dialflags import dial_config
 from relay.client.watch import WatchConfig, run_watch
 from relay.config import convert
+from relay.config.dialoptions import DIALING, TICKET_ENV, TICKET_SOURCES
 from relay.config.options import Option, add_options
 
 PRINTING: tuple[Option, ...] = (

@@ -1,12 +1,11 @@
 """``acp-relay watch``: attach to a connection as a watcher and print its conversation.
 
 Opens the relay's endpoint offering ``acp-relay.watch.v1`` with a watcher's ticket, got
-where ``connect`` gets its own (:mod:`relay.client.link.ticketsource`) and dialed the same way
-(:mod:`relay.client.link.dialing`: TLS, ``--cacert``, ``--header``, the same words for a
-failed handshake). Each frame is then written to stdout as it comes: readable
-(:class:`relay.acp.transcript.Transcript`) or, raw, as one NDJSON object
-(:func:`relay.core.watchprofile.raw_record`). Read-only: nothing is ever sent to the relay
-but the close.
+where ``connect`` gets its own and dialed the same way (:mod:`relay.client.link.dialing`:
+TLS, ``--cacert``, ``--header``, the same words for a failed handshake). Each frame is
+then written to stdout as it comes: readable (:class:`relay.acp.transcript.Transcript`)
+or, raw, as one NDJSON object (:func:`relay.core.watchprofile.raw_record`). Read-only:
+nothing is ever sent to the relay but the close.
 
 Stdout is written with backpressure: a reader that does not keep up stops the reading of
 the socket, and the relay closes a watcher that falls that far behind (4429). How it
@@ -23,17 +22,22 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.acp.transcript import Transcript
 from relay.client.editor.stdio import stdout_stream
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.client.link.ticketsource import TicketUnavailable, fetch_ticket
-from relay.core.editorerrors import cannot_connect
+from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial, ticket_for
+from relay.core.editorerrors import Failure
 from relay.core.redaction import REDACTED
-from relay.core.subprotocols import SocketKind, selected_kind
-from relay.core.watchprofile import WATCH_PROFILE, closed_record, raw_record, read_frame
+from relay.core.subprotocols import SocketKind
+from relay.core.watchprofile import (
+    HEADER_ROOM,
+    WATCH_PROFILE,
+    closed_record,
+    raw_record,
+    read_frame,
+)
 from relay.streams.wsadapter import peer_closed_first
 
 ENDED = 0  # the connection ended (1000), or the watch was stopped here
@@ -41,14 +45,13 @@ FAILED = 1  # could not attach, or the socket was lost
 FELL_BEHIND = 3  # the relay dropped this watcher for reading too slowly (4429)
 RELAY_STOPPED = 4  # the relay shut down (1001)
 EXIT_STATUSES = {1000: ENDED, 4429: FELL_BEHIND, 1001: RELAY_STOPPED}  # by the relay's close
-HEADER_ROOM = 1024  # a frame is a line of at most --max-message-bytes and its header
 
 
 @dataclass(frozen=True)
 class WatchConfig:
     """What ``watch`` needs: the socket's configuration, and how to print."""
 
-    dial: BridgeConfig
+    dial: DialConfig
     raw: bool = False
 
 
@@ -89,20 +92,19 @@ class Watch:
 
     async def _attach(self) -> str | None:
         """Get the ticket and open the socket; None when attached, else why not."""
-        url = self.dial.url
-        try:
-            self.ticket = await fetch_ticket(self.dial.ticket)
-        except TicketUnavailable as exc:
-            return cannot_connect(url, "ticket", str(exc)).message
-        try:
-            self.ws = await open_socket(self.dial, self.ticket, [WATCH_PROFILE])
-        except (InvalidHandshake, OSError) as exc:
-            return connect_failure(exc, self.dial, watching=True).message
-        if selected_kind(self.ws.subprotocol) is not SocketKind.WATCHER:
-            await self.ws.close(CloseCode.NORMAL_CLOSURE)
+        ticket = await ticket_for(self.dial)
+        if isinstance(ticket, Failure):
+            return ticket.message
+        self.ticket = ticket
+        dialed = await dial(self.dial, ticket, WATCHING)
+        if isinstance(dialed, Failure):
+            return dialed.message
+        self.ws = ws = dialed.ws
+        if dialed.kind is not SocketKind.WATCHER:
+            await ws.close(CloseCode.NORMAL_CLOSURE)
             return (
-                f"relay at {url} does not offer watching: it chose "
-                f"{self.ws.subprotocol or 'no subprotocol'}, not {WATCH_PROFILE} (a relay "
+                f"relay at {self.dial.url} does not offer watching: it chose "
+                f"{ws.subprotocol or 'no subprotocol'}, not {WATCH_PROFILE} (a relay "
                 "older than watchers, or a proxy that drops Sec-WebSocket-Protocol)"
             )
         return None

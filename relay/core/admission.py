@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, urlsplit
 
 from relay.core.origins import origin_allowed
 from relay.core.tickets import (
@@ -22,6 +21,7 @@ from relay.core.tickets import (
     TicketError,
     verify,
 )
+from relay.core.ticketurls import ticket_in
 
 RETRY_AFTER_SECONDS = 5
 
@@ -60,10 +60,11 @@ class Refusal:
 def ticket_from_request(
     path: str, authorization: str | None, subprotocol: str | None = None
 ) -> str | None:
-    """The ticket from ``?ticket=``, else the ``acp-ticket.`` subprotocol, else ``Bearer``."""
-    values = parse_qs(urlsplit(path).query).get("ticket")
-    if values and values[0]:
-        return values[0]
+    """The ticket from ``?ticket=`` (:func:`relay.core.ticketurls.ticket_in`, the one reader of
+    the query), else the ``acp-ticket.`` subprotocol, else ``Bearer``."""
+    query = ticket_in(path)
+    if query is not None:
+        return query
     if subprotocol:
         return subprotocol
     if authorization:

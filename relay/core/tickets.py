@@ -4,7 +4,8 @@ A ticket is an itsdangerous ``URLSafeTimedSerializer`` token: HMAC-SHA256, salt 
 "django-concat" key derivation, over compact JSON claims ``sub``, ``jti``, ``aud``?, ``exp``?,
 and for a watcher's ticket ``watch`` (the connection it may watch) and ``answer`` (whether it
 may answer the agent's permission requests).
-The module is pure: the clock (``now``, unix seconds), the secrets and the nonce are arguments.
+The module is pure: the clock (``now``, unix seconds, or a ``clock`` to read), the secrets and
+the nonce (or the ``randomness`` to make one of) are arguments.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import hashlib
 import heapq
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,11 @@ NO_AUDIENCE = (
     "ticket has no audience and this relay takes only tickets for its own (--audience): "
     "mint them with that audience (acp-relay ticket --audience NAME, or aud in your control plane)"
 )
+
+Clock = Callable[[], float]
+"""The wall clock, in unix seconds (``time.time``, or the relay's own)."""
+Randomness = Callable[[int], bytes]
+"""``n`` random bytes from a cryptographic source (``os.urandom``)."""
 
 _B64 = "[A-Za-z0-9_-]+"
 _SHAPE = re.compile(rf"\.?{_B64}\.{_B64}\.{_B64}")
@@ -129,6 +135,31 @@ def mint(
         if may_answer:
             claims["answer"] = True
     return _serializer([secret], now).dumps(claims)
+
+
+def issue(
+    secret: str,
+    *,
+    clock: Clock,
+    randomness: Randomness,
+    subject: str,
+    audience: str | None = None,
+    ttl: float | None = None,
+    watch: str | None = None,
+    may_answer: bool = False,
+) -> str:
+    """A new single-use ticket (:func:`mint`'s), issued at ``clock()``, its nonce made of
+    ``MIN_NONCE_BYTES`` of ``randomness``: what every command and page that mints needs."""
+    return mint(
+        secret,
+        now=clock(),
+        nonce=new_nonce(randomness(MIN_NONCE_BYTES)),
+        subject=subject,
+        audience=audience,
+        ttl=ttl,
+        watch=watch,
+        may_answer=may_answer,
+    )
 
 
 def _expiry(now: float, ttl: float) -> int:

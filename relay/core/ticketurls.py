@@ -1,7 +1,9 @@
 """Tickets in WebSocket URLs: add one, find one, remove one.
 
 Pure. A ticket travels in the ``ticket`` query parameter (browsers cannot set headers);
-every URL that is shown or logged goes through :func:`without_ticket` first.
+every URL that is shown or logged goes through :func:`without_ticket` first. The one reader
+of that parameter, :func:`ticket_in`, serves both sides: ``connect``'s URL and the relay's
+upgrade request (:func:`relay.core.admission.ticket_from_request`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def without_ticket(url: str) -> str:
 
 
 def ticket_in(url: str) -> str | None:
-    """The value of the ``ticket`` query parameter of ``url``, if it has one."""
+    """The value of the first non-empty ``ticket`` query parameter of ``url`` (a URL, or a
+    request's path and query), if it has one."""
     for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
         if key == TICKET_PARAM and value:
             return value

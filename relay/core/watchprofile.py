@@ -44,6 +44,7 @@ ANSWERED = "_acp-relay/answered"
 DETACHED = "_acp-relay/detached"
 RESUMED = "_acp-relay/resumed"
 MAX_HEADER_BYTES = 4096  # a frame's header (or the first frame) is read up to this size
+HEADER_ROOM = 1024  # what a watcher takes past the longest line: a frame's header and newline
 
 
 class Origin(enum.Enum):

@@ -28,6 +28,7 @@ from relay.core.tickets import (
     Claims,
     ReplayGuard,
     TicketError,
+    issue,
     mint,
     new_nonce,
     verify,
@@ -290,6 +291,27 @@ def test_audience(minted: str | None, wanted: str | None, refusal: str | None) -
 def test_rotation_accepts_any_listed_secret(secrets: list[str]) -> None:
     """A ticket signed with an old secret verifies wherever that secret sits in the list."""
     assert verify(_mint(secret=OLD), secrets, now=T0, max_age=60).sub == "alice"
+
+
+def test_issue_mints_at_the_clocks_time_with_a_nonce_of_the_randomness() -> None:
+    """issue is mint at clock()'s time with a nonce of 16 bytes of the randomness given."""
+    asked: list[int] = []
+
+    def randomness(count: int) -> bytes:
+        asked.append(count)
+        return bytes(range(count))
+
+    ticket = issue(
+        SECRET, clock=lambda: T0, randomness=randomness, subject="alice", audience="a", ttl=30
+    )
+    assert asked == [16]
+    assert ticket == mint(SECRET, now=T0, nonce=NONCE, subject="alice", audience="a", ttl=30)
+
+
+def test_issue_refuses_randomness_too_short_for_a_nonce() -> None:
+    """Randomness that gives fewer than 16 bytes is a programming error, never a weak ticket."""
+    with pytest.raises(ValueError, match="at least 16 random bytes"):
+        issue(SECRET, clock=lambda: T0, randomness=lambda n: bytes(n - 1), subject="alice")
 
 
 def test_mint_signs_with_the_given_secret() -> None:

@@ -22,10 +22,18 @@ def test_urls_lose_their_ticket(url: str, clean: str) -> None:
 
 @pytest.mark.parametrize(
     ("url", "ticket"),
-    [("wss://h/acp?x=1&ticket=T1", "T1"), ("wss://h/acp?ticket=", None), ("wss://h/acp", None)],
+    [
+        ("wss://h/acp?x=1&ticket=T1", "T1"),
+        ("wss://h/acp?ticket=", None),
+        ("wss://h/acp", None),
+        ("/acp?ticket=&ticket=T2", "T2"),
+        ("/acp?ticket=T1&ticket=T2", "T1"),
+        ("/acp?&&==&ticket", None),
+    ],
 )
 def test_ticket_is_found_in_the_query(url: str, ticket: str | None) -> None:
-    """The ticket parameter's value is found; an empty or missing one is None."""
+    """The first non-empty ticket parameter's value is found, in a URL or a request's path;
+    an empty or missing one is None."""
     assert ticket_in(url) == ticket
 
 

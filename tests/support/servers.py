@@ -189,22 +189,28 @@ class HostileRelay:
         return sum(s.accepted_at >= since for s in self.sockets)
 
 
-def _profile_or_plain(
-    connection: ServerConnection, offered: Sequence[Subprotocol]
-) -> Subprotocol | None:
-    """The resume profile when offered, else acp.v1 when offered, else none (as the relay)."""
-    for name in (PROFILE, "acp.v1"):
+def _profile_or_plain(offered: Sequence[Subprotocol], resumes: bool) -> Subprotocol | None:
+    """The resume profile when offered (and ``resumes``), else acp.v1 when offered, else none
+    (as the relay)."""
+    for name in (PROFILE, "acp.v1") if resumes else ("acp.v1",):
         if name in offered:
             return Subprotocol(name)
     return None
 
 
 @asynccontextmanager
-async def hostile_relay(behaviour: Behaviour) -> AsyncIterator[HostileRelay]:
+async def hostile_relay(
+    behaviour: Behaviour, *, plain_from: int | None = None
+) -> AsyncIterator[HostileRelay]:
     """A WebSocket server on 127.0.0.1 standing in for a relay: it takes any ticket, selects
-    the resume profile when offered (acp.v1 otherwise) and runs ``behaviour`` on each socket,
+    the resume profile when offered (acp.v1 otherwise; acp.v1 only from its ``plain_from``th
+    socket on, as a relay restarted without resuming) and runs ``behaviour`` on each socket,
     then records the close frame connect sent."""
     relay = HostileRelay(0)
+
+    def select(connection: ServerConnection, offered: Sequence[Subprotocol]) -> Subprotocol | None:
+        resumes = plain_from is None or len(relay.sockets) < plain_from
+        return _profile_or_plain(offered, resumes)
 
     async def handle(ws: ServerConnection) -> None:
         sock = HostileSocket(ws, len(relay.sockets), time.monotonic())
@@ -214,7 +220,7 @@ async def hostile_relay(behaviour: Behaviour) -> AsyncIterator[HostileRelay]:
         relay.closes.append(await sock.close_received())
 
     async with ws_serve(
-        handle, "127.0.0.1", 0, select_subprotocol=_profile_or_plain, compression=None
+        handle, "127.0.0.1", 0, select_subprotocol=select, compression=None
     ) as server:
         relay.port = next(iter(server.sockets)).getsockname()[1]
         yield relay

@@ -2,7 +2,7 @@
 
 It serves the rooms it is given and ignores every other room and invitation. A member
 who may prompt opens a thread by mentioning the bot; each thread is one relay
-connection and one ACP session (:mod:`relay.client.chatbot.link`). Reactions on a
+connection and one ACP session (:mod:`relay.client.chatbot.sessionthread`). Reactions on a
 permission request go to its thread. Each timeline event is handled once: its id is
 noted in the state file before it is acted on, and the sync position is kept after each
 batch; on the first start only what comes after it is acted on. An encrypted room is
@@ -27,12 +27,12 @@ from relay.chat.session import ChatSession
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts
 from relay.chat.watched import Watched
-from relay.client.chatbot.link import SessionThread
 from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadRow
-from relay.client.chatbot.watch import WatchThread
-from relay.client.link.dialing import BridgeConfig
+from relay.client.chatbot.watchthread import WatchThread
+from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
 
@@ -53,7 +53,7 @@ class ChatConfig:
     token: str
     rooms: frozenset[str]
     access: Access
-    dial: BridgeConfig
+    dial: DialConfig
     cwd: str
     state: str
     thoughts: Thoughts = "folded"

@@ -1,13 +1,15 @@
 """``acp-relay connect``'s bridge: one editor's stdio and one relay WebSocket, both ways.
 
-An editor launches ``acp-relay connect URL`` as if it were the agent. Each stdin line
-goes to the relay as one text frame and each frame comes back as one stdout line,
-through the pumps ``serve`` uses (:mod:`relay.streams.pump`), with the same limits and
-backpressure. Stdin is read only once the socket is open, so whatever the editor writes
-early waits in its pipe. When the connection cannot be made or ends, every request the
-editor has in flight (:mod:`relay.core.inflight`), and every later one, is answered with the
-JSON-RPC error of :mod:`relay.core.editorerrors`, until the editor closes stdin. Stdout carries
-protocol lines only; diagnostics go to stderr through :mod:`relay.observe.logs`, and the ticket
+An editor launches ``acp-relay connect URL`` as if it were the agent. Stdin is read
+with the pump ``serve`` uses (:mod:`relay.streams.pump`), with the same limits and
+backpressure, into the link to the relay (:class:`relay.client.link.ends.Link`), which
+writes the relay's lines to stdout: plain, each line one text frame, or resumable
+(:mod:`relay.client.link.opening` opens it as the relay chooses). Stdin is read only once
+the link is open, so whatever the editor writes early waits in its pipe. When the
+connection cannot be made or ends, every request the editor has in flight
+(:mod:`relay.core.inflight`), and every later one, is answered with the JSON-RPC error of
+:mod:`relay.core.editorerrors`, until the editor closes stdin. Stdout carries protocol lines
+only; diagnostics go to stderr through :mod:`relay.observe.logs`, and the ticket
 (:mod:`relay.client.link.ticketsource`) never appears in them. The stdio itself is
 :mod:`relay.client.editor.stdio`'s.
 """
@@ -22,45 +24,26 @@ from contextlib import suppress
 from typing import Any, TypeVar
 
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.frames import CloseCode
 
-from relay.acp.outcome import Forward, Outcome, judge_frame
+from relay.acp.outcome import Forward, Outcome
 from relay.client.editor.stdio import editor_stdio
-from relay.client.link.dialing import (
-    CLOSE_TIMEOUT,
-    BridgeConfig,
-    close_failure,
-    connect_failure,
-    open_socket,
-)
-from relay.client.link.resuming import SUBPROTOCOLS, ResumingLink, start_profile
-from relay.client.link.ticketsource import TicketUnavailable, fetch_ticket
-from relay.core.editorerrors import (
-    Failure,
-    cannot_connect,
-    closing_unanswered,
-    stopped_unanswered,
-)
+from relay.client.link.dialing import CLOSE_TIMEOUT, DialConfig, close_failure, ticket_for
+from relay.client.link.ends import Link
+from relay.client.link.opening import open_link
+from relay.core.editorerrors import Failure, closing_unanswered, stopped_unanswered
 from relay.core.inflight import InFlight, request_id
-from relay.core.resumeprofile import ProfileError
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
 from relay.streams.pipewriter import LineWriter
-from relay.streams.pump import Ended, frames_to_lines, lines_to_frames
-from relay.streams.wsadapter import TextFrames, stall_timeout
+from relay.streams.pump import lines_to_frames
 
-__all__ = ["Bridge", "BridgeConfig", "run_bridge"]
+__all__ = ["Bridge", "run_bridge"]
 
 T = TypeVar("T")
 ANSWER_WAIT_SECONDS = 10.0  # from stdin's end, how long connect waits for answers owed
 STOPPED = "stopped"  # why connect closes when SIGTERM or SIGINT stopped it
-ONE_OFF_TICKET = (
-    "the connection was lost and cannot be resumed: the ticket is a one-off value "
-    "(--ticket, ACP_RELAY_TICKET or a ticket in the URL), and each socket needs a fresh "
-    "one; give --ticket-command or --ticket-file to resume"
-)
 
 
 # -- the bridge -----------------------------------------------------------------------
@@ -71,7 +54,7 @@ class Bridge:
 
     def __init__(
         self,
-        config: BridgeConfig,
+        config: DialConfig,
         stdin: asyncio.StreamReader,
         stdout: asyncio.StreamWriter,
         signals: Sequence[int] = (),
@@ -82,7 +65,6 @@ class Bridge:
         self.stdout = stdout
         self.in_flight = InFlight()
         self.failure: Failure | None = None
-        self.ws: ClientConnection | None = None
         self.ticket: str | None = None
         self.up = Counters()  # editor -> relay (including lines answered here)
         self.down = Counters()  # relay -> editor
@@ -90,8 +72,7 @@ class Bridge:
         self.log: Logger = logs.get_logger("relay.connect", url=config.url)
         self.answers_settled = asyncio.Event()  # set when no editor request awaits an answer
         self.observer = _RelayObserver(self)
-        self._sender: TextFrames | None = None
-        self.link: ResumingLink | None = None  # the resume profile's, when the relay selected it
+        self.link: Link = _NoLink(self)  # the relay's, once opened; again _NoLink if it fails
         self._untracked = False
         self.stdin_ended_at: float | None = None  # time.monotonic() at stdin's end
         self.cut_short: Failure | None = None  # a stop's answer to requests owed, if any
@@ -100,7 +81,7 @@ class Bridge:
         """Connect, then carry lines until the editor closes stdin or ``stop``; exit status."""
         started = time.monotonic()
         status = 0
-        if await _unless_stopped(self._connect(), stop):
+        if await _unless_stopped(self._open(), stop):
             status = await self._serve_editor(stop)
         if self.cut_short is not None:  # stopped while the editor was owed answers
             status = self.cut_short.exit_status
@@ -117,52 +98,26 @@ class Bridge:
         )
         return status
 
-    async def _connect(self) -> None:
-        try:
-            self.ticket = await fetch_ticket(self.config.ticket)
-        except TicketUnavailable as exc:
-            await self.fail(cannot_connect(self.config.url, "ticket", str(exc)))
+    async def _open(self) -> None:
+        """The ticket, then the link the relay's choice makes; or the editor told why not."""
+        ticket = await ticket_for(self.config)
+        if isinstance(ticket, Failure):
+            await self.fail(ticket)
             return
-        self.ticket_fetched(self.ticket)
+        self.ticket_fetched(ticket)
         self.log.info("connecting", ticket_in=self.config.ticket_in)
-        try:
-            if self.config.resume and self.config.ticket.value is None:
-                await self._open_resumable(self.ticket)
-            else:
-                self.ws = await open_socket(self.config, self.ticket)
-        except (InvalidHandshake, OSError) as exc:
-            await self.fail(connect_failure(exc, self.config))
+        opened = await open_link(self, ticket, self.stdout)
+        if isinstance(opened, Failure):
+            await self.fail(opened)
             return
-        except (ConnectionClosed, ProfileError, TimeoutError) as exc:
-            await self.fail(cannot_connect(self.config.url, "handshake", _why(exc)))
-            return
-        assert self.ws is not None
-        response = self.ws.response
-        connection_id = response.headers.get("Acp-Connection-Id") if response else None
-        self.log.info("connected", connection_id=connection_id)
-
-    async def _open_resumable(self, ticket: str) -> None:
-        """Open offering the resume profile; carry on plain if the relay selects acp.v1."""
-        ws = self.ws = await open_socket(self.config, ticket, SUBPROTOCOLS)
-        if ws.subprotocol != SUBPROTOCOLS[0]:
-            self.log.info("the relay does not offer resuming", subprotocol=ws.subprotocol)
-            return
-        async with asyncio.timeout(self.config.open_timeout):
-            welcome = await start_profile(ws, {"type": "open"})
-        self.link = ResumingLink(self, ws, welcome)
-        self.log.info("resumable", grace=welcome.grace, window=welcome.window)
+        self.link = opened
 
     async def _serve_editor(self, stop: asyncio.Event) -> int:
         """Read stdin to its end: lines go to the relay, or get the failure as an answer."""
         upstream = asyncio.create_task(self._read_editor())
         try:
-            if self.ws is not None and self.failure is None:
-                if self.link is not None:
-                    done = await self.link.run(upstream, stop)
-                else:
-                    done = await self._carry_plain(self.ws, upstream, stop)
-                if done:
-                    return 0
+            if await self.link.run(upstream, stop):
+                return 0
             await _unless_stopped(asyncio.shield(upstream), stop)
             return self.failure.exit_status if self.failure is not None else 0
         finally:
@@ -170,7 +125,8 @@ class Bridge:
             await asyncio.gather(upstream, return_exceptions=True)
 
     async def _read_editor(self) -> None:
-        """Every stdin line, in order, into :meth:`send`, until EOF (a read error counts as one)."""
+        """Every stdin line, in order, into :meth:`send_frames`, until EOF (a read error
+        counts as one)."""
         try:
             await lines_to_frames(
                 self.stdin, self, max_bytes=self.config.max_message_bytes, observer=self.observer
@@ -179,25 +135,6 @@ class Bridge:
             self.log.warning("reading stdin failed", reason=str(exc))
         finally:
             self.stdin_ended_at = time.monotonic()
-
-    async def _carry_plain(
-        self, ws: ClientConnection, upstream: asyncio.Task[None], stop: asyncio.Event
-    ) -> bool:
-        """Pump both ways while the socket is open; True when the editor ended it."""
-        lost = await self.carry(ws, self._relay_lines(ws), upstream, stop)
-        if lost is None:
-            return True
-        one_off = self.config.ticket.value is not None
-        if self.config.resume and one_off and ws.protocol.close_rcvd is None:
-            self.log.warning(ONE_OFF_TICKET)
-        await self.fail(lost)
-        return False
-
-    async def _relay_lines(self, ws: ClientConnection) -> bool:
-        """The relay's frames as the editor's lines: True once the socket is gone, False
-        when stdout is."""
-        ended = await frames_to_lines(ws, self.stdout, judge=judge_frame, observer=self.observer)
-        return ended is Ended.SOCKET_CLOSED
 
     async def carry(
         self,
@@ -208,8 +145,8 @@ class Bridge:
     ) -> Failure | None:
         """Carry lines both ways over ``ws`` until the editor is done (None: the socket is then
         closed with 1000) or the socket is lost (why). ``downstream`` brings the relay's
-        lines (plain, or the resume profile's records) and is True once the socket is gone;
-        ``upstream`` reads the editor's."""
+        lines (the link's: plain, or the resume profile's records) and is True once the
+        socket is gone; ``upstream`` reads the editor's."""
         receiving = asyncio.create_task(downstream)
         stopping = asyncio.create_task(stop.wait())
         lost = False
@@ -260,7 +197,7 @@ class Bridge:
         ended = self.stdin_ended_at if self.stdin_ended_at is not None else time.monotonic()
         return max(ended + ANSWER_WAIT_SECONDS - time.monotonic(), 0.0)
 
-    async def editor_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
+    async def client_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
         """While the relay is away: return once the editor no longer waits for it, saying why.
 
         That is at ``stop``; at stdin's end when no request is owed an answer; else once
@@ -307,30 +244,16 @@ class Bridge:
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Forward the editor lines of one read to the relay, or answer them when it is gone.
 
-        The sink :func:`relay.streams.pump.lines_to_frames` sends into. Requests are noted as in
-        flight before they are sent, so their responses always find them noted.
+        The sink :func:`relay.streams.pump.lines_to_frames` sends into.
         """
-        if self.failure is not None or self.ws is None:
-            for line in frames:
-                await self._answer(line)
-            return
-        if self.link is not None:
-            await self.link.send_lines(frames)
-            return
-        for line in frames:
-            self.note_request(line)
-        with suppress(ConnectionClosed):  # the downstream pump sees it and fails the requests
-            await self._frames(self.ws).send_frames(frames)
+        await self.link.send_lines(frames)
 
-    def _frames(self, ws: ClientConnection) -> TextFrames:
-        """The sender of ``ws`` (one per socket, so its stall check spans its sends)."""
-        if self._sender is None or self._sender.ws is not ws:
-            stall = stall_timeout(self.config.ping_interval, self.config.ping_timeout)
-            self._sender = TextFrames(ws, stall, self.observer.send_stalled)
-        return self._sender
+    async def unsent(self, lines: Sequence[bytes]) -> None:
+        """Lines the link failed before it took: answered as every later one is."""
+        await self.send_frames(lines)
 
     def lines_out(self) -> LineWriter:
-        """The editor's stdout, for the resuming link's records."""
+        """The editor's stdout, line by line, for the resuming link's records."""
         return LineWriter(self.stdout)
 
     def ticket_fetched(self, ticket: str) -> None:
@@ -350,13 +273,14 @@ class Bridge:
     async def fail(self, failure: Failure) -> None:
         """From now on every request gets ``failure``; answer those in flight at once."""
         self.failure = failure = failure.redacted(self.ticket)
+        self.link = _NoLink(self)
         log = self.log.error if failure.exit_status else self.log.warning
         log("relay connection failed", **failure.log_fields())
         for request in self.in_flight.settle_all():
             self._write(failure.error_response(request))
         await self._drain()
 
-    async def _answer(self, line: bytes) -> None:
+    async def answer(self, line: bytes) -> None:
         """Answer an editor request with the failure; notifications and responses get none."""
         request = request_id(line)
         if request is None or self.failure is None:
@@ -374,6 +298,24 @@ class Bridge:
             await self.stdout.drain()
 
 
+class _NoLink:
+    """The bridge without a link to the relay: before it is open (stdin is not read yet),
+    and once it failed, when each request the editor sends is answered with the failure."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    async def send_lines(self, lines: Sequence[bytes]) -> None:
+        for line in lines:
+            await self.bridge.answer(line)
+
+    async def run(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> bool:
+        return False  # nothing to carry: the editor is answered as it writes
+
+    def drop(self) -> None:
+        """No socket to let go."""
+
+
 class _RelayObserver(PumpObserver):
     """The bridge's pumps: counted and logged; a response from the agent settles its request."""
 
@@ -389,15 +331,6 @@ class _RelayObserver(PumpObserver):
             if not self.in_flight:
                 self.settled.set()
         super().frame(outcome)
-
-
-def _why(exc: BaseException) -> str:
-    """The words for a failed opening of the resume profile."""
-    if isinstance(exc, ConnectionClosed) and exc.rcvd is not None:
-        return f"the relay closed the socket: {exc.rcvd.reason or exc.rcvd.code}"
-    if isinstance(exc, TimeoutError):
-        return "no welcome from the relay within --open-timeout"
-    return str(exc)
 
 
 async def _unless_stopped(
@@ -419,7 +352,7 @@ async def _unless_stopped(
     return True
 
 
-async def run_bridge(config: BridgeConfig) -> int:
+async def run_bridge(config: DialConfig) -> int:
     """Bridge this process's stdio to the relay; SIGTERM and SIGINT end it like stdin EOF,
     but at once: what the editor is still owed is answered with an error."""
     stop = asyncio.Event()

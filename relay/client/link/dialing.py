@@ -1,8 +1,11 @@
-"""``connect``'s socket to the relay: its configuration, the handshake, and why it failed.
+"""A client's socket to the relay: its configuration, the handshake, and why it failed.
 
-The I/O edge of :mod:`relay.core.editorerrors`: opens the WebSocket (the ticket in the header or
-the query string, the subprotocols offered), and turns a failed handshake or an ended
-socket into the :class:`relay.core.editorerrors.Failure` the editor will be shown.
+Every client dials here (``connect``, ``watch``, each thread of ``chat``): :func:`ticket_for`
+gets the ticket for the next socket, :func:`dial` opens the WebSocket (the ticket in the
+header or the query string, the kinds of socket offered) and says what kind the relay's
+choice made it (:func:`relay.core.subprotocols.selected_kind`). The I/O edge of
+:mod:`relay.core.editorerrors`: a failed handshake or an ended socket becomes the
+:class:`relay.core.editorerrors.Failure` the client will be shown.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMessage, InvalidStatus
 from websockets.typing import Subprotocol
 
 from relay import __version__
-from relay.client.link.ticketsource import TicketSource
+from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
 from relay.config import defaults
 from relay.core.editorerrors import (
     PLAIN_TO_A_TLS_PORT,
@@ -34,6 +37,7 @@ from relay.core.editorerrors import (
     connection_closed,
     http_refusal,
 )
+from relay.core.subprotocols import SocketKind, selected_kind
 from relay.core.ticketurls import with_ticket
 from relay.streams.wsadapter import peer_closed_first
 
@@ -41,11 +45,18 @@ CLOSE_TIMEOUT = 2.0  # seconds to wait for the relay's close frame
 USER_AGENT = f"acp-relay-connect/{__version__}"
 
 TicketIn = Literal["header", "query"]
+Offer = tuple[SocketKind, ...]
+"""The kinds of socket a client offers, in its order of preference; none: no subprotocol
+at all, plain ACP, which every relay speaks."""
+PLAIN_ONLY: Offer = ()
+RESUMABLE_OR_PLAIN: Offer = (SocketKind.RESUMABLE, SocketKind.PLAIN)
+WATCHING: Offer = (SocketKind.WATCHER,)
 
 
 @dataclass(frozen=True)
-class BridgeConfig:
-    """What ``connect`` needs, resolved; ``url`` never carries the ticket."""
+class DialConfig:
+    """How a client dials the relay (``connect``, ``watch``, each thread of ``chat``), from
+    the dialing flags (:mod:`relay.cli.dialflags`); ``url`` never carries the ticket."""
 
     url: str
     ticket: TicketSource
@@ -59,8 +70,38 @@ class BridgeConfig:
     resume: bool = True  # offer the resume profile (when the ticket can be fetched again)
 
 
-async def open_socket(
-    config: BridgeConfig, ticket: str, subprotocols: Sequence[str] | None = None
+@dataclass(frozen=True)
+class Dialed:
+    """A socket the relay accepted, and the kind its choice of subprotocol made it."""
+
+    ws: ClientConnection
+    kind: SocketKind
+
+
+async def ticket_for(config: DialConfig) -> str | Failure:
+    """The ticket for the next socket (fetched anew from a command or a file), or why
+    there is none."""
+    try:
+        return await fetch_ticket(config.ticket)
+    except TicketUnavailable as exc:
+        return cannot_connect(config.url, "ticket", str(exc))
+
+
+async def dial(config: DialConfig, ticket: str, offer: Offer) -> Dialed | Failure:
+    """Open a socket offering ``offer``: the kind the relay made it, or why it could not."""
+    try:
+        ws = await _open_socket(config, ticket, [kind.value for kind in offer] or None)
+    except (InvalidHandshake, OSError) as exc:
+        return connect_failure(exc, config, watching=SocketKind.WATCHER in offer)
+    except ConnectionClosed:  # closed before the request went out: the next try may do
+        return cannot_connect(config.url, "handshake", "the connection closed at once")
+    kind = selected_kind(ws.subprotocol)
+    assert kind is not None, "websockets refuses a subprotocol that was not offered"
+    return Dialed(ws, kind)
+
+
+async def _open_socket(
+    config: DialConfig, ticket: str, subprotocols: Sequence[str] | None = None
 ) -> ClientConnection:
     """Open the WebSocket to the relay, the ticket in the header or the query string."""
     url, headers = config.url, list(config.headers)
@@ -85,7 +126,7 @@ async def open_socket(
 
 
 def connect_failure(
-    exc: InvalidHandshake | OSError, config: BridgeConfig, *, watching: bool = False
+    exc: InvalidHandshake | OSError, config: DialConfig, *, watching: bool = False
 ) -> Failure:
     """Why the socket could not be opened, in the words the editor will show (``watching``:
     a watcher's socket, :mod:`relay.client.watch`)."""
@@ -105,7 +146,7 @@ def connect_failure(
     return cannot_connect(url, cause, detail)
 
 
-def _os_error_cause(exc: OSError, config: BridgeConfig) -> tuple[Cause, str]:
+def _os_error_cause(exc: OSError, config: DialConfig) -> tuple[Cause, str]:
     if isinstance(exc, socket.gaierror):
         return "dns", exc.strerror or str(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
@@ -153,7 +194,7 @@ def _errno(exc: OSError) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def close_failure(ws: ClientConnection, config: BridgeConfig) -> Failure:
+def close_failure(ws: ClientConnection, config: DialConfig) -> Failure:
     """Why the open socket ended, from the close frames received and sent."""
     protocol = ws.protocol
     received, sent = protocol.close_rcvd, protocol.close_sent

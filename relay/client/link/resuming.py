@@ -1,13 +1,14 @@
-"""``connect``'s side of the resume profile: one logical connection over successive sockets.
+"""The client's side of the resume profile: one logical connection over successive sockets.
 
 When the relay selects ``acp-relay.resume.v1``, :class:`ResumingLink` carries the
-editor's lines as numbered messages and the relay's records back as lines, acknowledging
-them. When the socket is lost without a close frame from the relay (a reset, an EOF, a
-heartbeat or a send that went unanswered), it reconnects with backoff and jitter, with a
-fresh ticket each time, for as long as the relay's advertised grace allows; the editor
-notices a pause only: what it writes meanwhile is kept (bounded, then its pipe waits)
-and delivered once after the resume, and the records it missed are replayed without
-gaps or duplicates. Only when resuming fails does it get the bridge's JSON-RPC errors.
+client's lines (``connect``'s editor's, or a chat thread's) as numbered messages and the
+relay's records back as lines, acknowledging them. When the socket is lost without a
+close frame from the relay (a reset, an EOF, a heartbeat or a send that went unanswered),
+it reconnects with backoff and jitter, with a fresh ticket each time, for as long as the
+relay's advertised grace allows; the editor notices a pause only: what it writes
+meanwhile is kept (bounded, then its pipe waits) and delivered once after the resume, and
+the records it missed are replayed without gaps or duplicates. Only when resuming fails
+does it get the bridge's JSON-RPC errors.
 
 A relay that breaks the profile (a binary frame, a frame that is not UTF-8, a bad header
 or welcome) gets the profile's close and is not resumed: the same frames would come
@@ -16,8 +17,9 @@ and is resumed ever more slowly (:class:`relay.core.windows.Outage`). While resu
 the editor's stop or end of stdin is watched too: nothing owed, connect ends at once.
 
 The frames and the bookkeeping are :mod:`relay.core.resumeprofile`'s; this module does the I/O.
-The editor's side (stdin, stdout, the answers owed) is the bridge's, seen through
-:class:`EditorSide`: what the link needs of it, and no more.
+The client's side (the editor's stdin and stdout and the answers it is owed, or a chat
+thread) is seen through :class:`relay.client.link.ends.ClientSide`: what the link needs of
+it, and no more. The link is opened by :mod:`relay.client.link.opening`.
 """
 
 from __future__ import annotations
@@ -26,17 +28,17 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
-from typing import Any, Protocol
 
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 
 from relay.acp.outcome import Forward, judge_text
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.client.link.ticketsource import TicketUnavailable, fetch_ticket
+from relay.client.link.dialing import RESUMABLE_OR_PLAIN, close_failure, dial, ticket_for
+from relay.client.link.ends import ClientSide
 from relay.core.editorerrors import (
     RELAY_BROKE,
     Close,
@@ -58,27 +60,25 @@ from relay.core.resumeprofile import (
     parse_relay_frame,
     parse_welcome,
 )
+from relay.core.subprotocols import SocketKind
 from relay.core.windows import Outage, Received, Sent
-from relay.observe.logs import Logger
-from relay.observe.observer import PumpObserver
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
 MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
 MAX_KEPT_BYTES = 16 * 1024 * 1024
 ACK_DELAY = 0.1  # seconds a record's acknowledgement may wait for a message to ride on
-SUBPROTOCOLS = (PROFILE, "acp.v1")
 RESEND_BATCH = 64  # messages re-sent in one socket write after a resume
 FINAL_CLOSES = frozenset({CANNOT_RESUME, *RELAY_BROKE})  # a resume closed so is not retried
+NOT_RESUMABLE = "the relay does not offer resuming (acp.v1 selected)"
 
 
 async def start_profile(ws: ClientConnection, first: dict[str, object]) -> Welcome:
-    """Send the profile's first frame on ``ws`` and read the relay's welcome.
+    """Send the profile's first frame on ``ws`` (a socket the relay made resumable) and read
+    the relay's welcome.
 
     Callers bound the wait (the relay answers within its open timeout). A welcome that
     breaks the profile closes ``ws`` with the profile's error before ProfileError is raised.
     """
-    if ws.subprotocol != PROFILE:
-        raise ProfileError("the relay does not offer resuming (acp.v1 selected)")
     await ws.send(json.dumps(first, separators=(",", ":")))
     frame = await ws.recv()  # text is UTF-8, or websockets closes with 1007
     try:
@@ -95,72 +95,28 @@ async def close_broken(ws: ClientConnection, exc: ProfileError) -> None:
     await ws.close(PROFILE_ERROR, close_reason(f"breaks {PROFILE}: {exc}"))
 
 
-class LineSink(Protocol):
-    """Where the relay's lines go, in order: the editor's stdout, or a chat thread."""
-
-    async def write(self, line: bytes) -> bool:
-        """Take one line (waiting while the reader lags); False once the reader is gone."""
-
-    def flush(self) -> None:
-        """Pass on what :meth:`write` may hold back (the socket went)."""
-
-
-class EditorSide(Protocol):
-    """What the resuming link needs of the client's side of the connection: ``connect``'s
-    bridge (the editor's stdio), or one thread of ``acp-relay chat``."""
-
-    @property
-    def config(self) -> BridgeConfig: ...
-
-    @property
-    def log(self) -> Logger: ...
-
-    @property
-    def observer(self) -> PumpObserver: ...
-
-    def lines_out(self) -> LineSink:
-        """Where the relay's lines go (made once per link)."""
-
-    def note_request(self, line: bytes) -> None:
-        """An editor line goes to the relay (a request among them awaits its answer)."""
-
-    def ticket_fetched(self, ticket: str) -> None:
-        """A ticket was read (it must reach no log line)."""
-
-    async def carry(
-        self,
-        ws: ClientConnection,
-        downstream: Coroutine[Any, Any, bool],
-        upstream: asyncio.Task[None],
-        stop: asyncio.Event,
-    ) -> Failure | None:
-        """Carry both ways over ``ws`` until the editor is done (None) or the socket is lost."""
-
-    async def fail(self, failure: Failure) -> None:
-        """Every editor request gets ``failure`` from now on."""
-
-    async def editor_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
-        """While the relay is away: return once the editor no longer waits for it (why)."""
-
-    async def answer_owed(self, why: str) -> None:
-        """connect is closing: every request still owed an answer gets the closing error."""
-
-
 class ResumingLink:
-    """The editor's lines over the resume profile, across as many sockets as it takes."""
+    """The client's lines over the resume profile, across as many sockets as it takes."""
 
-    def __init__(self, editor: EditorSide, ws: ClientConnection, welcome: Welcome) -> None:
-        self.editor = editor
+    def __init__(
+        self,
+        client: ClientSide,
+        ws: ClientConnection,
+        welcome: Welcome,
+        received: Received | None = None,
+    ) -> None:
+        self.client = client
         self.ws = ws
         self.welcome = welcome
         self.sent = Sent(MAX_KEPT_MESSAGES, MAX_KEPT_BYTES)
-        self.received = Received()
+        self.received = Received() if received is None else received  # and acknowledged
         self.frames = self._frames(ws)
-        self.stdout = editor.lines_out()
+        self.lines = client.lines_out()
         self.attached = asyncio.Event()
         self.attached.set()
         self._room = asyncio.Event()
         self._room.set()
+        self.failed = False  # the link cannot go on: lines waiting for room go back to the client
         self._ack_timer: asyncio.TimerHandle | None = None
         self._sending = asyncio.Lock()  # messages go out in number order, resends first
         self._rng = random.Random()
@@ -168,21 +124,25 @@ class ResumingLink:
         self.lost_at = ""  # the outage's first loss, as the editor is told it
         self.grace = welcome.grace  # the grace in force at that loss
 
-    # -- the editor's lines ---------------------------------------------------------------
+    # -- the client's lines ---------------------------------------------------------------
 
     async def send_lines(self, lines: Sequence[bytes]) -> None:
         """Number and keep each line; send it now, or after the resume if no socket is up.
 
         Past the bound of kept messages, this waits for acknowledgements (the editor then
-        waits on its pipe).
+        waits on its pipe); should the link fail meanwhile, the lines not taken go back to
+        the client (:meth:`relay.client.link.ends.ClientSide.unsent`).
         """
-        for line in lines:
+        for index, line in enumerate(lines):
             while not self.sent.has_room():
+                if self.failed:
+                    await self.client.unsent(lines[index:])
+                    return
                 self._room.clear()
                 await self._room.wait()
             async with self._sending:
                 seq = self.sent.number(line)
-                self.editor.note_request(line)
+                self.client.note_request(line)
                 if self.attached.is_set():
                     await self._send([message_frame(seq, line, self.received.ack())])
 
@@ -193,32 +153,36 @@ class ResumingLink:
                 await self.frames.send_frames(batch)
 
     def _frames(self, ws: ClientConnection) -> TextFrames:
-        config = self.editor.config
+        config = self.client.config
         stall = stall_timeout(config.ping_interval, config.ping_timeout)
-        return TextFrames(ws, stall, self.editor.observer.send_stalled)
+        return TextFrames(ws, stall, self.client.observer.send_stalled)
+
+    def drop(self) -> None:
+        """Abort the socket without a close: the relay keeps the connection for its grace."""
+        self.ws.transport.abort()
 
     # -- the relay's records -------------------------------------------------------------
 
     async def run(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> bool:
-        """Carry the connection until the editor is done (True) or it cannot go on (False)."""
+        """Carry the connection until the client is done (True) or it cannot go on (False)."""
         while True:
             ws = self.ws
-            lost = await self.editor.carry(ws, self._receive(ws), upstream, stop)
+            lost = await self.client.carry(ws, self._receive(ws), upstream, stop)
             if lost is None:
                 return True
             if not _may_resume(ws):
-                await self.editor.fail(lost)
+                await self._fail(lost)
                 return False
             ended = await self._resume(lost, upstream, stop)
             if ended is not None:
                 return ended
 
     async def _receive(self, ws: ClientConnection) -> bool:
-        """Records to the editor's stdout, in order, each once; acknowledged as they come.
+        """Records to the client's lines, in order, each once; acknowledged as they come.
 
-        Returns when the socket goes (True), or when stdout is gone (False). A frame that
-        breaks the profile closes the socket (1002); text that is not UTF-8 is websockets'
-        to refuse (1007).
+        Returns when the socket goes (True), or when the client's reader is gone (False). A
+        frame that breaks the profile closes the socket (1002); text that is not UTF-8 is
+        websockets' to refuse (1007).
         """
         try:
             while True:
@@ -235,15 +199,21 @@ class ResumingLink:
                 if line is None:
                     continue
                 outcome = judge_text(line)
-                if isinstance(outcome, Forward) and not await self.stdout.write(outcome.line):
-                    return False  # the editor's stdout is gone
-                self.editor.observer.frame(outcome)
+                if isinstance(outcome, Forward) and not await self.lines.write(outcome.line):
+                    return False  # the client's reader is gone
+                self.client.observer.frame(outcome)
                 self._acknowledge_soon(ws)
         except ConnectionClosed:
-            self.stdout.flush()
+            self.lines.flush()
         except ProfileError as exc:
-            await close_broken(ws, exc)  # the editor is told by the close's failure
+            await close_broken(ws, exc)  # the client is told by the close's failure
         return True
+
+    async def _fail(self, failure: Failure) -> None:
+        """The link cannot go on: the client is told why; lines waiting for room go back."""
+        await self.client.fail(failure)
+        self.failed = True
+        self._room.set()
 
     def _acknowledge_soon(self, ws: ClientConnection) -> None:
         if self.received.due():
@@ -267,21 +237,21 @@ class ResumingLink:
         self, lost: Failure, upstream: asyncio.Task[None], stop: asyncio.Event
     ) -> bool | None:
         """Reconnect within the grace: None once resumed; else what :meth:`run` returns,
-        True when the editor was done first, False when resuming failed (editor told)."""
+        True when the client was done first, False when resuming failed (client told)."""
         self.attached.clear()
         if self.outage.lost(time.monotonic(), self.welcome.grace):
             self.lost_at, self.grace = time.strftime("%H:%M:%S"), self.welcome.grace
-            self.editor.log.warning(
+            self.client.log.warning(
                 "lost the relay, resuming", reason=lost.message, grace=self.grace
             )
         else:
-            self.editor.log.warning(
+            self.client.log.warning(
                 "lost the relay again right after resuming: resuming more slowly",
                 reason=lost.message,
                 quick_losses=self.outage.flaps,
             )
         attempts = asyncio.create_task(self._attempts(lost))
-        gone = asyncio.create_task(self.editor.editor_gone(upstream, stop))
+        gone = asyncio.create_task(self.client.client_gone(upstream, stop))
         try:
             await asyncio.wait({attempts, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -291,13 +261,13 @@ class ResumingLink:
         if not attempts.cancelled():
             result = attempts.result()
             if isinstance(result, Failure):
-                await self.editor.fail(result)
+                await self._fail(result)
                 return False
             await self._resumed(result)
             return None
         why = gone.result()
-        self.editor.log.warning("gave up resuming: the editor is done", reason=why)
-        await self.editor.answer_owed(why)
+        self.client.log.warning("gave up resuming: the editor is done", reason=why)
+        await self.client.answer_owed(why)
         return True
 
     async def _attempts(self, lost: Failure) -> Failure | tuple[ClientConnection, Welcome]:
@@ -311,15 +281,14 @@ class ResumingLink:
             why = result
             if result.data.get("closeCode") in FINAL_CLOSES:
                 break  # the relay no longer has the connection, or it or connect broke it
-        return could_not_resume(self.editor.config.url, self.lost_at, self.grace, why)
+        return could_not_resume(self.client.config.url, self.lost_at, self.grace, why)
 
     async def _try_resume(self) -> Failure | tuple[ClientConnection, Welcome]:
-        config = self.editor.config
-        try:
-            ticket = await fetch_ticket(config.ticket)
-        except TicketUnavailable as exc:
-            return cannot_connect(config.url, "ticket", str(exc))
-        self.editor.ticket_fetched(ticket)
+        config = self.client.config
+        ticket = await ticket_for(config)
+        if isinstance(ticket, Failure):
+            return ticket
+        self.client.ticket_fetched(ticket)
         first = {
             "type": "resume",
             "connection": self.welcome.connection,
@@ -327,12 +296,13 @@ class ResumingLink:
             "ack": self.received.last,
             "sent": self.sent.last,
         }
-        try:
-            ws = await open_socket(config, ticket, SUBPROTOCOLS)
-        except (InvalidHandshake, OSError) as exc:
-            return connect_failure(exc, config)
-        except ConnectionClosed:  # closed before the request went out: the next try may do
-            return cannot_connect(config.url, "handshake", "the connection closed at once")
+        dialed = await dial(config, ticket, RESUMABLE_OR_PLAIN)
+        if isinstance(dialed, Failure):
+            return dialed
+        ws = dialed.ws
+        if dialed.kind is not SocketKind.RESUMABLE:  # a relay that no longer resumes
+            await ws.close(CloseCode.NORMAL_CLOSURE)
+            return _broke_profile(cannot_connect(config.url, "handshake", NOT_RESUMABLE))
         try:
             async with asyncio.timeout(config.open_timeout):
                 return ws, await start_profile(ws, first)
@@ -346,12 +316,11 @@ class ResumingLink:
                  "closeReason": close.reason},
             )  # fmt: skip
         except ProfileError as exc:  # the socket is closed with 1002
-            failure = cannot_connect(config.url, "handshake", str(exc))
-            return replace(failure, data={**failure.data, "closeCode": PROFILE_ERROR})
+            return _broke_profile(cannot_connect(config.url, "handshake", str(exc)))
         except TimeoutError:
             ws.transport.abort()
             return cannot_connect(config.url, "handshake", "no welcome")
-        except asyncio.CancelledError:  # the editor is gone: this socket goes too
+        except asyncio.CancelledError:  # the client is gone: this socket goes too
             ws.transport.abort()
             raise
 
@@ -366,7 +335,7 @@ class ResumingLink:
             again = self.sent.after(welcome.received)
             self._room.set()
             self.received.acked = welcome.next - 1  # what the relay knows the client has
-            self.editor.log.info("resumed", gap_seconds=round(gap, 3), messages_resent=len(again))
+            self.client.log.info("resumed", gap_seconds=round(gap, 3), messages_resent=len(again))
             for start in range(0, len(again), RESEND_BATCH):
                 chunk = again[start : start + RESEND_BATCH]
                 await self._send([message_frame(seq, line) for seq, line in chunk])
@@ -381,3 +350,8 @@ def _may_resume(ws: ClientConnection) -> bool:
         None if received is None else Close(int(received.code), received.reason),
         None if sent is None else Close(int(sent.code), sent.reason),
     )
+
+
+def _broke_profile(failure: Failure) -> Failure:
+    """``failure`` as a resume the profile ended (1002): not tried again."""
+    return replace(failure, data={**failure.data, "closeCode": PROFILE_ERROR})

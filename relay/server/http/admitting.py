@@ -31,7 +31,7 @@ from relay.config.resolved import RelayConfig
 from relay.core.admission import Refusal, admit, ticket_from_request
 from relay.core.handshake import Shape, check_upgrade, duplicated
 from relay.core.subprotocols import SocketKind
-from relay.core.tickets import MIN_NONCE_BYTES, Claims, ReplayGuard, mint, new_nonce
+from relay.core.tickets import Claims, ReplayGuard, issue
 from relay.observe.logs import Logger
 from relay.observe.stats import RelayStats
 from relay.server.connections.attachments import Attachment
@@ -207,10 +207,10 @@ class Upgrades:
         """A fresh ticket for the dev console's page (or, with ``watch``, for a watcher of
         that connection), with the relay's own clock and randomness."""
         policy = self.config.policy
-        return mint(
+        return issue(
             policy.secrets[0],
-            now=self.clock(),
-            nonce=new_nonce(os.urandom(MIN_NONCE_BYTES)),
+            clock=self.clock,
+            randomness=os.urandom,
             subject="dev-console",
             audience=policy.audience,
             watch=watch,

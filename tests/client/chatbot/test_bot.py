@@ -14,7 +14,7 @@ from relay.client.chatbot.bot import ChatBot, ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State
-from relay.client.link.dialing import BridgeConfig
+from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe import logs
 from tests.support.agents import CHATTY, DEMO_AGENT
@@ -243,7 +243,7 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
 ) -> None:
     """The sync can bring a reaction on a request's message before the bot's send of that
     message has returned: the reaction waits (bounded) and reaches the request once kept."""
-    dial = BridgeConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
+    dial = DialConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
     config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
                         rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
                         dial=dial, cwd="/", state=str(tmp_path / "chat.sqlite"))  # fmt: skip

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from relay.client.editor.bridge import ANSWER_WAIT_SECONDS
+from relay.client.link.resuming import MAX_KEPT_MESSAGES
+from relay.core.resumeprofile import CANNOT_RESUME
 from tests.support.agents import AGENTS, ECHO_AGENT, STREAM, STUBBORN
 from tests.support.connect import (
     TICKET_COMMAND,
@@ -324,6 +326,28 @@ async def test_a_welcome_with_absurd_limits_breaks_the_profile(
     assert failures_logged(ed) == [message]
 
 
+async def never_welcomes(sock: HostileSocket) -> None:
+    """Take the socket, never answer its open frame."""
+    await sock.ws.wait_closed()
+
+
+async def test_a_relay_that_never_welcomes_is_let_go_at_the_open_timeout() -> None:
+    """No welcome within --open-timeout: the editor's request gets the error saying so, and
+    connect lets that socket go at once rather than holding it open until it exits."""
+    async with (
+        hostile_relay(never_welcomes) as relay,
+        editor(relay.url(), *HOSTILE[:2], "--open-timeout", "1", env=connect_env()) as ed,
+    ):
+        await ed.send(request(1, "initialize"))
+        answer = await ed.receive()
+        await until(lambda: relay.closes, "the unwelcomed socket to go while connect runs")
+        await ed.close_stdin()
+        assert await ed.exit_status() == 1
+    why = "no welcome from the relay within --open-timeout"
+    assert (answer["id"], answer["error"]["data"]["detail"]) == (1, why)
+    assert relay.closes == [None]
+
+
 async def resume_welcomed_with_an_infinite_grace(sock: HostileSocket) -> None:
     """The first socket is welcomed and dropped after the editor's first message; resumes
     are welcomed with an infinite grace."""
@@ -351,6 +375,70 @@ async def test_a_resume_welcome_that_breaks_the_profile_ends_resuming_at_once() 
     assert status == 1
     assert relay.closes[1:] == [(1002, f"breaks acp-relay.resume.v1: {why}")]
     assert len(relay.sockets) == 2
+
+
+async def plain_after_a_drop(sock: HostileSocket) -> None:
+    """The first socket is welcomed and dropped after the editor's first message; the next
+    ones are plain ACP (the relay no longer resumes) and wait for connect's close."""
+    if sock.index == 0:
+        await sock.welcome()
+        await sock.message()
+        sock.drop()
+        return
+    await sock.ws.wait_closed()
+
+
+async def test_a_resume_the_relay_answers_with_plain_acp_is_closed_and_not_tried_again() -> None:
+    """The relay selects acp.v1 for a resume: connect closes that socket (1000) at once, tries
+    no other, and answers the request in flight with the could-not-resume error saying why."""
+    async with (
+        hostile_relay(plain_after_a_drop, plain_from=1) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        [answer], status = await ask_then_leave(ed, request(1, "session/prompt"))
+    assert answer["id"] == 1
+    assert answer["error"]["data"]["cause"] == "resume"
+    assert answer["error"]["message"].endswith(
+        "did not accept a WebSocket: the relay does not offer resuming (acp.v1 selected)"
+    )
+    assert status == 1
+    assert relay.closes == [None, (1000, "")]
+
+
+async def keeps_every_message_then_refuses_resumes(sock: HostileSocket) -> None:
+    """The first socket is welcomed and never acknowledges: once connect has sent all it
+    may keep unacknowledged, it is dropped; every resume is refused (4404)."""
+    if sock.index == 0:
+        await sock.welcome(grace=30)
+        for _ in range(MAX_KEPT_MESSAGES):
+            await sock.message()
+        sock.drop()
+        return
+    await sock.ws.close(CANNOT_RESUME, "no such connection")
+
+
+async def test_lines_waiting_for_room_when_resuming_fails_are_answered() -> None:
+    """The editor wrote past what connect keeps unacknowledged when the relay went, and the
+    resume is refused: the lines that waited for room are read after all (a request among
+    them answered with the failure), and stdin's end ends connect; nothing hangs."""
+    async with (
+        hostile_relay(keeps_every_message_then_refuses_resumes) as relay,
+        editor(relay.url(), *HOSTILE, env=connect_env()) as ed,
+    ):
+        lines = [notification(i) for i in range(MAX_KEPT_MESSAGES + 10)] + [request(7)]
+        writing = asyncio.create_task(send_all(ed, lines))
+        answer = await ed.receive()
+        await writing
+        await ed.close_stdin()
+        assert await ed.exit_status() == 1
+    assert answer["id"] == 7
+    assert answer["error"]["data"]["cause"] == "resume"
+    assert answer["error"]["data"]["closeCode"] == CANNOT_RESUME
+
+
+async def send_all(ed: Editor, messages: list[dict[str, Any]]) -> None:
+    for message in messages:
+        await ed.send(message)
 
 
 def welcomes_then_drops(grace: float) -> Behaviour:

@@ -1,5 +1,6 @@
-"""The team answers an editor's session: ``@bot share CONNECTION_ID`` follows a connection
-that ``acp-relay connect`` drives, and the relay's first answer wins between the two."""
+"""relay.client.chatbot.watchthread: the team answers an editor's session. ``@bot share
+CONNECTION_ID`` follows a connection that ``acp-relay connect`` drives, and the relay's
+first answer wins between the two."""
 
 from __future__ import annotations
 

@@ -1,64 +1,44 @@
 """One thread's relay connection: a ResumingLink with the thread as its client side.
 
 Dials the relay as ``connect`` does (:mod:`relay.client.link.dialing`, a ticket per socket
-from :mod:`relay.client.link.ticketsource`) and carries the resume profile with
+from :mod:`relay.client.link.ticketsource`), needing the resume profile
+(:func:`relay.client.link.opening.resumable_socket`), and carries it with
 :class:`relay.client.link.resuming.ResumingLink`, this thread being its
-:class:`relay.client.link.resuming.EditorSide`: the agent's lines go to the thread's ACP
+:class:`relay.client.link.ends.ClientSide`: the agent's lines go to the thread's ACP
 client (:class:`relay.chat.session.ChatSession`), what it asks goes back over the link.
 
 What a restart needs is kept as it goes (:mod:`relay.client.chatbot.state`): the
-connection and its resume secret once welcomed, each line to the agent before it is
-sent, and at each round of edits where the link stands and what the thread shows. The
-relay is told a record was received only once that is kept (:class:`Kept`), so a bot
-killed at any moment resumes from what it kept and the relay still has the rest.
+connection and its resume secret once welcomed, and through the thread's
+:class:`relay.client.chatbot.keptlink.KeptLink` each line to the agent before it is sent,
+and at each round of edits where the link stands and what the thread shows. Until the
+link is open, and if it never is, the thread's link is
+:class:`relay.client.chatbot.keptlink.Unlinked`: answers are kept, nothing is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from contextlib import suppress
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.chat.session import ChatSession, Step
+from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
 from relay.client.chatbot.showing import Bot, Showing
 from relay.client.chatbot.state import ThreadRow
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.client.link.resuming import SUBPROTOCOLS, ResumingLink, start_profile
-from relay.client.link.ticketsource import (
-    TicketSource,
-    TicketUnavailable,
-    fetch_ticket,
-    run_ticket_command,
-)
+from relay.client.link.dialing import DialConfig, close_failure, ticket_for
+from relay.client.link.opening import OPEN, resumable_socket, welcomed
+from relay.client.link.resuming import ResumingLink, start_profile
+from relay.client.link.ticketsource import TicketSource, TicketUnavailable, run_ticket_command
 from relay.core.editorerrors import Failure, cannot_connect
-from relay.core.resumeprofile import PROFILE, ProfileError, ack_frame
-from relay.core.windows import Received
+from relay.core.resumeprofile import ProfileError, Welcome
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
-
-
-class Kept(Received):
-    """The records received, acknowledged only up to the last one the state file keeps."""
-
-    def __init__(self, kept: int = 0) -> None:
-        super().__init__()
-        self.last = self.acked = self.kept = kept
-
-    def due(self) -> bool:
-        return self.kept - self.acked >= self.ack_every
-
-    def ack(self) -> int | None:
-        if self.kept <= self.acked:
-            return None
-        self.acked = self.kept
-        return self.kept
 
 
 class SessionThread:
@@ -67,7 +47,7 @@ class SessionThread:
     def __init__(
         self,
         bot: Bot,
-        dial: BridgeConfig,
+        dial: DialConfig,
         room: str,
         root: str,
         session: ChatSession,
@@ -84,17 +64,16 @@ class SessionThread:
         self.showing.checkpoint = self.checkpoint
         self.log: Logger = bot.log.bind(thread=root)
         self.observer = PumpObserver(self.log, Counters(), Counters())
-        self.link: ResumingLink | None = None
+        self.link: KeptLink | Unlinked = Unlinked(bot.state)
         self.ended = asyncio.Event()  # the thread is over: the connection closes with 1000
         self.ready = asyncio.Event()  # the link is up, or will never be
         self.ticket: str | None = None
-        self._sending = asyncio.Lock()
         self._in_record = False  # an agent line is being carried out
         self._checkpoint_due = False
         self._task: asyncio.Task[None] | None = None
 
     @property
-    def config(self) -> BridgeConfig:
+    def config(self) -> DialConfig:
         return self.dial
 
     # -- the thread's life ---------------------------------------------------------------
@@ -108,21 +87,20 @@ class SessionThread:
         """The connection of a thread the bot ran before it restarted: resumed."""
         self._start(self._resumed(row))
 
-    def _start(self, opening: Coroutine[Any, Any, ResumingLink | None]) -> None:
+    def _start(self, opening: Coroutine[Any, Any, None]) -> None:
         self.showing.start()
         self._task = asyncio.create_task(self._life(opening))
 
-    async def _life(self, opening: Coroutine[Any, Any, ResumingLink | None]) -> None:
+    async def _life(self, opening: Coroutine[Any, Any, None]) -> None:
         try:
-            link = await opening
+            await opening
         finally:
             self.ready.set()
-        if link is not None:
-            upstream = asyncio.create_task(self._until_ended())
-            try:
-                await link.run(upstream, self.ended)
-            finally:
-                upstream.cancel()
+        upstream = asyncio.create_task(self._until_ended())
+        try:
+            await self.link.run(upstream, self.ended)
+        finally:
+            upstream.cancel()
         await self.showing.no_longer_pending("the connection ended")
         self.ended.set()
         await self.showing.round()
@@ -136,8 +114,7 @@ class SessionThread:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self.link is not None:
-            self.link.ws.transport.abort()
+        self.link.drop()
         await self.showing.stop()
 
     def end(self, by: str) -> None:
@@ -150,62 +127,64 @@ class SessionThread:
 
     # -- opening and resuming ----------------------------------------------------------------
 
-    async def _opened(self) -> ResumingLink | None:
-        ticket = None
-        if self.connect_command is not None:
-            ticket = await self._box()
-            if ticket is None:
-                return None
-        ws = await self._dial(ticket)
+    async def _opened(self) -> None:
+        ticket = await self._box() if self.connect_command is not None else await self._ticket()
+        ws = None if ticket is None else await self._resumable(ticket)
         if ws is None:
-            return None
-        try:
-            async with asyncio.timeout(self.dial.open_timeout):
-                welcome = await start_profile(ws, {"type": "open"})
-        except (ConnectionClosed, ProfileError, TimeoutError) as exc:
-            await self.fail(cannot_connect(self.dial.url, "handshake", str(exc) or "no welcome"))
-            ws.transport.abort()
-            return None
+            return
+        welcome = await welcomed(ws, OPEN, self.dial)
+        if isinstance(welcome, Failure):
+            await self.fail(welcome)
+            return
         logs.redactor().add_secret(welcome.secret)
         self.bot.state.connected(self.root, welcome.connection, welcome.secret, welcome.grace)
         self.log.info("connection opened", connection=welcome.connection, grace=welcome.grace)
-        link = self.link = ResumingLink(self, ws, welcome)
-        link.received = Kept()
+        self._linked(ws, welcome, Kept())
         asyncio.get_running_loop().create_task(self._carry_out(self.session.start()))
-        return link
 
-    async def _resumed(self, row: ThreadRow) -> ResumingLink | None:
+    async def _resumed(self, row: ThreadRow) -> None:
         assert row.connection is not None
         assert row.secret is not None
         logs.redactor().add_secret(row.secret)
-        ws = await self._dial()
+        ticket = await self._ticket()
+        ws = None if ticket is None else await self._resumable(ticket)
         if ws is None:
-            return None
+            return
         first = {"type": "resume", "connection": row.connection, "secret": row.secret,
                  "ack": row.received, "sent": row.sent}  # fmt: skip
-        try:
-            async with asyncio.timeout(self.dial.open_timeout):
-                welcome = await start_profile(ws, first)
-        except ConnectionClosed as exc:
-            why = exc.rcvd.reason if exc.rcvd is not None else "the socket closed"
-            await self.fail(Failure(f"the connection could not be resumed: {why}", {}))
-            return None
-        except (ProfileError, TimeoutError) as exc:
-            await self.fail(cannot_connect(self.dial.url, "handshake", str(exc) or "no welcome"))
-            ws.transport.abort()
-            return None
+        welcome = await self._welcome_back(ws, first)
+        if welcome is None:
+            return
         self.log.info(
             "connection resumed after a restart",
             connection=row.connection,
             relay_received=welcome.received,
             resent_after=row.sent,
         )
-        link = self.link = ResumingLink(self, ws, welcome)
-        link.received = Kept(row.received)
-        link.sent.last = welcome.received
+        link = self._linked(ws, welcome, Kept(row.received))
+        link.sent.last = welcome.received  # what the relay has: later lines are numbered after
         again = self.bot.state.unacknowledged(self.root, welcome.received)
         if again:
-            asyncio.get_running_loop().create_task(self._send([line for _, line in again]))
+            asyncio.get_running_loop().create_task(self.link.send([line for _, line in again]))
+
+    async def _welcome_back(self, ws: ClientConnection, first: dict[str, Any]) -> Welcome | None:
+        """The relay's welcome to the resume of a connection kept over a restart; None when
+        it has none (the thread told why)."""
+        try:
+            async with asyncio.timeout(self.dial.open_timeout):
+                return await start_profile(ws, first)
+        except ConnectionClosed as exc:
+            why = exc.rcvd.reason if exc.rcvd is not None else "the socket closed"
+            await self.fail(Failure(f"the connection could not be resumed: {why}", {}))
+        except (ProfileError, TimeoutError) as exc:
+            await self.fail(cannot_connect(self.dial.url, "handshake", str(exc) or "no welcome"))
+            ws.transport.abort()
+        return None
+
+    def _linked(self, ws: ClientConnection, welcome: Welcome, received: Kept) -> ResumingLink:
+        """The link over ``ws``, welcomed, from now on this thread's (kept in the state file)."""
+        link = ResumingLink(self, ws, welcome, received)
+        self.link = KeptLink(link, received, self.bot.state, self.root)
         return link
 
     async def _box(self) -> str | None:
@@ -227,61 +206,37 @@ class SessionThread:
             self.dial, url=url, ticket=TicketSource(command=(*self.connect_command, url))
         )
         self.bot.state.set_url(self.root, url)
+        self.ticket_fetched(ticket)
         return ticket
 
-    async def _dial(self, ticket: str | None = None) -> ClientConnection | None:
-        try:
-            self.ticket = ticket or await fetch_ticket(self.dial.ticket)
-        except TicketUnavailable as exc:
-            await self.fail(cannot_connect(self.dial.url, "ticket", str(exc)))
+    async def _ticket(self) -> str | None:
+        """A ticket for the next socket; None when there is none (the thread told why)."""
+        ticket = await ticket_for(self.dial)
+        if isinstance(ticket, Failure):
+            await self.fail(ticket)
             return None
-        self.ticket_fetched(self.ticket)
-        try:
-            ws = await open_socket(self.dial, self.ticket, SUBPROTOCOLS)
-        except (InvalidHandshake, OSError) as exc:
-            await self.fail(connect_failure(exc, self.dial))
-            return None
-        if ws.subprotocol != PROFILE:
-            await ws.close(CloseCode.NORMAL_CLOSURE)
-            await self.fail(
-                cannot_connect(
-                    self.dial.url,
-                    "handshake",
-                    "the relay does not offer resuming, which acp-relay chat needs",
-                )
-            )
+        self.ticket_fetched(ticket)
+        return ticket
+
+    async def _resumable(self, ticket: str) -> ClientConnection | None:
+        """A resumable socket to the relay; None when there is none (the thread told why)."""
+        ws = await resumable_socket(self.dial, ticket, "acp-relay chat")
+        if isinstance(ws, Failure):
+            await self.fail(ws)
             return None
         return ws
 
     # -- lines to the agent ---------------------------------------------------------------------
 
     async def to_agent(self, line: bytes, request: str, decision: str) -> bool:
-        """The answer to a permission request, kept with its decision, then sent; False when
-        the request was decided already."""
+        """The answer to a permission request, kept with its decision, then sent (once the
+        link is open, if it opens); False when the request was decided already."""
         await self.ready.wait()
-        link = self.link
-        if link is None:
-            return self.bot.state.decide(request, decision)
-        async with self._sending:
-            seq = link.sent.last + 1
-            if not self.bot.state.decide(request, decision, (seq, line)):
-                return False
-            await link.send_lines([line])
-        return True
-
-    async def _send(self, lines: list[bytes]) -> None:
-        """Keep each line in the state file, then send it (numbered as the link numbers it)."""
-        link = self.link
-        if link is None:
-            return
-        async with self._sending:
-            for line in lines:
-                self.bot.state.outgoing(self.root, link.sent.last + 1, line)
-                await link.send_lines([line])
+        return await self.link.answer(line, request, decision)
 
     async def _carry_out(self, step: Step) -> None:
         if step.send:
-            await self._send(step.send)
+            await self.link.send(step.send)
         for request in step.requests:
             await self.showing.ask(request)
         if step.failed is not None:
@@ -291,28 +246,13 @@ class SessionThread:
 
     def checkpoint(self) -> None:
         """Keep where the link stands and what the thread shows; then acknowledge that."""
-        link = self.link
-        if link is None or not isinstance(link.received, Kept):
-            return
         if self._in_record:
             self._checkpoint_due = True  # after the record: the snapshot must include it whole
             return
         self._checkpoint_due = False
-        received = link.received
-        acked_by_relay = link.sent.last - len(link.sent)
-        self.bot.state.checkpoint(
-            self.root, link.sent.last, received.last, acked_by_relay, self.session.snapshot()
-        )
-        received.kept = received.last
-        ack = received.ack()
-        if ack is not None and link.attached.is_set():
-            asyncio.get_running_loop().create_task(self._ack(link, ack))
+        self.link.checkpoint(self.session.snapshot())
 
-    async def _ack(self, link: ResumingLink, ack: int) -> None:
-        with suppress(ConnectionClosed):
-            await link.frames.send_frames([ack_frame(ack)])
-
-    # -- EditorSide: what the resuming link needs -----------------------------------------
+    # -- ClientSide: what the resuming link needs -----------------------------------------
 
     def lines_out(self) -> SessionThread:
         return self
@@ -338,6 +278,9 @@ class SessionThread:
 
     def note_request(self, line: bytes) -> None:
         """Lines to the agent are kept in the state file instead."""
+
+    async def unsent(self, lines: Sequence[bytes]) -> None:
+        """The link failed: the thread ends, and so does what it would have sent."""
 
     def ticket_fetched(self, ticket: str) -> None:
         self.ticket = ticket
@@ -369,7 +312,7 @@ class SessionThread:
         self.log.warning("relay connection ended", **failure.log_fields())
         self.showing.say(f"⚠️ {failure.message}")
 
-    async def editor_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
+    async def client_gone(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> str:
         await stop.wait()
         return "the thread ended"
 

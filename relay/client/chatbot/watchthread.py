@@ -1,7 +1,8 @@
 """A thread that follows an editor's connection as its watcher (``share``), where the team
 answers the agent's permission requests beside the editor.
 
-Dials the relay as ``watch`` does (:mod:`relay.client.link.dialing`, the watch profile), with
+Dials the relay as ``watch`` does (:mod:`relay.client.link.dialing`, offering the watch
+profile), with
 a watcher's ticket from ``--watch-ticket-command`` (given the connection id as its last
 argument; each attach needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
 requests to the thread's :class:`relay.client.chatbot.showing.Showing`. An approver's
@@ -17,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.acp.refusals import id_key
@@ -25,15 +26,14 @@ from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
-from relay.client.link.dialing import BridgeConfig, close_failure, connect_failure, open_socket
-from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
+from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial, ticket_for
+from relay.client.link.ticketsource import TicketSource
 from relay.core import strictjson
-from relay.core.editorerrors import cannot_connect
-from relay.core.watchprofile import WATCH_PROFILE, read_frame
+from relay.core.editorerrors import Failure
+from relay.core.subprotocols import SocketKind
+from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
-
-HEADER_ROOM = 1024  # a frame is a line and its header
 
 
 class WatchThread:
@@ -42,7 +42,7 @@ class WatchThread:
     def __init__(
         self,
         bot: Bot,
-        dial: BridgeConfig,
+        dial: DialConfig,
         command: tuple[str, ...],
         room: str,
         root: str,
@@ -92,19 +92,19 @@ class WatchThread:
         self.start()
 
     async def _attach(self) -> bool:
-        try:
-            self.ticket = await fetch_ticket(self.dial.ticket)
-        except TicketUnavailable as exc:
-            self._said_failure(cannot_connect(self.dial.url, "ticket", str(exc)).message)
+        ticket = await ticket_for(self.dial)
+        if isinstance(ticket, Failure):
+            self._said_failure(ticket.message)
             return False
-        logs.redactor().add_ticket(self.ticket)
-        try:
-            self.ws = await open_socket(self.dial, self.ticket, [WATCH_PROFILE])
-        except (InvalidHandshake, OSError) as exc:
-            self._said_failure(connect_failure(exc, self.dial, watching=True).message)
+        self.ticket = ticket
+        logs.redactor().add_ticket(ticket)
+        dialed = await dial(self.dial, ticket, WATCHING)
+        if isinstance(dialed, Failure):
+            self._said_failure(dialed.message)
             return False
-        if self.ws.subprotocol != WATCH_PROFILE:
-            await self.ws.close(CloseCode.NORMAL_CLOSURE)
+        self.ws = dialed.ws
+        if dialed.kind is not SocketKind.WATCHER:
+            await dialed.ws.close(CloseCode.NORMAL_CLOSURE)
             self._said_failure(f"the relay at {self.dial.url} does not offer watching")
             return False
         self.log.info("watching a connection", connection=self.connection)
