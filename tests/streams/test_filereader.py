@@ -129,13 +129,21 @@ OPTIONS = {
     ),
 }
 CHAT = ["chat", NO_RELAY, "--homeserver", "http://127.0.0.1:1", "--user", "@bot:t", "--room",
-        "!r", "--approver", "@a:t", "--ticket-command", "true",
-        "--state", "never-opened.db"]  # fmt: skip
+        "!r", "--approver", "@a:t", "--ticket-command", "true"]  # fmt: skip
+
+
+def chat_with(flag: str, path: str) -> list[str]:
+    """chat's arguments with ``flag`` given ``path``; its state file in the test's own
+    folder (TMPDIR), should the command ever get as far as creating it."""
+    state = os.path.join(os.environ["TMPDIR"], "never-opened.db")
+    return [*CHAT, "--state", state, flag, path]
+
+
 OPTIONS |= {
     "chat --config": FileOption(
-        "--config", lambda path: [*CHAT, "--config", path], nested=DEEP_TOML
+        "--config", lambda path: chat_with("--config", path), nested=DEEP_TOML
     ),
-    "chat --token-file": FileOption("--token-file", lambda path: [*CHAT, "--token-file", path]),
+    "chat --token-file": FileOption("--token-file", lambda path: chat_with("--token-file", path)),
 }
 CASES = [
     (option, kind)
