@@ -91,7 +91,12 @@ def header(text: str) -> tuple[str, str]:
     name, sep, value = text.partition(":")
     name = name.strip()
     if not sep or not name or not set(name.lower()) <= _HEADER_NAME_CHARS:
-        raise UsageError(f"--header expects 'Name: value', got one starting {name[:40]!r}")
+        # Nothing of it is shown: with no colon, the whole text may be a pasted credential.
+        raise UsageError(
+            "--header expects 'Name: value' (a header name, a colon, the value); the one "
+            "given has no colon, no name or characters a header name cannot have (not shown: "
+            "it may hold a credential)"
+        )
     if any(c in value for c in "\r\n\0"):
         raise UsageError(f"--header {name}: the value has a line break or NUL")
     return name, value.strip()

@@ -58,7 +58,9 @@ def test_a_header_is_a_name_and_a_value(text: str, pair: tuple[str, str]) -> Non
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("X-No-Colon", "expects 'Name: value', got one starting 'X-No-Colon'"),
+        ("X-No-Colon", "expects 'Name: value'"),
+        (f"Bearer {SECRET}", "expects 'Name: value'"),
+        (SECRET, "expects 'Name: value'"),
         (f": {SECRET}", "expects 'Name: value'"),
         (f"Bad Name: {SECRET}", "expects 'Name: value'"),
         (f"X-Token: {SECRET}\r\nInjected: 1", "X-Token: the value has a line break or NUL"),
