@@ -124,7 +124,9 @@ async def test_a_silent_agent_still_gets_deliveries_acknowledged_soon() -> None:
         sent_all = time.monotonic() - started
         async with asyncio.timeout(5):
             assert await client.record() is None  # an ack alone, no record
-        assert sent_all >= 4 * ACK_DELAY
+        # asyncio may end a sleep up to its clock's resolution early: the premise is only
+        # that sending went on for several ACK_DELAYs
+        assert sent_all >= 3 * ACK_DELAY
         assert 0 < len(client.state.unacked) < 10, "the first ack came while sending went on"
         await client.close()
 
