@@ -207,6 +207,71 @@ async def test_agent_flooding_a_slow_client_loses_nothing(audit: LogAudit) -> No
     )
 
 
+# An agent's requests the relay must read (fs/* under --files box: it answers them), each
+# some 8 MB of values ([{},{},...]), three of them, once the client asks; an echo otherwise.
+DENSE_REQUESTS = 3
+DENSE_AGENT = python_agent(
+    r"""
+import json, sys
+out, inp = sys.stdout.buffer, sys.stdin.buffer
+first = inp.readline()
+if first.strip() != b'{"dense":true}':
+    out.write(first)
+    out.flush()
+    for line in inp:
+        out.write(line)
+        out.flush()
+    sys.exit()
+pad = b"{}," * 2_800_000
+for i in range(COUNT):
+    out.write(b'{"jsonrpc":"2.0","id":%d,"method":"fs/write_text_file","params":{"sessionId":'
+              b'"s","path":"/tmp/x","content":"","_meta":{"pad":[%s{}]}}}\n' % (i, pad))
+    out.flush()
+replies = [json.loads(inp.readline()) for _ in range(COUNT)]
+answered = {"answered": [r["id"] for r in replies], "codes": [r["error"]["code"] for r in replies]}
+out.write(json.dumps(answered).encode() + b"\n")
+out.flush()
+inp.read()
+""".replace("COUNT", str(DENSE_REQUESTS))
+)
+
+
+async def test_agent_requests_dense_with_values_do_not_freeze_the_relay(audit: LogAudit) -> None:
+    """Requests the relay must read (fs/* under box), each 8 MB of [{},{},...]: each is
+    answered, and meanwhile another connection's round trip and /healthz keep answering."""
+    agent = ("--agent", shlex.join(DENSE_AGENT), "--files", "box")
+    async with relay_process(audit, *agent) as relay:
+        dense = await connect(relay.ticket_url(audit.ticket()), max_size=None)
+        other = await connect(relay.ticket_url(audit.ticket()))
+        await other.send('{"other":0}')
+        assert await other.recv() == '{"other":0}'
+        await dense.send('{"dense":true}')
+        answered = asyncio.ensure_future(dense.recv())
+        trip = health = 0.0
+        async with asyncio.timeout(60):
+            while not answered.done():
+                started = time.monotonic()
+                await other.send('{"other":1}')
+                assert await other.recv() == '{"other":1}'
+                trip = max(trip, time.monotonic() - started)
+                started = time.monotonic()
+                assert (await http_get(relay.port, "/healthz")).status == 200
+                health = max(health, time.monotonic() - started)
+        report = json.loads(answered.result())
+        await dense.close()
+        await other.close()
+    assert report["answered"] == list(range(DENSE_REQUESTS))
+    assert all(code < 0 for code in report["codes"]), report
+    assert trip < MARGIN
+    assert health < MARGIN
+    record(
+        "agent requests dense with values, under box",
+        requests=DENSE_REQUESTS,
+        slowest_round_trip_ms=round(trip * 1000, 1),
+        slowest_healthz_ms=round(health * 1000, 1),
+    )
+
+
 # Non-JSON, NUL bytes, a lone \r, blank lines, a deeply nested line that looks like the
 # initialize reply the rewrite watches for: all but the blank ones pass, byte for byte.
 ODD_LINES = [

@@ -67,6 +67,8 @@ from relay.acp.translating import MessageTranslator
 from relay.core import strictjson
 from relay.core.framing import FrameRefused
 
+_NOT_READ = object()
+
 COUNTS = (
     "translated_to_agent",
     "translated_to_editor",
@@ -113,6 +115,7 @@ class Boundary:
         self._crossing = files is not Files.PASS  # more than the session-opening rewrite
         self._client_escape = KEY_ESCAPE if self._crossing else METHOD_ESCAPE
         self._agent_escape = KEY_ESCAPE if self._crossing else None
+        self._read_ahead: dict[bytes, Any] | None = None  # during agent_lines(lines, read)
 
     # -- what the pumps call -------------------------------------------------------------
 
@@ -145,11 +148,36 @@ class Boundary:
             return line  # an answer to the agent, or not a message: nothing crosses here
         return self._from_editor(line, message, message["method"])
 
-    def agent_lines(self, lines: Sequence[bytes]) -> list[bytes | Rewritten | ToAgent] | None:
+    def costly_reads(self, lines: Sequence[bytes]) -> list[bytes]:
+        """The lines of one read that :meth:`agent_lines` would read in full although they
+        may hold more than ``READ_MAX_VALUES`` values: requests the relay must read
+        (``fs/*``, ``terminal/*``), bounded by their size alone. Their parse is the one
+        whose cost a line's values, not a cap, decide: the caller makes it elsewhere
+        (:func:`read_lines`) and hands it to :meth:`agent_lines`. Nearly always empty,
+        after one look at the lines' lengths."""
+        if not lines or max(map(len, lines)) <= READ_MAX_VALUES or not self.watches_agent:
+            return []
+        return [line for line in lines if len(line) > READ_MAX_VALUES and self._costly(line)]
+
+    def agent_lines(
+        self, lines: Sequence[bytes], read: dict[bytes, Any] | None = None
+    ) -> list[bytes | Rewritten | ToAgent] | None:
         """:meth:`agent_line` of each line of one read from the agent, or None when every
-        line passes unchanged (nearly always: decided by one look at all of them)."""
+        line passes unchanged (nearly always: decided by one look at all of them).
+
+        ``read``: what :func:`read_lines` made of the read's :meth:`costly_reads`, used
+        instead of reading them again."""
         if not lines or not self.watches_agent:
             return None
+        if read:
+            self._read_ahead = read
+            try:
+                return self._agent_lines(lines)
+            finally:
+                self._read_ahead = None
+        return self._agent_lines(lines)
+
+    def _agent_lines(self, lines: Sequence[bytes]) -> list[bytes | Rewritten | ToAgent] | None:
         if len(lines) == 1 or sum(map(len, lines)) > JOIN_MAX_BYTES:
             if not any(map(self._agent_may_hold, lines)):
                 return None
@@ -240,8 +268,18 @@ class Boundary:
         self.counts["over_cap"] += 1
         return True
 
+    def _costly(self, line: bytes) -> bool:
+        if not self._agent_may_hold(line) or not self._agent_interest(line).must:
+            return False
+        return value_bound(line) > READ_MAX_VALUES
+
     def _read(self, line: bytes, max_bytes: int) -> Any:
         self.parses += 1
+        if self._read_ahead is not None and len(line) <= max_bytes:
+            # popped: a translation changes the message it was given
+            ahead = self._read_ahead.pop(line, _NOT_READ)
+            if ahead is not _NOT_READ:
+                return ahead
         try:
             return strictjson.loads(line, max_bytes=max_bytes)
         except strictjson.JsonRefused as exc:
@@ -316,3 +354,16 @@ class Boundary:
 def _param(message: dict[str, Any], name: str) -> Any:
     params = message.get("params")
     return params.get(name) if isinstance(params, dict) else None
+
+
+def read_lines(lines: Sequence[bytes]) -> dict[bytes, Any]:
+    """Each line's value, or the JsonRefused it met: the reads :meth:`Boundary.agent_lines`
+    would make of a read's :meth:`Boundary.costly_reads`, made beforehand (by the caller
+    off the event loop; pure, holding no connection's state)."""
+    read: dict[bytes, Any] = {}
+    for line in lines:
+        try:
+            read[line] = strictjson.loads(line, max_bytes=len(line))
+        except strictjson.JsonRefused as exc:
+            read[line] = exc
+    return read

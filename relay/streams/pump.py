@@ -48,8 +48,10 @@ if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     AgentLine = Line | Rewritten | ToAgent
     """A line's verdict once the boundary saw it: sent as it is, dropped, sent translated,
     or answered by the relay (:mod:`relay.acp.boundary`)."""
-    Translate = Callable[[list[bytes]], list[bytes | Rewritten | ToAgent] | None]
-    """The boundary's look at the lines of one read (None: all pass as they are)."""
+    Crossed = list[bytes | Rewritten | ToAgent] | None
+    Translate = Callable[[list[bytes]], Crossed | Awaitable[Crossed]]
+    """The boundary's look at the lines of one read (None: all pass as they are); awaited
+    when it has to read a line at length first."""
 Answer = Callable[[Sequence[bytes]], Awaitable[None]]
 """Carries the relay's own replies back to where the lines came from (the agent)."""
 
@@ -153,7 +155,10 @@ async def _send(
     else:
         frames = [line for line in verdicts if isinstance(line, bytes)]
     told: Sequence[AgentLine] = verdicts
-    if translate is not None and frames and (crossed := translate(frames)) is not None:
+    crossed = translate(frames) if translate is not None and frames else None
+    if crossed is not None and not isinstance(crossed, list):
+        crossed = await crossed  # the boundary reads a long line away from the event loop
+    if crossed is not None:
         told = crossed if clean else _in_place(verdicts, crossed)
         frames = [sent_line(c) for c in crossed if not answered(c)]
         replies = [c.reply for c in crossed if answered(c)]

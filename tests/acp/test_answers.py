@@ -8,6 +8,7 @@ import pytest
 
 from relay.acp.answers import (
     ANSWER_MAX_BYTES,
+    READ_MAX_VALUES,
     WATCHER_FRAME_BYTES,
     Answers,
     Late,
@@ -63,6 +64,21 @@ def test_the_controller_answering_first_is_noted_too() -> None:
     assert isinstance(taken, Taken)
     assert json.loads(taken.notice)["params"]["by"] == "controller"
     assert isinstance(answers.watcher_frame(ALLOW % b'"p1"', may_answer=True, by="w"), Late)
+
+
+@pytest.mark.parametrize(("values", "noted"), [(READ_MAX_VALUES - 10, 1), (READ_MAX_VALUES, 0)])
+def test_a_request_holding_too_many_values_is_left_to_the_controller(
+    values: int, noted: int
+) -> None:
+    """A permission request that may hold more than READ_MAX_VALUES values is not read (a
+    watcher cannot answer it; the controller can); one within the bound is."""
+    filler = b",".join([b"0"] * values)
+    request = ASK.replace(b'"s"}', b'"s","_meta":[%b]}' % filler) % b"4"
+    answers = Answers()
+    answers.agent_lines([request])
+    assert answers.pending == noted
+    taken = answers.controller_line(ALLOW % b"4", by="alice")
+    assert isinstance(taken, Taken) is bool(noted)
 
 
 @pytest.mark.parametrize(

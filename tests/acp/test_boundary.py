@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay.acp.boundary import Boundary
+from relay.acp.boundary import Boundary, read_lines
 from relay.acp.crossings import (
     CROSSINGS,
     MAX_PENDING_LISTS,
@@ -667,6 +667,63 @@ def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
     else:
         assert isinstance(result, Rewritten)
         assert read(result.line)["params"]["path"] == "/Users/alice/p/a.py"
+
+
+def dense_request(request_id: int, path: str = "/workspace/p/a.py") -> bytes:
+    """An fs request the relay must read, holding more values than READ_MAX_VALUES."""
+    params = {"sessionId": "s", "path": path, "_meta": [{}] * READ_MAX_VALUES}
+    return line({"id": request_id, "method": "fs/read_text_file", "params": params})
+
+
+@pytest.mark.parametrize("files", [Files.BOX, Files.SHARED])
+def test_costly_reads_are_the_must_read_lines_past_the_values_cap(files: Files) -> None:
+    """Of one read, only the requests the relay must read that may hold over
+    READ_MAX_VALUES values are costly: short lines, and long lines only to be translated
+    (read within the cap or not at all), are not."""
+    boundary = Boundary(policy(files))
+    dense = dense_request(1)
+    long_text = line({"method": "session/update", "params": {"pad": "x," * READ_MAX_VALUES}})
+    lines = [line({"id": 2, "method": "fs/read_text_file", "params": {"path": "/a"}}),
+             dense, located(1, rawOutput=[0] * READ_MAX_VALUES), long_text]  # fmt: skip
+    assert boundary.costly_reads(lines) == [dense]
+    assert boundary.costly_reads(lines[2:]) == []
+    assert Boundary(policy(Files.PASS)).costly_reads(lines) == []
+
+
+@pytest.mark.parametrize("files", [Files.BOX, Files.SHARED])
+def test_lines_read_beforehand_cross_as_if_read_in_place(files: Files) -> None:
+    """agent_lines given read_lines() of the costly lines uses each reading once and gives
+    what it gives alone, the same line twice included (each translated from its own
+    reading: a translation changes the message it reads)."""
+    dense, outside = dense_request(1), dense_request(2, path="/etc/passwd")
+    lines = [dense, dense, outside, located(1)]
+    alone = Boundary(policy(files)).agent_lines(lines)
+    boundary = Boundary(policy(files))
+    read = read_lines(boundary.costly_reads(lines))
+    ahead = boundary.agent_lines(lines, read)
+    assert alone is not None
+    assert ahead is not None
+    assert [shown(r) for r in ahead] == [shown(r) for r in alone]
+    assert read == {}  # each reading given was used, once
+
+
+def test_what_read_lines_cannot_read_is_answered_as_unreadable() -> None:
+    """A costly line that is not strict JSON (a key twice) is answered to the agent as it is
+    when read in place."""
+    dense = dense_request(1).replace(b'"sessionId":"s"', b'"path":"/a","sessionId":"s"')
+    boundary = Boundary(policy(Files.BOX))
+    results = boundary.agent_lines([dense], read_lines([dense]))
+    assert results is not None
+    [result] = results
+    assert isinstance(result, ToAgent)
+    assert shown(result) == shown(Boundary(policy(Files.BOX)).agent_line(dense))
+
+
+def shown(result: bytes | Rewritten | ToAgent) -> bytes:
+    """What a verdict sends: the line, translated or not, or the relay's answer."""
+    if isinstance(result, ToAgent):
+        return b"answer:" + result.reply
+    return result.line if isinstance(result, Rewritten) else result
 
 
 # -- hostile and odd input -------------------------------------------------------------------

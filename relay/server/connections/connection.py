@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from functools import partial
+from typing import TYPE_CHECKING
 
 from websockets.exceptions import ConnectionClosed
 
@@ -85,11 +86,15 @@ from relay.server.agents.process import (
 from relay.server.agents.starting import NotStarted, RelayContext, start_agent
 from relay.server.connections.attachments import Attachment
 from relay.server.connections.carriers import Carrier
+from relay.server.connections.readaside import read_aside
 from relay.server.connections.sharing import NO_WATCHING, Watchers, Watching
 from relay.server.connections.waits import IdleClock, bounded_wait, output_flushed
 from relay.streams.pipewriter import write_lines
 from relay.streams.pump import frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import socket_end, stall_timeout
+
+if TYPE_CHECKING:
+    from relay.streams.pump import Crossed
 
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
 
@@ -317,7 +322,7 @@ class Connection:
     async def _agent_to_client(self, agent: AgentProcess) -> None:
         """The agent's stdout, line by line, into the carrier until it ends or the carrier's
         socket goes; then drained, so that the agent never blocks on it."""
-        translate = self.boundary.agent_lines if self.boundary.watches_agent else None
+        translate = self._agent_lines if self.boundary.watches_agent else None
         try:
             with suppress(ConnectionClosed):
                 await lines_to_frames(
@@ -336,6 +341,19 @@ class Connection:
             self.stdout_done.set()
         while await agent.stdout.read(STDOUT_DRAIN_CHUNK):
             pass
+
+    def _agent_lines(self, lines: list[bytes]) -> Crossed | Awaitable[Crossed]:
+        """The boundary's look at one read of the agent's; awaitable when a line must be
+        read that may hold more values than the event loop may spend on between two turns
+        (read aside, :mod:`relay.server.connections.readaside`)."""
+        costly = self.boundary.costly_reads(lines)
+        if not costly:
+            return self.boundary.agent_lines(lines)
+        return self._agent_lines_read_aside(lines, costly)
+
+    async def _agent_lines_read_aside(self, lines: list[bytes], costly: list[bytes]) -> Crossed:
+        read = await read_aside(costly)
+        return self.boundary.agent_lines(lines, read)
 
     def _failed(self, error: Exception) -> None:
         """A task of the relay's own failed (logged with its traceback)."""
