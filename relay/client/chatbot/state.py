@@ -54,7 +54,7 @@ class ThreadRow:
     connection: str | None
     secret: str | None
     grace: float | None
-    sent: int
+    sent: int  # the last line the relay may have: kept lines are sent after the checkpoint
     received: int
     view: dict[str, Any] | None
     ended: bool
@@ -138,8 +138,9 @@ class State:
 
     def live_threads(self) -> list[ThreadRow]:
         rows = self.db.execute(
-            "SELECT root, room, kind, url, connection, secret, grace, sent, received, view, "
-            "ended FROM threads WHERE ended = 0 ORDER BY opened_at"
+            "SELECT root, room, kind, url, connection, secret, grace, "
+            "MAX(sent, COALESCE((SELECT MAX(seq) FROM outbox o WHERE o.root = t.root), 0)), "
+            "received, view, ended FROM threads t WHERE ended = 0 ORDER BY opened_at"
         ).fetchall()
         return [
             ThreadRow(

@@ -44,3 +44,19 @@ def test_a_thread_kept_then_ended_keeps_no_secret(tmp_path: Path) -> None:
     assert state.live_threads() == []
     assert state.db.execute("SELECT secret FROM threads").fetchall() == [(None,)]
     state.close()
+
+
+def test_a_thread_kept_counts_the_lines_kept_after_its_checkpoint_as_sent(tmp_path: Path) -> None:
+    """Lines kept (and so maybe sent) after the last checkpoint count as sent: a bot killed
+    then resumes claiming them, and the relay, which may have them, accepts the resume."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$root", "!r", "session", "ws://x/acp", 1.0)
+    state.connected("$root", "conn-1", "s3cret", 60.0)
+    state.checkpoint("$root", 2, 5, 1, {})
+    assert [row.sent for row in state.live_threads()] == [2]
+    state.outgoing("$root", 3, b'{"prompt":1}')
+    state.outgoing("$root", 4, b'{"answer":1}')
+    assert [row.sent for row in state.live_threads()] == [4]
+    state.checkpoint("$root", 4, 6, 4, {})  # the relay acknowledged them all
+    assert [row.sent for row in state.live_threads()] == [4]
+    state.close()
