@@ -22,9 +22,12 @@ A line is parsed only when cheap byte tests say it may hold a row's method or ke
 JSON escape that could spell one); streamed message text is never parsed. A line only
 translated (no row of it must be read) is read within ``READ_MAX_VALUES`` values and
 translated within ``TRANSLATE_MAX_PLACES`` places; past either it passes as it came. A
-translated line is re-serialized by :mod:`relay.core.strictjson`: ids and numbers as
-spelled, every other field and its order kept. A message is translated whole or not at
-all.
+line the relay must read is read whole: the editor's is refused past ``READ_MAX_VALUES``
+values (none of its requests holds as many), an agent's is read whatever it holds, by
+the caller away from its event loop when it may hold more (:meth:`Boundary.costly_reads`,
+:func:`read_lines`). A translated line is re-serialized by :mod:`relay.core.strictjson`:
+ids and numbers as spelled, every other field and its order kept. A message is
+translated whole or not at all.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from relay.acp.refusals import (
     batch_request,
     id_key,
     too_many_pending,
+    too_many_values,
     unreadable_request,
 )
 from relay.acp.rewrite import (
@@ -135,7 +139,11 @@ class Boundary:
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
             return line
-        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
+        if len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES:
+            if interest.must:  # the editor's: refused rather than read at any cost
+                self.counts["refused_to_editor"] += 1
+                return too_many_values(READ_MAX_VALUES)
+            self.counts["over_cap"] += 1
             return line
         message = self._read(line, READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):

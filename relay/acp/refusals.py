@@ -44,6 +44,23 @@ def unreadable_request(problem: strictjson.JsonRefused) -> ToAgent:
     return ToAgent(reply, reason, RewriteReport("(unreadable)", refused="(the line)"))
 
 
+def too_many_values(limit: int) -> FrameRefused:
+    """The relay's -32600 to an editor's line it must read whole that may hold more than
+    ``limit`` JSON values: reading it would cost every connection's turn."""
+    reason = (
+        f"a line that may be initialize, session/list or open a session may hold more than "
+        f"{limit} JSON values (counted from its commas and brackets, those in text included)"
+    )
+    reply = error_reply(
+        -32600,
+        "Invalid request: the relay cannot check this session request",
+        reason,
+        "send it with fewer values: the relay reads these requests whole, to translate "
+        "their paths, and bounds what reading one may cost",
+    )
+    return FrameRefused(reply, reason)
+
+
 def batch_request() -> ToAgent:
     """The answer to an agent's batch (a JSON array line; ACP v1 has none) that may hold an
     fs/ or terminal/ message: none of it reaches the editor."""

@@ -669,6 +669,24 @@ def test_lines_the_relay_must_read_are_read_past_the_caps(files: Files) -> None:
         assert read(result.line)["params"]["path"] == "/Users/alice/p/a.py"
 
 
+@pytest.mark.parametrize("files", FILES)
+def test_editor_lines_the_relay_must_read_are_refused_past_the_values_cap(files: Files) -> None:
+    """A session/new that may hold over READ_MAX_VALUES values is refused -32600, unread,
+    saying why and what to send; one within the cap is read."""
+    params = {"cwd": "/Users/alice/p", "mcpServers": [], "_meta": [0] * READ_MAX_VALUES}
+    boundary = Boundary(policy(files))
+    result = boundary.client_line(line({"id": 1, "method": "session/new", "params": params}))
+    assert isinstance(result, FrameRefused)
+    error = read(result.reply)["error"]
+    assert error["code"] == -32600
+    assert "25000 JSON values" in error["data"]["detail"]
+    assert "fewer values" in error["data"]["hint"]
+    assert (boundary.parses, boundary.summary()["refused_to_editor"]) == (0, 1)
+    params["_meta"] = [0] * (READ_MAX_VALUES - 100)
+    within = boundary.client_line(line({"id": 2, "method": "session/new", "params": params}))
+    assert isinstance(within, Rewritten)
+
+
 def dense_request(request_id: int, path: str = "/workspace/p/a.py") -> bytes:
     """An fs request the relay must read, holding more values than READ_MAX_VALUES."""
     params = {"sessionId": "s", "path": path, "_meta": [{}] * READ_MAX_VALUES}
