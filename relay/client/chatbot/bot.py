@@ -30,7 +30,7 @@ from relay.chat.watched import Watched
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Showing
-from relay.client.chatbot.state import State, ThreadRow
+from relay.client.chatbot.state import State, ThreadKind, ThreadRow
 from relay.client.chatbot.watchthread import WatchThread
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
@@ -122,10 +122,10 @@ class ChatBot:
 
     def restore_threads(self) -> None:
         for row in self.state.live_threads():
-            if row.kind == "watch" and row.connection is not None:
+            if row.kind is ThreadKind.WATCH and row.connection is not None:
                 self._restore_watch(row)
                 continue
-            if row.kind != "session" or row.connection is None or row.secret is None:
+            if row.kind is not ThreadKind.SESSION or row.connection is None or row.secret is None:
                 self.state.end_thread(row.root)
                 continue
             thread = self._thread(row.room, row.root, row.url)
@@ -254,7 +254,8 @@ class ChatBot:
             await self._share(room, said, what)
             return
         if isinstance(what, Open):
-            self.state.add_thread(said.event_id, room, "session", self.config.dial.url, time.time())
+            url = self.config.dial.url
+            self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, time.time())
             opened = self._thread(room, said.event_id)
             self.log.info("thread opened", thread=said.event_id, by=said.sender)
             opened.open(what.prompt)
@@ -281,7 +282,7 @@ class ChatBot:
             await self._reply(room, said, f"share: expected a ws:// or wss:// URL, got "
                                           f"{safe_line(url, 100)}")  # fmt: skip
             return
-        self.state.add_thread(said.event_id, room, "watch", url, time.time())
+        self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time())
         self.state.connected(said.event_id, share.connection, "", 0.0)
         watch = self._watch(room, said.event_id, share.connection, url)
         if watch is None:

@@ -18,6 +18,7 @@ import os
 import sqlite3
 import stat
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 SCHEMA = """
@@ -43,13 +44,20 @@ class StateError(Exception):
     """The state file cannot be used (why, and the fix)."""
 
 
+class ThreadKind(StrEnum):
+    """What a thread of the bot's carries: a session it controls, or one it watches."""
+
+    SESSION = "session"
+    WATCH = "watch"
+
+
 @dataclass
 class ThreadRow:
     """One thread as kept: where it is, its connection, and where the link stood."""
 
     root: str
     room: str
-    kind: str  # "session" or "watch"
+    kind: ThreadKind
     url: str
     connection: str | None
     secret: str | None
@@ -100,7 +108,7 @@ class State:
 
     # -- threads -------------------------------------------------------------------------------
 
-    def add_thread(self, root: str, room: str, kind: str, url: str, at: float) -> None:
+    def add_thread(self, root: str, room: str, kind: ThreadKind, url: str, at: float) -> None:
         self.db.execute(
             "INSERT OR IGNORE INTO threads (root, room, kind, url, opened_at) VALUES (?,?,?,?,?)",
             (root, room, kind, url, at),
@@ -146,7 +154,7 @@ class State:
             ThreadRow(
                 r[0],
                 r[1],
-                r[2],
+                ThreadKind(r[2]),
                 r[3],
                 r[4],
                 r[5],
@@ -158,11 +166,6 @@ class State:
             )
             for r in rows
         ]
-
-    def thread_of(self, root: str) -> str | None:
-        """The kind of thread ``root`` starts (None when it is not the bot's)."""
-        row = self.db.execute("SELECT kind FROM threads WHERE root = ?", (root,)).fetchone()
-        return None if row is None else str(row[0])
 
     # -- what a thread shows -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from relay.client.chatbot.keptlink import Unlinked
-from relay.client.chatbot.state import State
+from relay.client.chatbot.state import State, ThreadKind
 
 
 async def test_a_thread_without_a_link_keeps_a_decision_once_and_sends_nothing(
@@ -20,7 +20,7 @@ async def test_a_thread_without_a_link_keeps_a_decision_once_and_sends_nothing(
     and the socket's drop do nothing; there is nothing to carry."""
     state = State(str(tmp_path / "chat.sqlite"))
     try:
-        state.add_thread("$root", "!r", "session", "ws://x/acp", 1.0)
+        state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
         state.request_shown("$root", "$req", {"id": '"perm-1"'})
         unlinked = Unlinked(state)
         assert await unlinked.answer(b'{"answer":1}', "$req", "allow") is True

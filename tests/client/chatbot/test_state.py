@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.client.chatbot.state import State, StateError
+from relay.client.chatbot.state import State, StateError, ThreadKind
 
 
 def test_the_state_file_is_created_0600_and_one_others_may_read_is_refused(tmp_path: Path) -> None:
@@ -20,7 +20,7 @@ def test_the_state_file_is_created_0600_and_one_others_may_read_is_refused(tmp_p
 def test_an_event_is_handled_once_and_a_request_decided_once(tmp_path: Path) -> None:
     """first_handling and decide say yes once, across a reopening."""
     state = State(str(tmp_path / "chat.sqlite"))
-    state.add_thread("$root", "!r", "session", "ws://x/acp", 1.0)
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
     state.request_shown("$root", "$req", {"id": '"perm-1"'})
     assert state.first_handling("$e", 1)
     assert state.decide("$req", "allow", (4, b'{"answer":1}'))
@@ -36,7 +36,7 @@ def test_an_event_is_handled_once_and_a_request_decided_once(tmp_path: Path) -> 
 def test_a_thread_kept_then_ended_keeps_no_secret(tmp_path: Path) -> None:
     """The resume secret goes with the thread's end."""
     state = State(str(tmp_path / "chat.sqlite"))
-    state.add_thread("$root", "!r", "session", "ws://x/acp", 1.0)
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
     state.connected("$root", "conn-1", "s3cret", 60.0)
     [row] = state.live_threads()
     assert (row.connection, row.secret) == ("conn-1", "s3cret")
@@ -50,7 +50,7 @@ def test_a_thread_kept_counts_the_lines_kept_after_its_checkpoint_as_sent(tmp_pa
     """Lines kept (and so maybe sent) after the last checkpoint count as sent: a bot killed
     then resumes claiming them, and the relay, which may have them, accepts the resume."""
     state = State(str(tmp_path / "chat.sqlite"))
-    state.add_thread("$root", "!r", "session", "ws://x/acp", 1.0)
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
     state.connected("$root", "conn-1", "s3cret", 60.0)
     state.checkpoint("$root", 2, 5, 1, {})
     assert [row.sent for row in state.live_threads()] == [2]
