@@ -26,7 +26,6 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.acp.transcript import Transcript
-from relay.client.editor.stdio import stdout_stream
 from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial, ticket_for
 from relay.core.editorerrors import Failure
 from relay.core.redaction import REDACTED
@@ -38,6 +37,7 @@ from relay.core.watchprofile import (
     raw_record,
     read_frame,
 )
+from relay.streams.stdio import stdout_stream
 from relay.streams.wsadapter import peer_closed_first
 
 ENDED = 0  # the connection ended (1000), or the watch was stopped here

@@ -11,7 +11,7 @@ connection cannot be made or ends, every request the editor has in flight
 :mod:`relay.core.editorerrors`, until the editor closes stdin. Stdout carries protocol lines
 only; diagnostics go to stderr through :mod:`relay.observe.logs`, and the ticket
 (:mod:`relay.client.link.ticketsource`) never appears in them. The stdio itself is
-:mod:`relay.client.editor.stdio`'s.
+:mod:`relay.streams.stdio`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from websockets.asyncio.client import ClientConnection
 from websockets.frames import CloseCode
 
 from relay.acp.outcome import Forward, Outcome
-from relay.client.editor.stdio import editor_stdio
 from relay.client.link.dialing import CLOSE_TIMEOUT, DialConfig, close_failure, ticket_for
 from relay.client.link.ends import Link
 from relay.client.link.opening import open_link
@@ -38,6 +37,7 @@ from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
 from relay.streams.pipewriter import LineWriter
 from relay.streams.pump import lines_to_frames
+from relay.streams.stdio import editor_stdio
 
 __all__ = ["Bridge", "run_bridge"]
 

@@ -1,4 +1,4 @@
-"""The editor's stdio as asyncio streams: ``connect``'s stdin and stdout, with backpressure.
+"""This process's stdio as asyncio streams: ``connect``'s stdin and stdout, with backpressure.
 
 The editor that launched ``acp-relay connect`` holds the other ends of its stdin and
 stdout. :func:`editor_stdio` opens them as an asyncio reader and writer with flow control

@@ -1,4 +1,4 @@
-"""Tests for relay.client.editor.stdio: connect's stdin and stdout, whatever the editor made them.
+"""Tests for relay.streams.stdio: connect's stdin and stdout, whatever the editor made them.
 
 A real ``python -m relay connect`` runs with its stdio on a pipe, a regular file or a
 terminal (a pty). The relay it is given refuses or never answers, so what comes out on
