@@ -19,6 +19,9 @@ MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 
 MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
 _JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
 _SPACE_BYTES = frozenset(_JSON_SPACE)
+# Single bytes are looked for by their code: ``10 in data`` is a memchr, while ``b"\n" in
+# data`` first tries b"\n" as an integer, making and dropping a TypeError (CPython 3.11).
+_LF, _CR = 10, 13
 
 
 def is_blank(data: bytes) -> bool:
@@ -157,7 +160,7 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
     """
     if is_blank(frame):
         return None
-    if NEWLINE not in frame and b"\r" not in frame:
+    if _LF not in frame and _CR not in frame:  # by their codes: see _LF
         return frame
     try:
         return strictjson.dumps(strictjson.loads(frame, max_bytes=MAX_COMPACT_BYTES))

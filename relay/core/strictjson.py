@@ -109,7 +109,7 @@ _WITHOUT_NUMBERS = json.JSONEncoder(
 def _may_be_ambiguous(data: bytes) -> bool:
     """Whether :func:`_check_text` can find anything: a surrogate escape, or more
     brackets than MAX_DEPTH (a text can nest no deeper than it has brackets)."""
-    if b"\\u" in data and SURROGATE_ESCAPE.search(data) is not None:
+    if data.find(b"\\u") != -1 and SURROGATE_ESCAPE.search(data) is not None:
         return True
     return data.count(b"[") + data.count(b"{") > MAX_DEPTH
 
