@@ -7,7 +7,7 @@ import sys
 from contextlib import suppress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -175,6 +175,23 @@ def test_frame_buffers_are_the_frames_websockets_would_make(size: int) -> None:
     payload = b"x" * size
     made = Frame(Opcode.TEXT, payload).serialize(mask=False)
     assert b"".join(frame_buffers([payload])) == text_frames([payload]) == made
+
+
+@settings(max_examples=100)
+@given(st.lists(st.sampled_from([0, 1, 125, 126, 127, 300, 65535, 65536, 70_000]), max_size=12))
+def test_a_batch_of_any_sizes_is_the_frames_websockets_would_make(sizes: list[int]) -> None:
+    """A batch's buffers, whatever its sizes (short, medium and long headers mixed), are
+    the frames websockets makes of each payload, in order."""
+    payloads = [bytes([0x61 + n % 26]) * size for n, size in enumerate(sizes)]
+    made = b"".join(Frame(Opcode.TEXT, p).serialize(mask=False) for p in payloads)
+    assert b"".join(frame_buffers(payloads)) == text_frames(payloads) == made
+
+
+def test_frame_headers_of_more_sizes_than_are_kept_are_still_made() -> None:
+    """Past the sizes whose headers are kept, a header is made for the frame anyway."""
+    payloads = [b"z" * size for size in range(126, 126 + 5000)]
+    made = b"".join(Frame(Opcode.TEXT, p).serialize(mask=False) for p in payloads)
+    assert text_frames(payloads) == made
 
 
 def test_frame_buffers_join_small_frames_and_pass_large_payloads_as_they_are() -> None:
