@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,8 +86,12 @@ class Answers:
     def pending(self) -> int:
         return len(self._pending)
 
-    def agent_lines(self, lines: Iterable[bytes]) -> None:
-        """Note the answerable requests among the agent's ``lines``."""
+    def agent_lines(self, lines: Sequence[bytes]) -> None:
+        """Note the answerable requests among the agent's ``lines`` (the lines of one read:
+        looked at together first, one search for all of them, nearly always the only one)."""
+        joined = b"\n".join(lines)  # no marker spans a newline
+        if not any(joined.find(marker) != -1 for marker in _MARKERS):
+            return
         for line in lines:
             for marker in _MARKERS:
                 if line.find(marker) != -1:
