@@ -58,7 +58,16 @@ class LineWriter:
         self._checks = 0  # checks during the current wait
 
     async def write(self, line: bytes) -> bool:
-        """Queue one line (``\n`` added); False once the pipe is closed or the peer gone."""
+        """Queue one line (``\n`` added), waiting while the pipe is full; False once the pipe
+        is closed or the peer gone."""
+        if not self.put(line):
+            return False
+        return not self.backed_up() or await self.drained()
+
+    def put(self, line: bytes) -> bool:
+        """Queue one line (``\n`` added) without waiting; False once the pipe is closed. The
+        caller then waits for :meth:`drained` while :meth:`backed_up` (as :meth:`write`
+        does), so that nothing is queued without bound."""
         transport = self._transport
         if transport.is_closing():
             return False
@@ -67,12 +76,18 @@ class LineWriter:
             transport.writelines((line, b"\n"))
         else:
             self._join(line)
+        return True
+
+    def backed_up(self) -> bool:
+        """Whether the pipe holds bytes it has not taken yet (the next line must wait)."""
+        return bool(self._transport.get_write_buffer_size())
+
+    async def drained(self) -> bool:
+        """Wait until the pipe takes what is buffered; False if it closed or the peer went."""
         try:
-            if transport.get_write_buffer_size():  # the pipe is full: wait
-                return await self._drain()
+            return await self._drain()
         except (BrokenPipeError, ConnectionResetError):
             return False
-        return True
 
     async def _drain(self) -> bool:
         """Wait until the pipe takes what is buffered; False if the peer went meanwhile."""

@@ -143,8 +143,8 @@ def frames_waiting(ws: Connection) -> Callable[[], int] | None:
     None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
     next turn instead.
     """
-    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
-    length = getattr(queue, "__len__", None)
+    queue = getattr(getattr(getattr(ws, "recv_messages", None), "frames", None), "queue", None)
+    length = getattr(queue, "__len__", None)  # the deque's own: no Python call
     return length if callable(length) else None
 
 
@@ -166,6 +166,11 @@ class Receiver:
     parser, which keeps the last frame it made until the next, lets go of its payload.
     Anything else (a binary or fragmented message, invalid UTF-8) goes through ``recv()``,
     which closes the socket with 1007 for invalid UTF-8 as before.
+
+    :meth:`take` gives a whole text frame that has come already at once, without a
+    coroutine: it takes the frame off that queue as the ``Assembler``'s ``get`` does
+    (and resumes the socket's reading, paused past its high-water mark, through the
+    ``Assembler``'s ``maybe_resume``), without ``recv()``'s and ``get``'s calls.
     """
 
     def __init__(self, ws: Connection) -> None:
@@ -191,15 +196,29 @@ class Receiver:
                     # The future keeps the EOFError, whose traceback keeps this frame: a
                     # cycle holding the socket until the collector's next full pass.
                     del waiter
-            if queue:
-                head = queue[0]
-                data = head.data
-                if head.opcode is TEXT and head.fin and (data.isascii() or is_utf8(data)):
-                    message: bytes = await self.recv(False)
-                    head.data = b""  # the parser holds ``head`` until its next frame
-                    return message
+            message = self.take()
+            if message is not None:
+                return message
         other = await self.recv()
         return other.encode() if isinstance(other, str) else Binary(len(other))
+
+    def take(self) -> bytes | None:
+        """The next message now, if it is a whole text frame (valid UTF-8) received already:
+        its bytes; None when none has come or the next is of another kind (then await the
+        receiver)."""
+        queue = self._queue
+        if not queue:
+            return None
+        head = queue[0]
+        data = head.data
+        if head.opcode is not TEXT or not head.fin or not (data.isascii() or is_utf8(data)):
+            return None
+        queue.popleft()
+        messages = self._messages
+        if messages.paused and len(queue) <= messages.low:
+            messages.maybe_resume()
+        head.data = b""  # the parser holds ``head`` until its next frame
+        return data if data.__class__ is bytes else bytes(data)  # unmasked: a bytearray
 
 
 def is_utf8(data: bytes, piece: int = UTF8_PIECE) -> bool:

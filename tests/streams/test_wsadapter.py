@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from relay.acp.outcome import Binary
+from relay.acp.outcome import Binary, Received
 from relay.streams.wsadapter import (
     UTF8_PIECE,
     Receiver,
@@ -253,6 +253,39 @@ async def test_receiver_takes_a_fragmented_message_whole() -> None:
             Binary(2),
             b"{}",
         ]
+
+
+async def test_take_gives_the_text_messages_received_already_and_leaves_the_rest() -> None:
+    """take() gives the whole text messages received already, in order, without waiting;
+    None when none has come, or when the next is of another kind (awaited, it comes)."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        receive, waiting = Receiver(conn), frames_waiting(conn)
+        assert waiting is not None
+        assert receive.take() is None
+        for message in ("{}", '{"a":"\u00e9"}', b"\x00"):
+            await client.send(message)
+        await until(lambda: waiting() == 3)
+        assert receive.take() == b"{}"
+        assert receive.take() == '{"a":"\u00e9"}'.encode()
+        assert receive.take() is None
+        assert await receive() == Binary(1)
+        assert receive.take() is None
+
+
+async def test_taking_messages_resumes_a_socket_paused_with_its_queue_full() -> None:
+    """A flood that filled websockets' queue (it paused the socket's reading) comes whole
+    and in order when its messages are taken with take(): the reading resumes."""
+    async with socket_pair() as (conn, client), asyncio.timeout(10):
+        receive, waiting = Receiver(conn), frames_waiting(conn)
+        assert waiting is not None
+        sent = [b'{"n":%d,"pad":"%b"}' % (n, b"x" * 2000) for n in range(500)]  # 1 MB
+        sending = asyncio.create_task(TextFrames(client).send_frames(sent))
+        await until(lambda: waiting() >= 16)  # websockets' default queue: 16 frames
+        got: list[Received] = []
+        while len(got) < len(sent):
+            got.append(receive.take() or await receive())
+        await sending
+        assert got == sent
 
 
 async def test_websockets_lets_go_of_a_received_message() -> None:
