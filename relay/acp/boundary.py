@@ -111,6 +111,7 @@ class Boundary:
         files = Files.PASS if policy is None else policy.files
         self.files = files
         self._plan = plan_for(files)  # shared by every connection under the same policy
+        self._client_seek = self._plan.client_seek.search
         self._translator = MessageTranslator(
             policy, files, self.sessions, exists, resolve, self.counts
         )
@@ -131,8 +132,10 @@ class Boundary:
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent (``is line`` when unchanged), a refusal to answer the
         editor with, or the translated line and its report."""
-        if self.policy is None or not self._client_may_hold(line):
+        if self.policy is None:
             return line
+        if self._client_seek(line) is None and not self._client_may_hold(line):
+            return line  # nearly every line: one search
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
             return line
@@ -201,9 +204,8 @@ class Boundary:
     # -- byte tests ------------------------------------------------------------------------
 
     def _client_may_hold(self, data: bytes) -> bool:
-        """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        if self._plan.client_seek.search(data) is not None:
-            return True
+        """False: ``data``, in which the plan's search found nothing, certainly holds nothing
+        the boundary acts on (nearly every line)."""
         if self.pending and data.find(CANCEL) != -1:
             return True
         return _BACKSLASH in data and self._client_escape.search(data) is not None

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # only serve rewrites: connect loads none of it
 SkipReason = Literal["blank", "binary", "duplicate", "acknowledgement", "fenced", "answered"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per client frame, and frozen makes it slower
 class Forward:
     """Write ``line`` (without its ``\\n``) to the agent; ``frame`` is what the client sent."""
 

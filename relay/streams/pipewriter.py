@@ -74,8 +74,14 @@ class LineWriter:
         if len(line) >= COALESCE_BYTES:
             self.flush()
             transport.writelines((line, b"\n"))
+        elif self.batch_open:  # a line of this batch went out: this one is joined
+            joined = self._joined
+            joined += line
+            joined += b"\n"
+            if len(joined) >= COALESCE_BYTES:
+                self._write_joined()
         else:
-            self._join(line)
+            self._open_batch(line)
         return True
 
     def backed_up(self) -> bool:
@@ -120,21 +126,15 @@ class LineWriter:
                 return
         self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
 
-    def _join(self, line: bytes) -> None:
-        if not self.batch_open:
-            # The first line of a batch goes out at once (no added latency for a lone
-            # message); the ones after it in the same batch are joined.
-            self.batch_open = True
-            if not self.caller_flushes:
-                if self._loop is None:
-                    self._loop = asyncio.get_running_loop()
-                self._loop.call_soon(self.flush)
-            self._transport.writelines((line, b"\n"))
-            return
-        self._joined += line
-        self._joined += b"\n"
-        if len(self._joined) >= COALESCE_BYTES:
-            self._write_joined()
+    def _open_batch(self, line: bytes) -> None:
+        # The first line of a batch goes out at once (no added latency for a lone message);
+        # the ones after it in the same batch are joined.
+        self.batch_open = True
+        if not self.caller_flushes:
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self.flush)
+        self._transport.writelines((line, b"\n"))
 
     def flush(self) -> None:
         """Write the joined lines now; the next line starts a new batch."""

@@ -106,7 +106,13 @@ class DirectFrames:
     def judge(self, attachment: Attachment, rewrite: Rewrite | None) -> Judge:
         if rewrite is None:
             return judge_client_frame
-        return lambda frame: judge_client_frame(frame, rewrite)
+
+        def judge(frame: Received) -> Outcome:
+            if isinstance(frame, bytes):  # nearly always: a text frame's bytes
+                return judge_client_text(frame, rewrite)
+            return judge_client_frame(frame, rewrite)
+
+        return judge
 
     def reply_on(self, attachment: Attachment) -> Reply:
         async def reply(line: bytes) -> bool:

@@ -117,10 +117,13 @@ class Watching:
 
     def client_forwarded(self, outcome: Forward) -> None:
         """A line of the controller's reached the agent (as the boundary made it)."""
-        if outcome.rewrite is None:
-            self.client_line(outcome.line)
-        else:
+        if outcome.rewrite is not None:
             self.client_rewritten(outcome)
+            return
+        line = outcome.line  # nearly always: client_line, without its call
+        first = self.history.add(FROM_CLIENT, (line,))
+        if self.watchers:
+            self._show(conversation_frames(first, FROM_CLIENT, (line,)))
 
     def client_line(self, line: bytes) -> None:
         """A line the controller sent reached the agent."""
