@@ -26,7 +26,10 @@ class LineWriter:
     the batch ends, saving a system call per message under load without delaying a lone
     message. The batch ends when the loop turns (``call_soon``) or, with
     ``caller_flushes``, when the caller calls :meth:`flush` (``frames_to_lines`` does so
-    when no received frame is waiting: no extra turn of the loop per message). At most
+    when no received frame is waiting: no extra turn of the loop per message). A caller
+    that flushes before anything it waits for may also ask for no ``first_at_once``:
+    then the first line is joined too, and a batch is one write (a system call less per
+    batch; a lone message is not delayed, the flush coming before the wait). At most
     ``COALESCE_BYTES`` wait in the join; a full pipe makes :meth:`write` wait, which
     stops the reading of the socket.
 
@@ -42,12 +45,15 @@ class LineWriter:
         peer_gone: Callable[[int], bool] = lambda _checks: False,
         *,
         caller_flushes: bool = False,
+        first_at_once: bool = True,
     ) -> None:
         self.writer = writer
         self._transport = writer.transport  # what StreamWriter's write and is_closing call
         self.peer_gone = peer_gone
         self.peer_lost = False  # write() returned False because ``peer_gone`` said so
         self.caller_flushes = caller_flushes
+        # Without it (the caller flushes before it waits), a batch is one write.
+        self.first_at_once = first_at_once or not caller_flushes
         self._joined = bytearray()
         self.batch_open = False  # a line of this batch went out: the next ones are joined
         self._loop: asyncio.AbstractEventLoop | None = None  # asked once: each ask is a getpid()
@@ -74,7 +80,8 @@ class LineWriter:
         if len(line) >= COALESCE_BYTES:
             self.flush()
             transport.writelines((line, b"\n"))
-        elif self.batch_open:  # a line of this batch went out: this one is joined
+        elif self.batch_open or not self.first_at_once:  # joined: out when the batch ends
+            self.batch_open = True
             joined = self._joined
             joined += line
             joined += b"\n"

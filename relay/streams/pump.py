@@ -215,7 +215,7 @@ async def frames_to_lines(
     receive = Receiver(ws)
     take = receive.take  # a frame received already, without a coroutine (None: await)
     flushes = frames_waiting(ws) is not None
-    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=flushes)
+    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=flushes, first_at_once=False)
     pipe_open = True
     outcome: Outcome | None = None
     while True:
@@ -246,10 +246,13 @@ async def frames_to_lines(
                 continue
             if tap is not None:
                 tap(outcome)
-        elif isinstance(outcome, Refuse) and not await send_reply(outcome.reply):
-            observer.frame(outcome)
-            return Ended.SOCKET_CLOSED
+        elif isinstance(outcome, Refuse):
+            lines.flush()  # the lines before the refused frame go first
+            if not await send_reply(outcome.reply):
+                observer.frame(outcome)
+                return Ended.SOCKET_CLOSED
         elif isinstance(outcome, Close):
+            lines.flush()
             await ws.close(outcome.code, outcome.reason)
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED
