@@ -18,6 +18,7 @@ them). :func:`prepare` installs what is missing and says what could not be had.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -81,6 +82,25 @@ def wait_for_port(port: int, seconds: float = 15) -> None:
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {seconds} s")
 
 
+def wait_until_serving(port: int, seconds: float = 30) -> None:
+    """Wait until the relay answers ``GET /healthz``: it binds its port before it loads the
+    server (relay/server/http/listener.py), so a listening port is not yet a relay at
+    work, and the CPU it spends loading is not the CPU of the first figures measured."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=seconds)
+            conn.request("GET", "/healthz")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError:
+            status = 0
+        if status == 200:
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"the relay on 127.0.0.1:{port} did not answer /healthz in {seconds} s")
+
+
 @contextmanager
 def running(
     argv: Sequence[str], env: dict[str, str] | None = None
@@ -117,6 +137,7 @@ def relay(agent: str, *extra: str) -> Iterator[Server]:
     env = dict(os.environ, ACP_RELAY_SECRET=SECRET)
     with running(relay_argv(port, agent, *extra), env) as process:
         wait_for_port(port)
+        wait_until_serving(port)
         yield Server("acp-relay", process, port, ticketed=True, path="/acp")
 
 
