@@ -21,6 +21,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import add
 from typing import Any
 
 from websockets.asyncio.connection import Connection
@@ -83,6 +84,15 @@ class TextFrames:
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
+        await self._send(frames, None)
+
+    async def send_frames_of(self, heads: Sequence[bytes], bodies: Sequence[bytes]) -> None:
+        """Send each ``head + body`` (valid UTF-8), pair by pair, as one text frame, in
+        order (:func:`text_frames_of`: the payloads are not made on a server's socket)."""
+        await self._send(heads, bodies)
+
+    async def _send(self, frames: Sequence[bytes], bodies: Sequence[bytes] | None) -> None:
+        """Send ``frames``, each followed by its body of ``bodies`` when there are bodies."""
         ws = self.ws
         if self.stall_timeout is not None and self._timer is None:
             self._arm()
@@ -94,10 +104,12 @@ class TextFrames:
                     pass
             # All the frames in one system call (send_context() would write them one by
             # one). OPEN, and only data frames made: no end-of-stream marker among them.
-            if self._encodes:
+            if bodies is not None and self._encodes:
+                ws.transport.writelines(frame_buffers_of(frames, bodies))
+            elif self._encodes:
                 ws.transport.writelines(frame_buffers(frames))
             else:
-                for frame in frames:
+                for frame in frames if bodies is None else map(bytes.__add__, frames, bodies):
                     protocol.send_text(frame)
                 ws.transport.writelines(protocol.data_to_send())
             try:
@@ -316,6 +328,27 @@ def frame_buffers(payloads: Sequence[bytes]) -> list[bytes]:
         parts[1::2] = payloads
         return [b"".join(parts)]
     return _large_frame_buffers(payloads)
+
+
+def text_frames_of(heads: Sequence[bytes], bodies: Sequence[bytes]) -> bytes:
+    """:func:`text_frames` of the payloads ``head + body``, pair by pair (a record's or a
+    watcher's frame is a header of the relay's and an agent line)."""
+    return b"".join(frame_buffers_of(heads, bodies))
+
+
+def frame_buffers_of(heads: Sequence[bytes], bodies: Sequence[bytes]) -> list[bytes]:
+    """:func:`frame_buffers` of the payloads ``head + body``, pair by pair: when every
+    payload is under 64 KiB (nearly always), without making them, headers, heads and
+    bodies joined in a few C-speed calls; otherwise each payload made and a large one
+    written as it is, as :func:`frame_buffers` does."""
+    sizes = list(map(add, map(len, heads), map(len, bodies)))
+    if not sizes or max(sizes) >= 1 << 16:
+        return frame_buffers(list(map(bytes.__add__, heads, bodies)))
+    parts: list[bytes] = [b""] * (3 * len(sizes))
+    parts[::3] = map(_HEADERS.__getitem__, sizes)
+    parts[1::3] = heads
+    parts[2::3] = bodies
+    return [b"".join(parts)]
 
 
 def _large_frame_buffers(payloads: Sequence[bytes]) -> list[bytes]:

@@ -36,6 +36,7 @@ from relay.core.resumeprofile import (
     parse_relay_frame,
     parse_welcome,
     record,
+    record_heads,
     records,
 )
 from relay.core.windows import Outbox, Sent
@@ -151,6 +152,9 @@ def test_records_number_lines_in_order_with_the_ack_on_the_first(count: int) -> 
     lines = [b'{"n":%d}' % i for i in range(count)]
     expected = [record(7 + i, line, 3 if i == 0 else None) for i, line in enumerate(lines)]
     assert records(7, lines, 3) == expected
+    heads = record_heads(7, count, 3)
+    assert [head + line for head, line in zip(heads, lines, strict=True)] == expected
+    assert record_heads(7, count) == [b'{"seq":%d}\n' % (7 + i) for i in range(count)]
 
 
 def test_welcome_is_one_json_control_frame() -> None:

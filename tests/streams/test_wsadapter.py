@@ -28,6 +28,7 @@ from relay.streams.wsadapter import (
     socket_end,
     stall_timeout,
     text_frames,
+    text_frames_of,
 )
 from tests.support.netcut import NetCut
 from tests.support.sockets import websocket_pair as socket_pair
@@ -185,6 +186,23 @@ def test_a_batch_of_any_sizes_is_the_frames_websockets_would_make(sizes: list[in
     payloads = [bytes([0x61 + n % 26]) * size for n, size in enumerate(sizes)]
     made = b"".join(Frame(Opcode.TEXT, p).serialize(mask=False) for p in payloads)
     assert b"".join(frame_buffers(payloads)) == text_frames(payloads) == made
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0, 1, 30]), st.sampled_from([0, 1, 95, 96, 200, 65505, 70_000])),
+        max_size=10,
+    )
+)
+def test_frames_of_heads_and_bodies_are_the_frames_of_each_pair_joined(
+    sizes: list[tuple[int, int]],
+) -> None:
+    """text_frames_of(heads, bodies) is text_frames of each head + body, whatever the sizes."""
+    heads = [b"h" * head for head, _ in sizes]
+    bodies = [b"b" * body for _, body in sizes]
+    whole = [head + body for head, body in zip(heads, bodies, strict=True)]
+    assert text_frames_of(heads, bodies) == text_frames(whole)
 
 
 def test_frame_headers_of_more_sizes_than_are_kept_are_still_made() -> None:

@@ -44,7 +44,7 @@ from relay.core.resumeprofile import (
     ProfileError,
     Resume,
     ack_frame,
-    records,
+    record_heads,
 )
 from relay.core.resumesession import Duplicate, Refused, Session
 from relay.observe.observer import ConnectionObserver
@@ -335,7 +335,8 @@ class ReplayWindow:
                 batch = self.session.batch(out.cursor, MAX_BATCH_FRAMES)
                 if not batch.lines:
                     return
-                await out.frames.send_frames(records(batch.first, batch.lines, batch.ack))
+                heads = record_heads(batch.first, len(batch.lines), batch.ack)
+                await out.frames.send_frames_of(heads, batch.lines)
                 out.cursor = batch.first + len(batch.lines)
                 self.session.sent_through(out.epoch, out.cursor - 1)
                 self._progress.set()
