@@ -243,9 +243,10 @@ class ReplayWindow:
         return judge
 
     def _take(self, data: bytes) -> bytes | Duplicate | None:
-        room = self.outbox.has_room()
+        outbox = self.outbox
+        full = outbox.size >= outbox.limit  # may have no room: acknowledgements may make some
         taken = self.session.take(data)
-        if not room and self.outbox.has_room():
+        if full and outbox.has_room():
             self._room.set()
         if isinstance(taken, bytes) and self._ack_timer is None:
             loop = asyncio.get_running_loop()
