@@ -112,3 +112,29 @@ def test_lines_let_go_are_no_longer_held(limit: int, batches: list[list[bytes]])
         history.add(FROM_AGENT, [bytes(bytearray(line)) for line in lines])  # distinct objects
         assert held_bytes(history) == history.size
         assert history.size <= limit or len(history) == 1
+
+
+@given(
+    st.integers(min_value=0, max_value=120),
+    st.lists(
+        st.tuples(st.booleans(), st.lists(st.binary(max_size=40), min_size=1, max_size=4)),
+        max_size=40,
+    ),
+)
+def test_a_line_added_alone_is_as_a_batch_of_one(
+    limit: int, batches: list[tuple[bool, list[bytes]]]
+) -> None:
+    """add_line(origin, line) keeps, numbers and lets go as add(origin, [line]) does."""
+    one, other = History(limit), History(limit)
+    for alone, lines in batches:
+        if alone:
+            assert one.add_line(FROM_CLIENT, lines[0]) == other.add(FROM_CLIENT, lines[:1])
+        else:
+            assert one.add(FROM_AGENT, lines) == other.add(FROM_AGENT, lines)
+        assert (one.size, one.dropped, one.first, len(one)) == (
+            other.size,
+            other.dropped,
+            other.first,
+            len(other),
+        )
+    assert one.frames() == other.frames()

@@ -122,7 +122,7 @@ class Watching:
             self.client_rewritten(outcome)
             return
         line = outcome.line  # nearly always: client_line, without its call
-        first = self.history.add(FROM_CLIENT, (line,))
+        first = self.history.add_line(FROM_CLIENT, line)
         if self.watchers:
             self._show(conversation_frames(first, FROM_CLIENT, (line,)))
 
