@@ -232,6 +232,43 @@ def test_watchers_and_history_targets(watched: float, history: float, verdicts: 
 
 
 @pytest.mark.parametrize(
+    ("name", "relay", "peer", "ratio"),
+    [
+        ("server CPU per streamed message, 1 socket, vs websocat", 8.0, 4.0, "2.00"),
+        ("server CPU per message, 200 B x64, vs websocketd", 6.0, 6.0, "1.00"),
+        ("server CPU per message, 200 B x64, vs websocat", 6.0, 3.0, "2.00"),
+    ],
+)
+def test_cpu_targets_compare_the_relay_with_one_peer(
+    name: str, relay: float, peer: float, ratio: str
+) -> None:
+    """The CPU targets of issue 30 divide the relay's CPU per message by one named peer's
+    in the same run; met at the bound."""
+    figures: dict[str, Any] = {
+        "acp-relay": {"stream": {"cpu_ms_per_1000": relay},
+                      "rate_200B_x64": {"cpu_us_per_message": relay}},
+        "websocat": {"stream": {"cpu_ms_per_1000": peer},
+                     "rate_200B_x64": {"cpu_us_per_message": peer}},
+        "websocketd": {"rate_200B_x64": {"cpu_us_per_message": peer}},
+    }  # fmt: skip
+    got = row(targets_table(figures), name)
+    bound = 2.0 if name.endswith("websocat") and "x64" in name else 1.0
+    assert got[1] == ratio
+    assert got[3] == ("met" if float(ratio) <= bound else "**not met**")
+
+
+@pytest.mark.parametrize(("tool", "verdict"), [(26.0, "met"), (26.1, "**not met**")])
+def test_a_translated_tool_call_may_cost_four_text_chunks(tool: float, verdict: str) -> None:
+    """The relay's CPU per translated tool_call_update may be 4x a text chunk's (6.5 µs
+    here): met at the bound, not past it."""
+    figures = features(80_000.0, 1_048_576.0)
+    figures["paths_tool"]["cpu_us_per_message"] = tool
+    lines = targets_table({"acp-relay": figures})
+    name = "relay CPU per streamed message, tool-call locations translated vs text"
+    assert row(lines, name)[3] == verdict
+
+
+@pytest.mark.parametrize(
     ("check", "expected"),
     [
         (Check("a", 1.0, ">= 1", 1.0, True), "met"),

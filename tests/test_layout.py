@@ -56,7 +56,7 @@ VERSION = "relay"  # relay/__init__.py: the version, which any module may read
 # metrics exposes, and the trace's records the trace writer writes.
 PURE_MODULES = ["relay.observe.stats", "relay.observe.tracerecords"]
 PURE_STDLIB = frozenset({
-    "__future__", "abc", "argparse", "base64", "binascii", "bisect", "collections",
+    "__future__", "abc", "argparse", "array", "base64", "binascii", "bisect", "collections",
     "collections.abc", "dataclasses", "datetime", "decimal", "difflib", "enum", "functools",
     "hashlib", "heapq", "hmac", "html", "http", "ipaddress", "itertools", "json", "json.encoder",
     "math", "operator", "re", "shlex", "stat", "string", "textwrap", "typing",

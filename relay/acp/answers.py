@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +92,15 @@ class Answers:
     def pending(self) -> int:
         return len(self._pending)
 
-    def agent_lines(self, lines: Iterable[bytes]) -> None:
-        """Note the answerable requests among the agent's ``lines``."""
+    def agent_lines(self, lines: Sequence[bytes]) -> None:
+        """Note the answerable requests among the agent's ``lines`` (the lines of one read:
+        looked at together first, one search for all of them, nearly always the only one)."""
+        joined = b"\n".join(lines)  # no marker spans a newline
+        if not any(joined.find(marker) != -1 for marker in _MARKERS):
+            return
         for line in lines:
             for marker in _MARKERS:
-                if marker in line:
+                if line.find(marker) != -1:
                     self._note(line)
                     break
 
@@ -210,9 +214,10 @@ def might_answer(line: bytes) -> bool:
     A key is a JSON string: spelled without escapes, its quotes are around it; with
     escapes, a letter of it is ``\\u0061`` to ``\\u007a``.
     """
-    if b'"id"' in line and (b'"result"' in line or b'"error"' in line):
+    # find(), not ``in``: on bytes ``in`` makes and drops a TypeError each time (CPython 3.11)
+    if line.find(b'"id"') != -1 and (line.find(b'"result"') != -1 or line.find(b'"error"') != -1):
         return True
-    return b"\\u00" in line and _LETTER_ESCAPE.search(line) is not None
+    return line.find(b"\\u00") != -1 and _LETTER_ESCAPE.search(line) is not None
 
 
 def _unreadable_answer(problem: strictjson.JsonRefused) -> Refused:

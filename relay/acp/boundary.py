@@ -73,6 +73,10 @@ from relay.core.framing import FrameRefused
 
 _NOT_READ = object()
 
+# ``marker in line`` on bytes first tries the marker as an integer, making and dropping a
+# TypeError each time (CPython 3.11): the byte tests use find(), and a code for one byte.
+_BACKSLASH = 0x5C
+
 COUNTS = (
     "translated_to_agent",
     "translated_to_editor",
@@ -113,6 +117,7 @@ class Boundary:
         files = Files.PASS if policy is None else policy.files
         self.files = files
         self._plan = plan_for(files)  # shared by every connection under the same policy
+        self._client_seek = self._plan.client_seek.search
         self._translator = MessageTranslator(
             policy, files, self.sessions, exists, resolve, self.counts
         )
@@ -134,8 +139,10 @@ class Boundary:
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent (``is line`` when unchanged), a refusal to answer the
         editor with, or the translated line and its report."""
-        if self.policy is None or not self._client_may_hold(line):
+        if self.policy is None:
             return line
+        if self._client_seek(line) is None and not self._client_may_hold(line):
+            return line  # nearly every line: one search
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
             return line
@@ -233,12 +240,11 @@ class Boundary:
     # -- byte tests ------------------------------------------------------------------------
 
     def _client_may_hold(self, data: bytes) -> bool:
-        """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
-        if self._plan.client_seek.search(data) is not None:
+        """False: ``data``, in which the plan's search found nothing, certainly holds nothing
+        the boundary acts on (nearly every line)."""
+        if self.pending and data.find(CANCEL) != -1:
             return True
-        if self.pending and CANCEL in data:
-            return True
-        return b"\\" in data and self._client_escape.search(data) is not None
+        return _BACKSLASH in data and self._client_escape.search(data) is not None
 
     def _agent_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
@@ -246,25 +252,25 @@ class Boundary:
         if seek.search(data) is not None:
             return True
         escape = self._agent_escape
-        return escape is not None and b"\\" in data and escape.search(data) is not None
+        return escape is not None and _BACKSLASH in data and escape.search(data) is not None
 
     def _client_interest(self, line: bytes) -> Interest:
-        escaped = b"\\" in line
-        must = any(m in line for m in self._plan.client_must)
+        escaped = _BACKSLASH in line
+        must = any(line.find(m) != -1 for m in self._plan.client_must)
         must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
-        may = any(m in line for m in self._plan.client_may)
-        may = may or (bool(self.pending) and CANCEL in line)
+        may = any(line.find(m) != -1 for m in self._plan.client_may)
+        may = may or (bool(self.pending) and line.find(CANCEL) != -1)
         may = may or (escaped and self._crossing and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
 
     def _agent_interest(self, line: bytes) -> Interest:
-        escaped = b"\\" in line
-        must = any(m in line for m in self._plan.agent_must)
+        escaped = _BACKSLASH in line
+        must = any(line.find(m) != -1 for m in self._plan.agent_must)
         if self._crossing:
             must = must or (escaped and METHOD_ESCAPE.search(line) is not None)
-        may = any(m in line for m in self._plan.agent_may)
-        may = may or (bool(self.pending) and any(m in line for m in self._plan.answers))
-        may = may or (self.sessions.watches_agent and CAPABILITIES in line)
+        may = any(line.find(m) != -1 for m in self._plan.agent_may)
+        may = may or (bool(self.pending) and any(line.find(m) != -1 for m in self._plan.answers))
+        may = may or (self.sessions.watches_agent and line.find(CAPABILITIES) != -1)
         may = may or (escaped and self._crossing and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
 

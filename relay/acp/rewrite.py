@@ -43,18 +43,21 @@ MCP_REQUIRED = ("session/new", "session/load")  # mcpServers optional on resume 
 _MARKER = b'"session/'
 _METHOD_BYTES = tuple(m.encode() for m in SESSION_OPENING_METHODS)
 _CAPS_MARKER = b'"agentCapabilities"'
+# ``marker in line`` on bytes first tries the marker as an integer, making and dropping a
+# TypeError each time (CPython 3.11): the byte tests use find(), and a code for one byte.
+_BACKSLASH = 0x5C
 METHOD_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[fF]|[67][0-9a-fA-F]))")  # '/' or 'a'-'z' escaped
 
 
 def might_open_session(line: bytes) -> bool:
     """Cheap test on raw bytes: False means the line certainly opens no session."""
-    if _MARKER not in line and b"\\" not in line:
+    if line.find(_MARKER) == -1 and _BACKSLASH not in line:
         return False  # nearly every line: two scans, nothing else
-    if _MARKER in line and any(m in line for m in _METHOD_BYTES):
+    if line.find(_MARKER) != -1 and any(line.find(m) != -1 for m in _METHOD_BYTES):
         return True
     # JSON may spell the method with escapes ("session\/new", "\u0073ession/new"): any
     # escape of '/' or of a lowercase ASCII letter makes the line a candidate.
-    return b"\\" in line and METHOD_ESCAPE.search(line) is not None
+    return _BACKSLASH in line and METHOD_ESCAPE.search(line) is not None
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ class SessionRewriter:
 
     def agent_line(self, line: bytes) -> bool:
         """Look for the agent's ``initialize`` reply; False once seen (stop showing lines)."""
-        if _CAPS_MARKER not in line:
+        if line.find(_CAPS_MARKER) == -1:
             return True
         try:
             message = strictjson.loads(line)
@@ -192,7 +195,7 @@ class SessionRewriter:
 
     def client_line(self, line: bytes) -> bytes | FrameRefused | Rewritten:
         """The line for the agent, a refusal to answer the client with, or a rewrite."""
-        if self.policy is None or (_MARKER not in line and b"\\" not in line):
+        if self.policy is None or (line.find(_MARKER) == -1 and _BACKSLASH not in line):
             return line  # nearly every line (might_open_session's first test, inlined)
         if not might_open_session(line):
             return line

@@ -57,6 +57,8 @@ from relay.acp.rewrite import (
 from relay.core import strictjson
 from relay.core.framing import FrameRefused
 
+_BACKSLASH = 0x5C  # by its code: ``b"\\" in line`` makes and drops a TypeError (CPython 3.11)
+
 
 @dataclass
 class _Work:
@@ -91,7 +93,7 @@ class MessageTranslator:
         changed or its rows only translate and find over TRANSLATE_MAX_PLACES places, the
         message translated whole, or the first refusal."""
         rows = rows_for(direction, kind, method, self.files)
-        if not (b"\\" in line and KEY_ESCAPE.search(line)):
+        if not (_BACKSLASH in line and KEY_ESCAPE.search(line)):
             rows = tuple(row for row in rows if row.may_be_in(line))
         if not rows:
             return line

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import cast
 
 from relay.core import strictjson
 
@@ -19,6 +20,9 @@ MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 
 MAX_COMPACT_BYTES = strictjson.MAX_BYTES  # a larger frame with raw newlines is refused
 _JSON_SPACE = b" \t\r\n"  # the only whitespace JSON has
 _SPACE_BYTES = frozenset(_JSON_SPACE)
+# Single bytes are looked for by their code: ``10 in data`` is a memchr, while ``b"\n" in
+# data`` first tries b"\n" as an integer, making and dropping a TypeError (CPython 3.11).
+_LF, _CR, _SPACE = 10, 13, 32
 
 
 def is_blank(data: bytes) -> bool:
@@ -57,16 +61,20 @@ class LineSplitter:
 
     def feed(self, chunk: bytes) -> list[Line]:
         """Consume a chunk; return the lines it completed, in order."""
-        if not self.partial and not self._discarding and chunk.endswith(NEWLINE):
-            return self._complete_lines(chunk[:-1].split(NEWLINE))
         pieces = chunk.split(NEWLINE)
         tail = pieces.pop()
-        lines: list[Line] = []
-        if pieces:
-            lines.append(self._finish_partial(pieces[0]))
-            lines.extend(self._complete_lines(pieces[1:]))
+        if self.partial or self._discarding:
+            if not pieces:
+                self._extend_partial(tail)
+                return []
+            first = self._finish_partial(pieces[0])
+            lines = self._complete_lines(pieces[1:], chunk)
+            if first != b"":
+                lines.insert(0, first)
+        else:
+            lines = self._complete_lines(pieces, chunk)
         self._extend_partial(tail)
-        return [line for line in lines if line != b""]
+        return lines
 
     def finish(self) -> Line | None:
         """End of stream: return the unterminated last line, if any."""
@@ -75,7 +83,16 @@ class LineSplitter:
         line = self._finish_partial(b"")
         return None if line == b"" else line
 
-    def _complete_lines(self, pieces: list[bytes]) -> list[Line]:
+    def _complete_lines(self, pieces: list[bytes], chunk: bytes) -> list[Line]:
+        """The verdicts on ``pieces``, whole lines cut from ``chunk`` (or from a line begun
+        before it): nearly always the pieces themselves, decided by a few tests of the
+        whole chunk rather than of each line."""
+        if not pieces or self._plain(pieces, chunk):
+            return cast(list[Line], pieces)
+        return self._judge_each(pieces)
+
+    def _judge_each(self, pieces: list[bytes]) -> list[Line]:
+        """The verdicts on ``pieces``, one line at a time."""
         limit = self.max_line_bytes
         out: list[Line] = []
         for piece in pieces:
@@ -93,6 +110,26 @@ class LineSplitter:
                 out.append(piece)
         return out
 
+    def _plain(self, pieces: list[bytes], chunk: bytes) -> bool:
+        """Whether every piece is a line to send as it is: no ``\\r`` in the chunk, none
+        over the limit, none blank (the least piece starts past the space: none is empty
+        nor starts with JSON whitespace), and, when UTF-8 is required, the chunk UTF-8 up to
+        its last newline."""
+        if _CR in chunk or (
+            len(chunk) > self.max_line_bytes and max(map(len, pieces)) > self.max_line_bytes
+        ):
+            return False
+        least = min(pieces)
+        if not least or least[0] <= _SPACE:
+            return False
+        if not self.utf8 or chunk.isascii():
+            return True
+        try:  # the chunk up to its last newline (the rest is a line begun), not copied
+            str(memoryview(chunk)[: chunk.rfind(NEWLINE)], "utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
     def _finish_partial(self, head: bytes) -> Line:
         if self._discarding:
             ends_cr = head.endswith(b"\r") if head else self._discarded_cr
@@ -106,7 +143,7 @@ class LineSplitter:
             self.partial.clear()
         else:
             line = head
-        result = self._complete_lines([line])
+        result = self._judge_each([line])
         return result[0] if result else b""
 
     def _extend_partial(self, tail: bytes) -> None:
@@ -157,7 +194,7 @@ def frame_to_line(frame: bytes) -> bytes | FrameRefused | None:
     """
     if is_blank(frame):
         return None
-    if NEWLINE not in frame and b"\r" not in frame:
+    if _LF not in frame and _CR not in frame:  # by their codes: see _LF
         return frame
     try:
         return strictjson.dumps(strictjson.loads(frame, max_bytes=MAX_COMPACT_BYTES))

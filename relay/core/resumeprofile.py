@@ -208,12 +208,17 @@ def record(seq: int, line: bytes, ack: int | None = None) -> bytes:
 def records(first: int, lines: Sequence[bytes], ack: int | None = None) -> list[bytes]:
     """The frames of ``lines`` as records ``first``, ``first + 1``, ...; ``ack`` rides on
     the first one."""
-    if not lines:
+    return list(map(bytes.__add__, record_heads(first, len(lines), ack), lines))
+
+
+def record_heads(first: int, count: int, ack: int | None = None) -> list[bytes]:
+    """The headers (newline included) of records ``first`` to ``first + count - 1``, ``ack``
+    riding on the first: each record is its header, then its line (made in one map)."""
+    if not count:
         return []
-    out = [record(first, lines[0], ack)]
-    out += [b'{"seq":%d}\n%b' % pair for pair in zip(range(first + 1, first + len(lines)),
-                                                         lines[1:], strict=True)]  # fmt: skip
-    return out
+    heads = [b'{"seq":%d}\n' % first if ack is None else b'{"seq":%d,"ack":%d}\n' % (first, ack)]
+    heads += map(b'{"seq":%d}\n'.__mod__, range(first + 1, first + count))
+    return heads
 
 
 def ack_frame(ack: int) -> bytes:

@@ -63,13 +63,7 @@ def loads(data: bytes, *, max_bytes: int = MAX_BYTES) -> Any:
     except UnicodeDecodeError as exc:
         raise JsonRefused(f"not UTF-8: {exc.reason}") from None
     try:
-        value = json.loads(
-            text,
-            parse_int=Number,
-            parse_float=Number,
-            parse_constant=_constant,
-            object_pairs_hook=_object,
-        )
+        value = _DECODER.decode(text)
     except RecursionError:
         raise TooDeep from None
     except ValueError as exc:  # JSONDecodeError, and JsonRefused raised by the hooks
@@ -77,6 +71,27 @@ def loads(data: bytes, *, max_bytes: int = MAX_BYTES) -> Any:
     if _may_be_ambiguous(data):
         _check_text(value)
     return value
+
+
+def _constant(name: str) -> Any:
+    raise JsonRefused(f"{name} is not JSON")
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JsonRefused(f"key {key!r} appears twice in one object")
+            seen.add(key)
+    return result
+
+
+# One decoder for every read (json.loads with hooks would make one per call).
+_DECODER = json.JSONDecoder(
+    parse_int=Number, parse_float=Number, parse_constant=_constant, object_pairs_hook=_object
+)
 
 
 def dumps(value: Any) -> bytes:
@@ -109,24 +124,9 @@ _WITHOUT_NUMBERS = json.JSONEncoder(
 def _may_be_ambiguous(data: bytes) -> bool:
     """Whether :func:`_check_text` can find anything: a surrogate escape, or more
     brackets than MAX_DEPTH (a text can nest no deeper than it has brackets)."""
-    if b"\\u" in data and SURROGATE_ESCAPE.search(data) is not None:
+    if data.find(b"\\u") != -1 and SURROGATE_ESCAPE.search(data) is not None:
         return True
     return data.count(b"[") + data.count(b"{") > MAX_DEPTH
-
-
-def _constant(name: str) -> Any:
-    raise JsonRefused(f"{name} is not JSON")
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise JsonRefused(f"key {key!r} appears twice in one object")
-            seen.add(key)
-    return result
 
 
 def _check_text(value: Any) -> None:

@@ -34,6 +34,7 @@ import enum
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 from relay.core import strictjson
@@ -81,12 +82,20 @@ def conversation_frame(seq: int, origin: Origin, line: bytes) -> bytes:
 
 def conversation_frames(first: int, origin: Origin, lines: Sequence[bytes]) -> list[bytes]:
     """The frames of ``lines`` from ``origin``, numbered from ``first``."""
-    name = _FROM[origin]
-    return [_frame(first + i, name, line) for i, line in enumerate(lines)]
+    return list(map(bytes.__add__, conversation_heads(first, origin, len(lines)), lines))
+
+
+def conversation_heads(first: int, origin: Origin, count: int) -> list[bytes]:
+    """The headers (newline included) of ``count`` conversation frames from ``origin``,
+    numbered from ``first``: each frame is its header, then its line (made in one map)."""
+    return list(map(_HEAD.__mod__, zip(range(first, first + count), repeat(_FROM[origin]))))
 
 
 def _frame(seq: int, name: bytes, line: bytes) -> bytes:
-    return b'{"seq":%d,"from":"%b"}\n%b' % (seq, name, line)
+    return _HEAD % (seq, name) + line
+
+
+_HEAD = b'{"seq":%d,"from":"%b"}\n'
 
 
 def relay_frame(message: bytes) -> bytes:

@@ -60,6 +60,13 @@ class Outbox:
         instead of two per line: this is the profile's hot path."""
         kept, size, limit = self._lines, self.size, self.limit
         end, index = len(lines), start
+        rest = lines[start:] if start else lines
+        total = sum(map(len, rest))
+        if rest and size + total - len(rest[-1]) < limit:
+            # Nearly always: room before each line (the last may pass the limit): all kept.
+            kept += rest
+            self.size = size + total
+            return len(rest)
         while index < end and (size < limit or len(kept) == self._head):
             line = lines[index]
             kept.append(line)

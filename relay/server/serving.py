@@ -10,6 +10,7 @@ answers ``/healthz``, ``/busy`` and, under ``--dev``, the dev console.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import socket
 import time
@@ -24,7 +25,6 @@ from relay import __version__
 from relay.config.resolved import RelayConfig
 from relay.core.admission import Refusal, no_such_connection, watchers_full
 from relay.core.handshake import HandshakeGate
-from relay.core.lifecycle import CONNECTION_ENDED
 from relay.core.resumeprofile import (
     CANNOT_RESUME,
     NO_CONNECTION,
@@ -35,30 +35,38 @@ from relay.core.resumeprofile import (
     Resume,
     parse_first_frame,
 )
-from relay.core.resumesession import Session
 from relay.core.subprotocols import SocketKind
 from relay.core.tickets import ReplayGuard
 from relay.observe.logs import get_logger
 from relay.observe.metrics import Exposition
 from relay.observe.stats import RelayStats
-from relay.server.agents.process import AgentProcess, Guard
-from relay.server.agents.starting import RelayContext
 from relay.server.connections.attachments import Attachment
-from relay.server.connections.carriers import Carrier, DirectFrames, ReplayWindow
-from relay.server.connections.connection import Connection
-from relay.server.http import devconsole
 from relay.server.http.admitting import PendingSocket, Upgrades, Views
 from relay.server.http.edge import guarded, serve_metrics
 from relay.server.http.listener import cannot_listen
 from relay.server.http.spenttickets import SpentTickets
 
 if TYPE_CHECKING:
+    from relay.server.agents.process import AgentProcess, Guard
+    from relay.server.agents.starting import RelayContext
     from relay.server.agents.warm import WarmAgents
+    from relay.server.connections.carriers import Carrier
+    from relay.server.connections.connection import Connection
+    from relay.server.http import devconsole
 
 __all__ = ["Relay", "RelayConfig"]
 
 RECEIVE_QUEUE_FRAMES = 1
 CLOSE_TIMEOUT = 2.0  # seconds to wait for the client's close frame
+# What the relay loads once it answers HTTP: a connection's code (its lifecycle, carriers,
+# boundary, the agents' start), not needed for /healthz. Loaded this long after the start,
+# or by the first socket admitted before that.
+CONNECTION_MODULES = (
+    "relay.server.connections.connection",
+    "relay.server.connections.carriers",
+    "relay.core.resumesession",
+)
+PRELOAD_SECONDS = 0.05
 
 
 class Relay:
@@ -90,7 +98,8 @@ class Relay:
             )
 
             self.warm = relays_warm_agents(config, self.agents, self.stats, guard)
-        self.context = RelayContext(self.agents, self.stats, guard, self.warm)
+        self.guard = guard
+        self._context: RelayContext | None = None  # made with the first connection
         self.exposition = Exposition(self.stats, self._gauges)
         replay_guard = ReplayGuard()
         self.spent: SpentTickets | None = None
@@ -149,6 +158,17 @@ class Relay:
         )
         if self.warm is not None:
             self.warm.start()
+        asyncio.get_running_loop().call_later(PRELOAD_SECONDS, _load_connection_modules)
+
+    @property
+    def context(self) -> RelayContext:
+        """What a connection needs of the relay that holds it (its agents, counters, guard,
+        warm agents)."""
+        if self._context is None:
+            from relay.server.agents.starting import RelayContext
+
+            self._context = RelayContext(self.agents, self.stats, self.guard, self.warm)
+        return self._context
 
     @property
     def metrics_port(self) -> int | None:
@@ -271,6 +291,10 @@ class Relay:
         self, attachment: Attachment, admitted: PendingSocket, *, resumable: bool
     ) -> Connection:
         """A new connection for ``attachment``, registered and living."""
+        from relay.core.resumesession import Session
+        from relay.server.connections.carriers import DirectFrames, ReplayWindow
+        from relay.server.connections.connection import Connection
+
         c = self.config
         claims = admitted.claims
 
@@ -303,6 +327,8 @@ class Relay:
 
     async def _watch(self, attachment: Attachment, admitted: PendingSocket) -> None:
         """A watcher's socket: it sees the connection until either goes."""
+        from relay.core.lifecycle import CONNECTION_ENDED
+
         connection = self.connections.get(admitted.conn_id)
         if connection is None:  # it ended and went since the upgrade was admitted
             await attachment.close(CloseCode.NORMAL_CLOSURE, CONNECTION_ENDED)
@@ -351,8 +377,17 @@ class Relay:
             )
 
 
+def _load_connection_modules() -> None:
+    """Load a connection's code now that HTTP is answered (a socket admitted earlier loaded
+    it already; then this finds it loaded)."""
+    for name in CONNECTION_MODULES:
+        importlib.import_module(name)
+
+
 def _console(config: RelayConfig) -> devconsole.Console:
     """The dev console of a relay under --dev."""
+    from relay.server.http import devconsole  # --dev's alone: not loaded otherwise
+
     allow = config.policy.allow_origins
     assets = devconsole.load()
     return devconsole.Console(

@@ -26,7 +26,10 @@ class LineWriter:
     the batch ends, saving a system call per message under load without delaying a lone
     message. The batch ends when the loop turns (``call_soon``) or, with
     ``caller_flushes``, when the caller calls :meth:`flush` (``frames_to_lines`` does so
-    when no received frame is waiting: no extra turn of the loop per message). At most
+    when no received frame is waiting: no extra turn of the loop per message). A caller
+    that flushes before anything it waits for may also ask for no ``first_at_once``:
+    then the first line is joined too, and a batch is one write (a system call less per
+    batch; a lone message is not delayed, the flush coming before the wait). At most
     ``COALESCE_BYTES`` wait in the join; a full pipe makes :meth:`write` wait, which
     stops the reading of the socket.
 
@@ -42,12 +45,15 @@ class LineWriter:
         peer_gone: Callable[[int], bool] = lambda _checks: False,
         *,
         caller_flushes: bool = False,
+        first_at_once: bool = True,
     ) -> None:
         self.writer = writer
         self._transport = writer.transport  # what StreamWriter's write and is_closing call
         self.peer_gone = peer_gone
         self.peer_lost = False  # write() returned False because ``peer_gone`` said so
         self.caller_flushes = caller_flushes
+        # Without it (the caller flushes before it waits), a batch is one write.
+        self.first_at_once = first_at_once or not caller_flushes
         self._joined = bytearray()
         self.batch_open = False  # a line of this batch went out: the next ones are joined
         self._loop: asyncio.AbstractEventLoop | None = None  # asked once: each ask is a getpid()
@@ -58,21 +64,43 @@ class LineWriter:
         self._checks = 0  # checks during the current wait
 
     async def write(self, line: bytes) -> bool:
-        """Queue one line (``\n`` added); False once the pipe is closed or the peer gone."""
+        """Queue one line (``\n`` added), waiting while the pipe is full; False once the pipe
+        is closed or the peer gone."""
+        if not self.put(line):
+            return False
+        return not self.backed_up() or await self.drained()
+
+    def put(self, line: bytes) -> bool:
+        """Queue one line (``\n`` added) without waiting; False once the pipe is closed. The
+        caller then waits for :meth:`drained` while :meth:`backed_up` (as :meth:`write`
+        does), so that nothing is queued without bound."""
         transport = self._transport
         if transport.is_closing():
             return False
         if len(line) >= COALESCE_BYTES:
             self.flush()
             transport.writelines((line, b"\n"))
+        elif self.batch_open or not self.first_at_once:  # joined: out when the batch ends
+            self.batch_open = True
+            joined = self._joined
+            joined += line
+            joined += b"\n"
+            if len(joined) >= COALESCE_BYTES:
+                self._write_joined()
         else:
-            self._join(line)
+            self._open_batch(line)
+        return True
+
+    def backed_up(self) -> bool:
+        """Whether the pipe holds bytes it has not taken yet (the next line must wait)."""
+        return bool(self._transport.get_write_buffer_size())
+
+    async def drained(self) -> bool:
+        """Wait until the pipe takes what is buffered; False if it closed or the peer went."""
         try:
-            if transport.get_write_buffer_size():  # the pipe is full: wait
-                return await self._drain()
+            return await self._drain()
         except (BrokenPipeError, ConnectionResetError):
             return False
-        return True
 
     async def _drain(self) -> bool:
         """Wait until the pipe takes what is buffered; False if the peer went meanwhile."""
@@ -105,21 +133,15 @@ class LineWriter:
                 return
         self._timer = asyncio.get_running_loop().call_later(PEER_CHECK_SECONDS, self._tick)
 
-    def _join(self, line: bytes) -> None:
-        if not self.batch_open:
-            # The first line of a batch goes out at once (no added latency for a lone
-            # message); the ones after it in the same batch are joined.
-            self.batch_open = True
-            if not self.caller_flushes:
-                if self._loop is None:
-                    self._loop = asyncio.get_running_loop()
-                self._loop.call_soon(self.flush)
-            self._transport.writelines((line, b"\n"))
-            return
-        self._joined += line
-        self._joined += b"\n"
-        if len(self._joined) >= COALESCE_BYTES:
-            self._write_joined()
+    def _open_batch(self, line: bytes) -> None:
+        # The first line of a batch goes out at once (no added latency for a lone message);
+        # the ones after it in the same batch are joined.
+        self.batch_open = True
+        if not self.caller_flushes:
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self.flush)
+        self._transport.writelines((line, b"\n"))
 
     def flush(self) -> None:
         """Write the joined lines now; the next line starts a new batch."""

@@ -217,22 +217,28 @@ async def frames_to_lines(
     frame to refuse is still seen at once) and drops the lines (``observer.dropped``).
     """
     send_reply = reply or partial(_reply, ws)
-    waiting = frames_waiting(ws)
     receive = Receiver(ws)
-    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=waiting is not None)
+    take = receive.take  # a frame received already, without a coroutine (None: await)
+    flushes = frames_waiting(ws) is not None
+    lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=flushes, first_at_once=False)
     pipe_open = True
     outcome: Outcome | None = None
     while True:
-        if waiting is not None and lines.batch_open and not waiting():
-            lines.flush()  # nothing more is received yet: the batch ends before recv() waits
         outcome = None  # the last message is not held while the next one comes
         try:
-            outcome = judge(await receive())
+            frame: Received | None = take()
+            if frame is None:
+                if flushes and lines.batch_open:
+                    lines.flush()  # nothing more is received yet: the batch ends first
+                frame = await receive()
+            outcome = judge(frame)
         except ConnectionClosed:
             lines.flush()
             return Ended.SOCKET_CLOSED
         if isinstance(outcome, Forward):
-            if pipe_open and not await lines.write(outcome.line):
+            if pipe_open and not (
+                lines.put(outcome.line) and (not lines.backed_up() or await lines.drained())
+            ):
                 if lines.peer_lost:
                     observer.peer_lost()
                     ws.transport.abort()
@@ -245,10 +251,13 @@ async def frames_to_lines(
                 continue
             if tap is not None:
                 tap(outcome)
-        elif isinstance(outcome, Refuse) and not await send_reply(outcome.reply):
-            observer.frame(outcome)
-            return Ended.SOCKET_CLOSED
+        elif isinstance(outcome, Refuse):
+            lines.flush()  # the lines before the refused frame go first
+            if not await send_reply(outcome.reply):
+                observer.frame(outcome)
+                return Ended.SOCKET_CLOSED
         elif isinstance(outcome, Close):
+            lines.flush()
             await ws.close(outcome.code, outcome.reason)
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED

@@ -21,6 +21,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import add
 from typing import Any
 
 from websockets.asyncio.connection import Connection
@@ -83,6 +84,15 @@ class TextFrames:
 
     async def send_frames(self, frames: Sequence[bytes]) -> None:
         """Send each of ``frames`` (valid UTF-8) as one text frame, in order."""
+        await self._send(frames, None)
+
+    async def send_frames_of(self, heads: Sequence[bytes], bodies: Sequence[bytes]) -> None:
+        """Send each ``head + body`` (valid UTF-8), pair by pair, as one text frame, in
+        order (:func:`text_frames_of`: the payloads are not made on a server's socket)."""
+        await self._send(heads, bodies)
+
+    async def _send(self, frames: Sequence[bytes], bodies: Sequence[bytes] | None) -> None:
+        """Send ``frames``, each followed by its body of ``bodies`` when there are bodies."""
         ws = self.ws
         if self.stall_timeout is not None and self._timer is None:
             self._arm()
@@ -94,10 +104,12 @@ class TextFrames:
                     pass
             # All the frames in one system call (send_context() would write them one by
             # one). OPEN, and only data frames made: no end-of-stream marker among them.
-            if self._encodes:
+            if bodies is not None and self._encodes:
+                ws.transport.writelines(frame_buffers_of(frames, bodies))
+            elif self._encodes:
                 ws.transport.writelines(frame_buffers(frames))
             else:
-                for frame in frames:
+                for frame in frames if bodies is None else map(bytes.__add__, frames, bodies):
                     protocol.send_text(frame)
                 ws.transport.writelines(protocol.data_to_send())
             try:
@@ -143,8 +155,8 @@ def frames_waiting(ws: Connection) -> Callable[[], int] | None:
     None when it has no such queue, and then :class:`LineWriter` flushes on the loop's
     next turn instead.
     """
-    queue = getattr(getattr(ws, "recv_messages", None), "frames", None)
-    length = getattr(queue, "__len__", None)
+    queue = getattr(getattr(getattr(ws, "recv_messages", None), "frames", None), "queue", None)
+    length = getattr(queue, "__len__", None)  # the deque's own: no Python call
     return length if callable(length) else None
 
 
@@ -166,6 +178,11 @@ class Receiver:
     parser, which keeps the last frame it made until the next, lets go of its payload.
     Anything else (a binary or fragmented message, invalid UTF-8) goes through ``recv()``,
     which closes the socket with 1007 for invalid UTF-8 as before.
+
+    :meth:`take` gives a whole text frame that has come already at once, without a
+    coroutine: it takes the frame off that queue as the ``Assembler``'s ``get`` does
+    (and resumes the socket's reading, paused past its high-water mark, through the
+    ``Assembler``'s ``maybe_resume``), without ``recv()``'s and ``get``'s calls.
     """
 
     def __init__(self, ws: Connection) -> None:
@@ -191,15 +208,29 @@ class Receiver:
                     # The future keeps the EOFError, whose traceback keeps this frame: a
                     # cycle holding the socket until the collector's next full pass.
                     del waiter
-            if queue:
-                head = queue[0]
-                data = head.data
-                if head.opcode is TEXT and head.fin and (data.isascii() or is_utf8(data)):
-                    message: bytes = await self.recv(False)
-                    head.data = b""  # the parser holds ``head`` until its next frame
-                    return message
+            message = self.take()
+            if message is not None:
+                return message
         other = await self.recv()
         return other.encode() if isinstance(other, str) else Binary(len(other))
+
+    def take(self) -> bytes | None:
+        """The next message now, if it is a whole text frame (valid UTF-8) received already:
+        its bytes; None when none has come or the next is of another kind (then await the
+        receiver)."""
+        queue = self._queue
+        if not queue:
+            return None
+        head = queue[0]
+        data = head.data
+        if head.opcode is not TEXT or not head.fin or not (data.isascii() or is_utf8(data)):
+            return None
+        queue.popleft()
+        messages = self._messages
+        if messages.paused and len(queue) <= messages.low:
+            messages.maybe_resume()
+        head.data = b""  # the parser holds ``head`` until its next frame
+        return data if data.__class__ is bytes else bytes(data)  # unmasked: a bytearray
 
 
 def is_utf8(data: bytes, piece: int = UTF8_PIECE) -> bool:
@@ -262,6 +293,21 @@ def socket_end(ws: Connection) -> SocketEnd:
 _SHORT_HEADERS = [bytes((0x81, size)) for size in range(126)]  # FIN, text, unmasked
 _MEDIUM_HEADER = struct.Struct("!BBH").pack
 _LONG_HEADER = struct.Struct("!BBQ").pack
+_HEADERS_KEPT = 4096  # headers of this many sizes are kept: a bound on the table
+
+
+class _Headers(dict[int, bytes]):
+    """A text frame's header by its payload's size (under 64 KiB), made once per size: the
+    headers of a batch are then looked up in one ``map``, not made line by line."""
+
+    def __missing__(self, size: int) -> bytes:
+        header = _SHORT_HEADERS[size] if size < 126 else _MEDIUM_HEADER(0x81, 126, size)
+        if len(self) < _HEADERS_KEPT:
+            self[size] = header
+        return header
+
+
+_HEADERS = _Headers()
 
 
 def text_frames(payloads: Sequence[bytes]) -> bytes:
@@ -274,6 +320,39 @@ def frame_buffers(payloads: Sequence[bytes]) -> list[bytes]:
     """The bytes of :func:`text_frames`, as buffers for one ``writelines``: the headers and
     the payloads under 64 KiB joined, each larger payload a buffer of its own (written as
     it is: a large message is not copied)."""
+    if not payloads:
+        return []
+    if max(map(len, payloads)) < 1 << 16:  # nearly always: the batch in C-speed calls
+        parts: list[bytes] = [b""] * (2 * len(payloads))
+        parts[::2] = map(_HEADERS.__getitem__, map(len, payloads))
+        parts[1::2] = payloads
+        return [b"".join(parts)]
+    return _large_frame_buffers(payloads)
+
+
+def text_frames_of(heads: Sequence[bytes], bodies: Sequence[bytes]) -> bytes:
+    """:func:`text_frames` of the payloads ``head + body``, pair by pair (a record's or a
+    watcher's frame is a header of the relay's and an agent line)."""
+    return b"".join(frame_buffers_of(heads, bodies))
+
+
+def frame_buffers_of(heads: Sequence[bytes], bodies: Sequence[bytes]) -> list[bytes]:
+    """:func:`frame_buffers` of the payloads ``head + body``, pair by pair: when every
+    payload is under 64 KiB (nearly always), without making them, headers, heads and
+    bodies joined in a few C-speed calls; otherwise each payload made and a large one
+    written as it is, as :func:`frame_buffers` does."""
+    sizes = list(map(add, map(len, heads), map(len, bodies)))
+    if not sizes or max(sizes) >= 1 << 16:
+        return frame_buffers(list(map(bytes.__add__, heads, bodies)))
+    parts: list[bytes] = [b""] * (3 * len(sizes))
+    parts[::3] = map(_HEADERS.__getitem__, sizes)
+    parts[1::3] = heads
+    parts[2::3] = bodies
+    return [b"".join(parts)]
+
+
+def _large_frame_buffers(payloads: Sequence[bytes]) -> list[bytes]:
+    """:func:`frame_buffers` of a batch with a payload of 64 KiB or more."""
     buffers: list[bytes] = []
     parts: list[bytes] = []
     for payload in payloads:

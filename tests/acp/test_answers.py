@@ -30,6 +30,29 @@ def asked(*ids: bytes) -> Answers:
     return answers
 
 
+CHUNK = b'{"jsonrpc":"2.0","method":"session/update","params":{"update":{"text":"%b"}}}'
+
+
+@pytest.mark.parametrize(
+    ("read", "pending"),
+    [
+        ([CHUNK % b"a", ASK % b"1", CHUNK % b"b", ASK % b"2", CHUNK % b"c"], 2),
+        ([CHUNK % b"a", CHUNK % b"session/request"], 0),
+        ([CHUNK % b"session/request_permission"], 0),  # named in text: read, not a request
+        ([ASK % b"3"], 1),
+        ([], 0),
+    ],
+)
+def test_the_requests_among_the_lines_of_one_read_are_noted(
+    read: list[bytes], pending: int
+) -> None:
+    """Every permission request among the agent's lines of one read is noted, and only
+    those."""
+    answers = Answers()
+    answers.agent_lines(read)
+    assert answers.pending == pending
+
+
 def test_spellings_of_one_number_are_one_id() -> None:
     """An answer with id 1E2 answers the request with id 100, as agents read them."""
     answers = asked(b"100")

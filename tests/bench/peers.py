@@ -18,6 +18,7 @@ them). :func:`prepare` installs what is missing and says what could not be had.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -81,6 +82,45 @@ def wait_for_port(port: int, seconds: float = 15) -> None:
     raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {seconds} s")
 
 
+def wait_until_serving(port: int, seconds: float = 30) -> None:
+    """Wait until the relay answers ``GET /healthz``: it binds its port before it loads the
+    server (relay/server/http/listener.py), so a listening port is not yet a relay at
+    work, and the CPU it spends loading is not the CPU of the first figures measured."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=seconds)
+            conn.request("GET", "/healthz")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError:
+            status = 0
+        if status == 200:
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"the relay on 127.0.0.1:{port} did not answer /healthz in {seconds} s")
+
+
+def wait_until_idle(pid: int, seconds: float = 10, quiet: float = 0.002) -> None:
+    """Wait until the process has used under ``quiet`` s of CPU over 0.1 s, at most
+    ``seconds``: a server that answers may still be loading (the relay loads a connection's
+    code once it serves), and that CPU is its start's, not the first figure's."""
+    deadline = time.monotonic() + seconds
+    last = _cpu(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = _cpu(pid)
+        if now - last < quiet:
+            return
+        last = now
+
+
+def _cpu(pid: int) -> float:
+    """The process's CPU seconds so far, its threads' (schedstat, to the nanosecond)."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/schedstat")
+    return sum(int(task.read_text().split()[0]) for task in tasks) / 1e9
+
+
 @contextmanager
 def running(
     argv: Sequence[str], env: dict[str, str] | None = None
@@ -117,6 +157,8 @@ def relay(agent: str, *extra: str) -> Iterator[Server]:
     env = dict(os.environ, ACP_RELAY_SECRET=SECRET)
     with running(relay_argv(port, agent, *extra), env) as process:
         wait_for_port(port)
+        wait_until_serving(port)
+        wait_until_idle(process.pid)
         yield Server("acp-relay", process, port, ticketed=True, path="/acp")
 
 
@@ -127,6 +169,7 @@ def websocketd(agent: str) -> Iterator[Server]:
             "sh", "-c", f"exec {agent}"]  # fmt: skip
     with running(argv) as process:
         wait_for_port(port)
+        wait_until_idle(process.pid)
         yield Server("websocketd", process, port)
 
 
@@ -137,6 +180,7 @@ def websocat(agent: str) -> Iterator[Server]:
             f"sh-c:exec {agent}"]  # fmt: skip
     with running(argv) as process:
         wait_for_port(port)
+        wait_until_idle(process.pid)
         yield Server("websocat", process, port)
 
 
@@ -148,6 +192,7 @@ def acpremote(agent: str) -> Iterator[Server]:
             f"exec {agent}"]  # fmt: skip
     with running(argv) as process:
         wait_for_port(port, seconds=30)
+        wait_until_idle(process.pid)
         yield Server("acpremote", process, port, path="/acp/ws")
 
 
@@ -156,6 +201,7 @@ def ceiling(_agent: str = "") -> Iterator[Server]:
     port = free_port()
     with running(["node", str(HERE / "echo.mjs"), str(port)]) as process:
         wait_for_port(port)
+        wait_until_idle(process.pid)
         yield Server("ceiling", process, port)
 
 

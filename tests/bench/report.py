@@ -164,6 +164,15 @@ def _vs_fastest(
     return Check(name, value, goal, bound, higher_is_better, shown)
 
 
+def _cpu_vs(
+    figures: dict[str, Any], name: str, key: str, field: str, peer: str, goal: str,
+    bound: float,
+) -> Check:  # fmt: skip
+    """The relay's CPU per message in a row over ``peer``'s in the same run (lower is better)."""
+    return Check(name, _ratio(_get(figures, RELAY, key, field), _get(figures, peer, key, field)),
+                 goal, bound, False)  # fmt: skip
+
+
 def _count_in(key: str) -> str:
     """The count a numbered key ends with (``watchers_4``: ``4``)."""
     return key.rsplit("_", 1)[-1]
@@ -189,6 +198,18 @@ def checks(figures: dict[str, Any]) -> list[Check]:
                     "aggregate", "rate", ">= 1.0x", 1.0),
         _vs_fastest(figures, "p50 round trip x1 vs the fastest peer", "rate_200B_x1", "p50_ms",
                     "<= 1.25x", 1.25, higher_is_better=False),
+        # Issue 30: what the relay costs per message, against peers in the same run.
+        _cpu_vs(figures, "server CPU per streamed message, 1 socket, vs websocat", "stream",
+                "cpu_ms_per_1000", "websocat", "<= 1.0x", 1.0),
+        _cpu_vs(figures, "server CPU per streamed message, all sockets, vs websocat",
+                "aggregate", "cpu_ms_per_1000", "websocat", "<= 1.0x", 1.0),
+        _cpu_vs(figures, "server CPU per message, 200 B x64, vs websocketd", "rate_200B_x64",
+                "cpu_us_per_message", "websocketd", "<= 1.0x", 1.0),
+        _cpu_vs(figures, "server CPU per message, 200 B x64, vs websocat", "rate_200B_x64",
+                "cpu_us_per_message", "websocat", "<= 2.0x", 2.0),
+        Check("relay CPU per streamed message, tool-call locations translated vs text",
+              _relay_ratio(figures, "paths_tool", "paths_text", "cpu_us_per_message"),
+              "<= 4.0x", 4.0, False),
         Check("1 MiB MB/s vs ceiling (4 in flight)",
               _ratio(_get(figures, RELAY, "bulk_1MiB_x4", "mb_per_s"),
                      _get(figures, "ceiling", "bulk_1MiB_x4", "mb_per_s")), ">= 0.9x", 0.9, True),

@@ -135,6 +135,43 @@ def test_any_chunking_and_any_limit_match_the_reference(
     assert out == reference_lines(stream, limit)
 
 
+def reference_utf8_lines(stream: bytes, limit: int) -> list[Line]:
+    """:func:`reference_lines` of a splitter that requires UTF-8."""
+    out: list[Line] = []
+    for line in reference_lines(stream, limit):
+        problem = None if isinstance(line, Dropped) else utf8_problem(line)
+        out.append(Dropped(len(line), problem) if isinstance(line, bytes) and problem else line)
+    return out
+
+
+# As STREAM_PARTS, with characters of two, three and four bytes, invalid bytes and a control
+# byte starting a line, so that chunks end inside a character and some lines are not UTF-8.
+UTF8_PARTS = st.sampled_from(
+    [b"\n", b"\r", b"\r\n", b" ", b"\t", b"\x01", b"x", b'{"a":1}', "é".encode(),
+     "✓".encode(), "🙂".encode(), b"\xff", b"\xc3", b"\xa9", b"z" * 30]
+)  # fmt: skip
+UTF8_STREAMS = st.lists(UTF8_PARTS, max_size=60).map(b"".join)
+
+
+@settings(max_examples=300)
+@given(UTF8_STREAMS, st.integers(min_value=1, max_value=400), st.lists(st.integers(0, 300)))
+def test_any_chunking_of_utf8_lines_matches_the_reference(
+    stream: bytes, limit: int, cuts: list[int]
+) -> None:
+    """With utf8, any cuts (inside a character too) and any limit give the reference's
+    verdicts: the lines as they are, the blank ones skipped, the others Dropped and why."""
+    bounds = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    splitter = LineSplitter(limit, utf8=True)
+    out: list[Line] = []
+    for start, end in itertools.pairwise(bounds):
+        out.extend(splitter.feed(stream[start:end]))
+    last = splitter.finish()
+    if last is not None:
+        out.append(last)
+    assert out == reference_utf8_lines(stream, limit)
+    assert splitter.dropped == sum(isinstance(line, Dropped) for line in out)
+
+
 @pytest.mark.parametrize(
     ("chunks", "size"),
     [

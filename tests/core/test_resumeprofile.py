@@ -36,6 +36,7 @@ from relay.core.resumeprofile import (
     parse_relay_frame,
     parse_welcome,
     record,
+    record_heads,
     records,
 )
 from relay.core.windows import Outbox, Sent
@@ -98,6 +99,30 @@ def test_compact_headers_read_as_the_json_reader_reads_them(
     assert read(compact) == read(spaced)
 
 
+NUMBERISH = st.text("0123456789+-.eE", max_size=18).map(str.encode)
+
+
+@given(seq=NUMBERISH, ack=st.none() | NUMBERISH, alone=st.booleans())
+def test_headers_of_any_numbers_read_as_the_json_reader_reads_them(
+    seq: bytes, ack: bytes | None, alone: bool
+) -> None:
+    """Compact headers whose numbers are anything (leading zeros, signs, fractions, too
+    many digits, none) read as the JSON reader reads them spelled with a space."""
+    if alone:
+        compact = b'{"ack":%b}' % seq
+    else:
+        compact = b'{"seq":%b%b}\n{}' % (seq, b"" if ack is None else b',"ack":' + ack)
+    spaced = b"{ " + compact[1:]
+
+    def read(frame: bytes) -> object:
+        try:
+            return parse_frame(frame)
+        except ProfileError as exc:  # the JSON reader's column differs by the space
+            return re.sub(r"column \d+ \(char \d+\)", "column", str(exc))
+
+    assert read(compact) == read(spaced)
+
+
 @pytest.mark.parametrize(
     ("frame", "first", "why"),
     [
@@ -151,6 +176,9 @@ def test_records_number_lines_in_order_with_the_ack_on_the_first(count: int) -> 
     lines = [b'{"n":%d}' % i for i in range(count)]
     expected = [record(7 + i, line, 3 if i == 0 else None) for i, line in enumerate(lines)]
     assert records(7, lines, 3) == expected
+    heads = record_heads(7, count, 3)
+    assert [head + line for head, line in zip(heads, lines, strict=True)] == expected
+    assert record_heads(7, count) == [b'{"seq":%d}\n' % (7 + i) for i in range(count)]
 
 
 def test_welcome_is_one_json_control_frame() -> None:
@@ -249,6 +277,34 @@ def test_outbox_takes_lines_while_there_is_room(
         one_by_one.since(1),
     )
     assert box.size == size_after
+
+
+@given(
+    st.integers(1, 60),
+    st.lists(st.binary(max_size=20), max_size=5),
+    st.lists(st.binary(max_size=20), max_size=12),
+    st.integers(0, 12),
+)
+def test_outbox_takes_any_lines_as_adding_them_one_by_one_would(
+    limit: int, kept_before: list[bytes], lines: list[bytes], start: int
+) -> None:
+    """Whatever the window holds and the lines come, take() keeps what add() one by one,
+    with has_room() before each, would."""
+    start = min(start, len(lines))
+    box, one_by_one = Outbox(limit), Outbox(limit)
+    for line in kept_before:
+        box.add(line)
+        one_by_one.add(line)
+    taken = box.take(lines, start)
+    for line in lines[start:]:
+        if not one_by_one.has_room():
+            break
+        one_by_one.add(line)
+    assert (taken, box.size, box.since(1)) == (
+        len(one_by_one) - len(kept_before),
+        one_by_one.size,
+        one_by_one.since(1),
+    )
 
 
 def test_outbox_memory_stays_bounded_over_many_acks() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,3 +81,60 @@ def test_history_frames_keep_each_lines_origin_through_drops(
         every += [(first + i, origin, line) for i, line in enumerate(lines)]
     kept = every[len(every) - len(history) :]
     assert history.frames() == [conversation_frame(n, o, line) for n, o, line in kept]
+
+
+def held_bytes(history: History) -> int:
+    """The bytes of every line the history still refers to, however it keeps them."""
+    seen: set[int] = set()
+    found = 0
+    pending = list(gc.get_referents(history))
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if type(item) is bytes:
+            found += len(item)
+        elif isinstance(item, list | tuple):
+            pending += gc.get_referents(item)
+    return found
+
+
+@given(
+    st.integers(min_value=0, max_value=300),
+    st.lists(st.lists(st.binary(min_size=2, max_size=60), max_size=8), max_size=80),
+)
+def test_lines_let_go_are_no_longer_held(limit: int, batches: list[list[bytes]]) -> None:
+    """Whatever batches come, the lines the history still refers to are the ones it
+    keeps: within its limit and one line, never the lines it let go."""
+    history = History(limit)
+    for lines in batches:
+        history.add(FROM_AGENT, [bytes(bytearray(line)) for line in lines])  # distinct objects
+        assert held_bytes(history) == history.size
+        assert history.size <= limit or len(history) == 1
+
+
+@given(
+    st.integers(min_value=0, max_value=120),
+    st.lists(
+        st.tuples(st.booleans(), st.lists(st.binary(max_size=40), min_size=1, max_size=4)),
+        max_size=40,
+    ),
+)
+def test_a_line_added_alone_is_as_a_batch_of_one(
+    limit: int, batches: list[tuple[bool, list[bytes]]]
+) -> None:
+    """add_line(origin, line) keeps, numbers and lets go as add(origin, [line]) does."""
+    one, other = History(limit), History(limit)
+    for alone, lines in batches:
+        if alone:
+            assert one.add_line(FROM_CLIENT, lines[0]) == other.add(FROM_CLIENT, lines[:1])
+        else:
+            assert one.add(FROM_AGENT, lines) == other.add(FROM_AGENT, lines)
+        assert (one.size, one.dropped, one.first, len(one)) == (
+            other.size,
+            other.dropped,
+            other.first,
+            len(other),
+        )
+    assert one.frames() == other.frames()

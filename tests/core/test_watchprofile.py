@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from relay.core.watchprofile import (
     FROM_AGENT,
     FROM_CLIENT,
+    FROM_WATCHER,
     Garbled,
     Opening,
     Origin,
@@ -19,6 +20,7 @@ from relay.core.watchprofile import (
     closed_record,
     conversation_frame,
     conversation_frames,
+    conversation_heads,
     raw_record,
     read_frame,
     relay_frame,
@@ -35,6 +37,10 @@ def test_frames_carry_the_line_untouched_after_their_header() -> None:
     assert conversation_frames(3, FROM_AGENT, [b"a", b"b"]) == [
         b'{"seq":3,"from":"agent"}\na',
         b'{"seq":4,"from":"agent"}\nb',
+    ]
+    assert conversation_heads(3, FROM_WATCHER, 2) == [
+        b'{"seq":3,"from":"watcher"}\n',
+        b'{"seq":4,"from":"watcher"}\n',
     ]
 
 

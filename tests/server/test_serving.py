@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -434,3 +435,15 @@ async def test_warm_agents_are_no_connections() -> None:
             during = await busy(live.relay.port)
     assert (idle["busy"], idle["connections"], idle["warm"]) == (False, 0, 2)
     assert (status, during["busy"], during["connections"]) == (503, True, 1)
+
+
+def test_http_side_loads_without_a_connections_code() -> None:
+    """The server's HTTP side (/healthz, /busy, the upgrade's checks) loads without a
+    connection's code: a fresh interpreter that imports it has none of those modules."""
+    code = (
+        "import sys, relay.server.serving; print(*(m for m in sys.modules if m in ("
+        "'relay.server.connections.connection', 'relay.server.connections.carriers', "
+        "'relay.core.resumesession', 'relay.server.agents.starting')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout.split()) == (0, [])

@@ -36,6 +36,21 @@ async def test_a_batch_is_its_first_line_at_once_then_the_rest_in_one_write() ->
         assert await available(pipe.reader) == b"d\n"
 
 
+async def test_without_first_at_once_a_batch_is_one_write_at_flush() -> None:
+    """With caller_flushes and no first_at_once, every line of a batch waits for flush(),
+    then the batch goes out whole, in order."""
+    async with os_pipe() as pipe, asyncio.timeout(5):
+        lines = LineWriter(pipe.writer, caller_flushes=True, first_at_once=False)
+        for line in (b"a", b"b", b"c"):
+            assert await lines.write(line)
+        assert await available(pipe.reader) == b""
+        lines.flush()
+        assert await available(pipe.reader) == b"a\nb\nc\n"
+        assert await lines.write(b"d")
+        lines.flush()
+        assert await available(pipe.reader) == b"d\n"
+
+
 async def test_without_caller_flushes_the_batch_ends_when_the_loop_turns() -> None:
     """Lines joined in one turn of the loop go out on the next one, by themselves."""
     async with os_pipe() as pipe, asyncio.timeout(5):

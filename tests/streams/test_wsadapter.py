@@ -7,7 +7,7 @@ import sys
 from contextlib import suppress
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection, serve
@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
-from relay.acp.outcome import Binary
+from relay.acp.outcome import Binary, Received
 from relay.streams.wsadapter import (
     UTF8_PIECE,
     Receiver,
@@ -28,6 +28,7 @@ from relay.streams.wsadapter import (
     socket_end,
     stall_timeout,
     text_frames,
+    text_frames_of,
 )
 from tests.support.netcut import NetCut
 from tests.support.sockets import websocket_pair as socket_pair
@@ -177,6 +178,40 @@ def test_frame_buffers_are_the_frames_websockets_would_make(size: int) -> None:
     assert b"".join(frame_buffers([payload])) == text_frames([payload]) == made
 
 
+@settings(max_examples=100)
+@given(st.lists(st.sampled_from([0, 1, 125, 126, 127, 300, 65535, 65536, 70_000]), max_size=12))
+def test_a_batch_of_any_sizes_is_the_frames_websockets_would_make(sizes: list[int]) -> None:
+    """A batch's buffers, whatever its sizes (short, medium and long headers mixed), are
+    the frames websockets makes of each payload, in order."""
+    payloads = [bytes([0x61 + n % 26]) * size for n, size in enumerate(sizes)]
+    made = b"".join(Frame(Opcode.TEXT, p).serialize(mask=False) for p in payloads)
+    assert b"".join(frame_buffers(payloads)) == text_frames(payloads) == made
+
+
+@settings(max_examples=100)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([0, 1, 30]), st.sampled_from([0, 1, 95, 96, 200, 65505, 70_000])),
+        max_size=10,
+    )
+)
+def test_frames_of_heads_and_bodies_are_the_frames_of_each_pair_joined(
+    sizes: list[tuple[int, int]],
+) -> None:
+    """text_frames_of(heads, bodies) is text_frames of each head + body, whatever the sizes."""
+    heads = [b"h" * head for head, _ in sizes]
+    bodies = [b"b" * body for _, body in sizes]
+    whole = [head + body for head, body in zip(heads, bodies, strict=True)]
+    assert text_frames_of(heads, bodies) == text_frames(whole)
+
+
+def test_frame_headers_of_more_sizes_than_are_kept_are_still_made() -> None:
+    """Past the sizes whose headers are kept, a header is made for the frame anyway."""
+    payloads = [b"z" * size for size in range(126, 126 + 5000)]
+    made = b"".join(Frame(Opcode.TEXT, p).serialize(mask=False) for p in payloads)
+    assert text_frames(payloads) == made
+
+
 def test_frame_buffers_join_small_frames_and_pass_large_payloads_as_they_are() -> None:
     """Small frames go out joined; a payload of 64 KiB or more is its own buffer, the very
     object (never copied)."""
@@ -236,6 +271,39 @@ async def test_receiver_takes_a_fragmented_message_whole() -> None:
             Binary(2),
             b"{}",
         ]
+
+
+async def test_take_gives_the_text_messages_received_already_and_leaves_the_rest() -> None:
+    """take() gives the whole text messages received already, in order, without waiting;
+    None when none has come, or when the next is of another kind (awaited, it comes)."""
+    async with socket_pair() as (conn, client), asyncio.timeout(5):
+        receive, waiting = Receiver(conn), frames_waiting(conn)
+        assert waiting is not None
+        assert receive.take() is None
+        for message in ("{}", '{"a":"\u00e9"}', b"\x00"):
+            await client.send(message)
+        await until(lambda: waiting() == 3)
+        assert receive.take() == b"{}"
+        assert receive.take() == '{"a":"\u00e9"}'.encode()
+        assert receive.take() is None
+        assert await receive() == Binary(1)
+        assert receive.take() is None
+
+
+async def test_taking_messages_resumes_a_socket_paused_with_its_queue_full() -> None:
+    """A flood that filled websockets' queue (it paused the socket's reading) comes whole
+    and in order when its messages are taken with take(): the reading resumes."""
+    async with socket_pair() as (conn, client), asyncio.timeout(10):
+        receive, waiting = Receiver(conn), frames_waiting(conn)
+        assert waiting is not None
+        sent = [b'{"n":%d,"pad":"%b"}' % (n, b"x" * 2000) for n in range(500)]  # 1 MB
+        sending = asyncio.create_task(TextFrames(client).send_frames(sent))
+        await until(lambda: waiting() >= 16)  # websockets' default queue: 16 frames
+        got: list[Received] = []
+        while len(got) < len(sent):
+            got.append(receive.take() or await receive())
+        await sending
+        assert got == sent
 
 
 async def test_websockets_lets_go_of_a_received_message() -> None:

@@ -44,7 +44,7 @@ from relay.core.resumeprofile import (
     ProfileError,
     Resume,
     ack_frame,
-    records,
+    record_heads,
 )
 from relay.core.resumesession import Duplicate, Refused, Session
 from relay.observe.observer import ConnectionObserver
@@ -106,7 +106,13 @@ class DirectFrames:
     def judge(self, attachment: Attachment, rewrite: Rewrite | None) -> Judge:
         if rewrite is None:
             return judge_client_frame
-        return lambda frame: judge_client_frame(frame, rewrite)
+
+        def judge(frame: Received) -> Outcome:
+            if isinstance(frame, bytes):  # nearly always: a text frame's bytes
+                return judge_client_text(frame, rewrite)
+            return judge_client_frame(frame, rewrite)
+
+        return judge
 
     def reply_on(self, attachment: Attachment) -> Reply:
         async def reply(line: bytes) -> bool:
@@ -237,9 +243,10 @@ class ReplayWindow:
         return judge
 
     def _take(self, data: bytes) -> bytes | Duplicate | None:
-        room = self.outbox.has_room()
+        outbox = self.outbox
+        full = outbox.size >= outbox.limit  # may have no room: acknowledgements may make some
         taken = self.session.take(data)
-        if not room and self.outbox.has_room():
+        if full and outbox.has_room():
             self._room.set()
         if isinstance(taken, bytes) and self._ack_timer is None:
             loop = asyncio.get_running_loop()
@@ -329,7 +336,8 @@ class ReplayWindow:
                 batch = self.session.batch(out.cursor, MAX_BATCH_FRAMES)
                 if not batch.lines:
                     return
-                await out.frames.send_frames(records(batch.first, batch.lines, batch.ack))
+                heads = record_heads(batch.first, len(batch.lines), batch.ack)
+                await out.frames.send_frames_of(heads, batch.lines)
                 out.cursor = batch.first + len(batch.lines)
                 self.session.sent_through(out.epoch, out.cursor - 1)
                 self._progress.set()

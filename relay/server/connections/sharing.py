@@ -47,13 +47,14 @@ from relay.core.watchprofile import (
     FROM_WATCHER,
     Origin,
     conversation_frames,
+    conversation_heads,
     notification,
     relay_frame,
     watching_frame,
 )
 from relay.observe.logs import redactor
 from relay.server.connections.attachments import Attachment
-from relay.streams.wsadapter import EncodedFrames, Receiver, text_frames
+from relay.streams.wsadapter import EncodedFrames, Receiver, text_frames, text_frames_of
 
 if TYPE_CHECKING:
     from relay.observe.observer import ConnectionObserver
@@ -117,10 +118,13 @@ class Watching:
 
     def client_forwarded(self, outcome: Forward) -> None:
         """A line of the controller's reached the agent (as the boundary made it)."""
-        if outcome.rewrite is None:
-            self.client_line(outcome.line)
-        else:
+        if outcome.rewrite is not None:
             self.client_rewritten(outcome)
+            return
+        line = outcome.line  # nearly always: client_line, without its call
+        first = self.history.add_line(FROM_CLIENT, line)
+        if self.watchers:
+            self._show(conversation_frames(first, FROM_CLIENT, (line,)))
 
     def client_line(self, line: bytes) -> None:
         """A line the controller sent reached the agent."""
@@ -138,7 +142,8 @@ class Watching:
         self.answers.agent_lines(lines)
         first = self.history.add(FROM_AGENT, lines)
         if self.watchers:
-            self._show(conversation_frames(first, FROM_AGENT, lines))
+            heads = conversation_heads(first, FROM_AGENT, len(lines))
+            self._show_data(text_frames_of(heads, lines))
 
     def controller_judge(self, judge: Judge, subject: str) -> Judge:
         """``judge`` for the controller's frames, with its answers to the agent's permission
@@ -233,7 +238,10 @@ class Watching:
 
     def _show(self, frames: Sequence[bytes]) -> None:
         """The same frames to every watcher: encoded once, written without waiting."""
-        data = text_frames(frames)
+        self._show_data(text_frames(frames))
+
+    def _show_data(self, data: bytes) -> None:
+        """The same encoded frames to every watcher, written without waiting."""
         for watcher in list(self.watchers):
             self._send(watcher, data)
 

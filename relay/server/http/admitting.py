@@ -35,13 +35,14 @@ from relay.core.tickets import Claims, ReplayGuard, issue
 from relay.observe.logs import Logger
 from relay.observe.stats import RelayStats
 from relay.server.connections.attachments import Attachment
-from relay.server.http import browsermodule, devconsole
+from relay.server.http import browsermodule
 from relay.server.http.edge import json_response, response, text_response
 from relay.server.http.spenttickets import SpentTickets
 from relay.streams.wsadapter import limit_messages
 
 if TYPE_CHECKING:
     from relay.server.connections.connection import Connection
+    from relay.server.http import devconsole
 
 METRICS_PATH = "/metrics"  # Prometheus text format; keep it off the public side, like /busy
 
@@ -161,8 +162,11 @@ class Upgrades:
     def _plain_get(self, request: Request, path: str) -> Response | None:
         """The answer to a request that is no WebSocket upgrade, on a path the relay serves
         besides the ACP endpoint; None for any other path."""
-        if self.console is not None and path in devconsole.PATHS:
-            return self._console(request, path, self.console)
+        if self.console is not None:  # --dev: the console's module is loaded (serving)
+            from relay.server.http import devconsole
+
+            if path in devconsole.PATHS:
+                return self._console(request, path, self.console)
         if path == browsermodule.MODULE_PATH:
             origin = request.headers.get("Origin")
             return browsermodule.module_response(origin, self.config.policy.allow_origins)
@@ -187,6 +191,8 @@ class Upgrades:
 
     def _console(self, request: Request, path: str, console: devconsole.Console) -> Response:
         """The dev console's files and tickets (the tickets and the token are never logged)."""
+        from relay.server.http import devconsole
+
         relay = devconsole.RelayViews(
             self.ticket, self.views.can_watch, self._boundary, self.config.max_watchers > 0
         )
