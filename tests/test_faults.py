@@ -459,7 +459,8 @@ async def test_a_batch_is_answered_once_and_reaches_no_agent(audit: LogAudit) ->
 async def test_client_deeply_nested_frames_are_refused_and_the_stream_goes_on(
     audit: LogAudit,
 ) -> None:
-    """Frames too deep to parse are refused when the relay must parse them; later frames flow."""
+    """Frames too deep to parse are refused when the relay must parse them (a session/new
+    of 200,000 brackets for its values, unread); later frames flow."""
     deep_pretty = '{"deep":' + "[" * 100_000 + "\n" + "]" * 100_000 + "}"
     deep_session = (
         '{"jsonrpc":"2.0","id":5,"method":"session/new","params":{"cwd":"/x","_meta":'
@@ -477,7 +478,9 @@ async def test_client_deeply_nested_frames_are_refused_and_the_stream_goes_on(
     errors = [json.loads(m)["error"] for m in received if m.startswith('{"jsonrpc"')]
     assert [m for m in received if not m.startswith('{"jsonrpc"')] == [deep_compact, '{"after":1}']
     assert sorted(e["code"] for e in errors) == [-32700, -32600]
-    assert all("nested too deeply" in e["data"]["detail"] for e in errors)
+    details = {e["code"]: e["data"]["detail"] for e in errors}
+    assert "nested too deeply" in details[-32700]
+    assert "JSON values" in details[-32600]  # 200,000 brackets: refused before it is read
 
 
 async def test_client_blank_frames_are_skipped(audit: LogAudit) -> None:
