@@ -147,11 +147,12 @@ class Boundary:
         if not (interest.must or interest.may):
             return line
         if len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES:
-            if interest.must:  # the editor's: refused rather than read at any cost
+            if not interest.must:
+                self.counts["over_cap"] += 1
+                return line
+            if len(line) <= READ_MAX_BYTES:  # a longer one is refused for its size, unread
                 self.counts["refused_to_editor"] += 1
                 return too_many_values(READ_MAX_VALUES)
-            self.counts["over_cap"] += 1
-            return line
         message = self._read(line, READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:
