@@ -9,11 +9,11 @@ a later one :class:`Late` (dropped). A controller line is judged by what it is o
 the agent reads them), and read only while it matters: while an answer may come, for a
 line whose bytes may hold a response (:func:`might_answer`), up to
 :data:`ANSWER_MAX_BYTES`. An agent's request is read within :data:`READ_MAX_BYTES` and
-:data:`READ_MAX_VALUES`; past either only the controller may answer it. Watchers are
-untrusted, so what they send costs the relay little: a read-only watcher's frames are
-refused unread, a frame over :data:`WATCHER_FRAME_BYTES` is never read (the socket is
-closed 1009), and a watcher whose :data:`MAX_REFUSED`-th frame is refused is closed
-(:data:`TOO_MANY_REFUSED`).
+:data:`relay.acp.crossings.READ_MAX_VALUES` values; past either only the controller may
+answer it. Watchers are untrusted, so what they send costs the relay little: a read-only
+watcher's frames are refused unread, a frame over :data:`WATCHER_FRAME_BYTES` is never
+read (the socket is closed 1009), and a watcher whose :data:`MAX_REFUSED`-th frame is
+refused is closed (:data:`TOO_MANY_REFUSED`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay.acp.crossings import value_bound
+from relay.acp.crossings import may_hold_too_many_values
 from relay.acp.outcome import Binary, Received
 from relay.acp.refusals import id_key
 from relay.core import strictjson
@@ -35,9 +35,6 @@ ANSWERABLE = ("session/request_permission",)  # what a watcher may answer: never
 MAX_PENDING = 256  # agent requests of one connection awaiting an answer, remembered
 MAX_ANSWERED = 256  # answered requests remembered, so that late answers are dropped
 READ_MAX_BYTES = 8 << 20  # a larger permission request is not read: the controller answers it
-# Nor is one that may hold more values than this (counted from its bytes, as the boundary
-# counts them): reading it could hold the event loop longer than a turn should last.
-READ_MAX_VALUES = 25_000
 ANSWER_MAX_BYTES = 64 << 10  # a longer controller line is passed on unread: no answer is as long
 WATCHER_FRAME_BYTES = 4096  # a watcher's frame at most: an answer to a permission request is small
 MAX_REFUSED = 5  # a watcher's frames refused before it is closed
@@ -105,7 +102,7 @@ class Answers:
                     break
 
     def _note(self, line: bytes) -> None:
-        if len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES:
+        if may_hold_too_many_values(line):  # reading it could hold up the event loop
             return  # left to the controller, as a request too large to read
         try:
             message = strictjson.loads(line, max_bytes=READ_MAX_BYTES)

@@ -47,7 +47,7 @@ from relay.acp.crossings import (
     TO_AGENT,
     TO_EDITOR,
     Message,
-    value_bound,
+    may_hold_too_many_values,
 )
 from relay.acp.lineplan import NONE, Interest, plan_for
 from relay.acp.refusals import (
@@ -146,7 +146,7 @@ class Boundary:
         interest = self._client_interest(line)
         if not (interest.must or interest.may):
             return line
-        if len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES:
+        if may_hold_too_many_values(line):
             if not interest.must:
                 self.counts["over_cap"] += 1
                 return line
@@ -173,7 +173,7 @@ class Boundary:
         after one look at the lines' lengths."""
         if not lines or max(map(len, lines)) <= READ_MAX_VALUES or not self.watches_agent:
             return []
-        return [line for line in lines if len(line) > READ_MAX_VALUES and self._costly(line)]
+        return [line for line in lines if may_hold_too_many_values(line) and self._must(line)]
 
     def agent_lines(
         self, lines: Sequence[bytes], read: dict[bytes, Any] | None = None
@@ -212,8 +212,9 @@ class Boundary:
         interest = self._agent_interest(line)
         if not (interest.must or interest.may):
             return line
-        if len(line) > READ_MAX_VALUES and self._over_cap(line, interest):
-            return line  # values are fewer than bytes: only a long line is counted
+        if not interest.must and may_hold_too_many_values(line):
+            self.counts["over_cap"] += 1
+            return line  # only translated: passes as it came; a line to be read is read
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:
@@ -275,18 +276,9 @@ class Boundary:
         may = may or (escaped and self._crossing and KEY_ESCAPE.search(line) is not None)
         return Interest(must, may) if must or may else NONE
 
-    def _over_cap(self, line: bytes, interest: Interest) -> bool:
-        """Whether ``line``, only to be translated, holds too many values to be read (it
-        then passes as it came); a line the relay must read is always read."""
-        if interest.must or value_bound(line) <= READ_MAX_VALUES:
-            return False
-        self.counts["over_cap"] += 1
-        return True
-
-    def _costly(self, line: bytes) -> bool:
-        if not self._agent_may_hold(line) or not self._agent_interest(line).must:
-            return False
-        return value_bound(line) > READ_MAX_VALUES
+    def _must(self, line: bytes) -> bool:
+        """Whether the relay must read the agent's ``line`` (an fs/ or terminal/ message)."""
+        return self._agent_may_hold(line) and self._agent_interest(line).must
 
     def _read(self, line: bytes, max_bytes: int) -> Any:
         self.parses += 1

@@ -286,6 +286,12 @@ def value_bound(line: bytes) -> int:
     return line.count(b",") + line.count(b"{") + line.count(b"[") + 1
 
 
+def may_hold_too_many_values(line: bytes) -> bool:
+    """Whether ``line`` may hold more than ``READ_MAX_VALUES`` JSON values (by
+    :func:`value_bound`; values are fewer than bytes, so only a longer line is counted)."""
+    return len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES
+
+
 def walk(
     value: Any, steps: Sequence[Step], where: str = "", limit: int | None = None
 ) -> Iterator[tuple[Any, Any, str]]:

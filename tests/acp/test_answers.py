@@ -8,7 +8,6 @@ import pytest
 
 from relay.acp.answers import (
     ANSWER_MAX_BYTES,
-    READ_MAX_VALUES,
     WATCHER_FRAME_BYTES,
     Answers,
     Late,
@@ -16,6 +15,7 @@ from relay.acp.answers import (
     Taken,
     might_answer,
 )
+from relay.acp.crossings import READ_MAX_VALUES
 from relay.acp.outcome import Binary
 from relay.core.watchprofile import ANSWERED
 
