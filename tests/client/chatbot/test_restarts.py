@@ -7,7 +7,8 @@ import signal
 import sqlite3
 import stat
 import sys
-from contextlib import closing
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,10 +16,10 @@ import pytest
 
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import chat_bot
+from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import SECRET, live_relay, until_detached
 from tests.support.matrix import Seen, person
-from tests.support.synapse import Homeserver
+from tests.support.synapse import Account, Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
@@ -26,12 +27,29 @@ pytestmark = pytest.mark.timeout(120)
 
 @dataclass
 class Args:
-    """What both starts of the bot are given."""
+    """What every start of the bot in one test is given."""
 
+    homeserver: Homeserver
+    bot: Account
+    url: str | None
     folder: Path
     rooms: list[str]
     approvers: list[str]
     state: Path
+    extra: Sequence[str] = ()
+
+    def start(self) -> AbstractAsyncContextManager[BotRun]:
+        """``acp-relay chat`` with these arguments, for the block."""
+        return chat_bot(
+            self.homeserver,
+            self.bot,
+            self.url,
+            folder=self.folder,
+            rooms=self.rooms,
+            approvers=self.approvers,
+            state=self.state,
+            extra=self.extra,
+        )
 
 
 def has(thread: list[Seen], *texts: str) -> bool:
@@ -53,16 +71,8 @@ async def test_killed_with_a_request_pending_then_restarted_the_request_is_answe
     state = tmp_path / "chat.sqlite"
     async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        args = Args(tmp_path, [room], [alice.user_id], state)
-        async with chat_bot(
-            homeserver,
-            bot,
-            live.url(),
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=args.state,
-        ) as first:
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id], state)
+        async with args.start() as first:
             audit.watch(first.lines)
             await first.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
@@ -77,15 +87,7 @@ async def test_killed_with_a_request_pending_then_restarted_the_request_is_answe
             assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
         assert await until_detached(live)
         await lead.react(room, request.event_id, "1️⃣")
-        async with chat_bot(
-            homeserver,
-            bot,
-            live.url(),
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=args.state,
-        ) as second:
+        async with args.start() as second:
             audit.watch(second.lines)
             await second.logged("connection resumed after a restart")
             done = await lead.until_thread(
@@ -110,31 +112,15 @@ async def test_a_connection_that_ended_while_the_bot_was_down_gets_a_closing_lin
     state = tmp_path / "chat.sqlite"
     async with live_relay(DEMO_AGENT, resume_grace=0.5) as live, person(homeserver, alice) as lead:
         room = await lead.create_room([bot.user_id])
-        args = Args(tmp_path, [room], [alice.user_id], state)
-        async with chat_bot(
-            homeserver,
-            bot,
-            live.url(),
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=args.state,
-        ) as first:
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id], state)
+        async with args.start() as first:
             audit.watch(first.lines)
             await first.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} hello")
             await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
             await first.stop(signal.SIGKILL)
         await until(lambda: not live.relay.connections, what="the detached connection expired")
-        async with chat_bot(
-            homeserver,
-            bot,
-            live.url(),
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=args.state,
-        ) as second:
+        async with args.start() as second:
             audit.watch(second.lines)
             await lead.until_thread(room, root, lambda t: has(t, "could not be resumed"))
             await second.stop()
@@ -157,34 +143,16 @@ async def test_with_connect_command_each_thread_gets_its_box_and_resumes_there(
             "print(ticket if sys.argv[1:] == [url] else url + ' ' + ticket)\n"
         )
         room = await lead.create_room([bot.user_id])
-        args = Args(tmp_path, [room], [alice.user_id], state)
         boxes = ["--connect-command", f"{sys.executable} {script}"]
-        async with chat_bot(
-            homeserver,
-            bot,
-            None,
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=state,
-            extra=boxes,
-        ) as first:
+        args = Args(homeserver, bot, None, tmp_path, [room], [alice.user_id], state, boxes)
+        async with args.start() as first:
             audit.watch(first.lines)
             await first.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
             await lead.until_thread(room, root, lambda t: any(
                 len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
             await first.stop(signal.SIGKILL)
-        async with chat_bot(
-            homeserver,
-            bot,
-            None,
-            folder=args.folder,
-            rooms=args.rooms,
-            approvers=args.approvers,
-            state=state,
-            extra=boxes,
-        ) as second:
+        async with args.start() as second:
             audit.watch(second.lines)
             await second.logged("connection resumed after a restart")
             request = next(s for s in lead.thread(room, root) if "Permission requested" in s.body)
