@@ -41,6 +41,11 @@ class Seen:
     ts: int = 0
 
 
+def has(thread: list[Seen], *texts: str) -> bool:
+    """Every text is in some message of the thread."""
+    return all(any(text in seen.body for seen in thread) for text in texts)
+
+
 @dataclass
 class Person:
     """A logged-in user: a ClientAPI and everything its sync has seen."""

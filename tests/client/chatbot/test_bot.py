@@ -21,16 +21,11 @@ from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay, until_idle
-from tests.support.matrix import Seen, person
+from tests.support.matrix import has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def has(thread: list[Seen], *texts: str) -> bool:
-    """Every text is in some message of the thread."""
-    return all(any(text in seen.body for seen in thread) for text in texts)
 
 
 async def test_a_mention_opens_a_thread_where_the_team_answers_the_agent(

@@ -11,14 +11,10 @@ from tests.support.agents import CHATTY
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay
-from tests.support.matrix import Seen, person
+from tests.support.matrix import has, person
 from tests.support.synapse import Homeserver
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def has(thread: list[Seen], *texts: str) -> bool:
-    return all(any(text in seen.body for seen in thread) for text in texts)
 
 
 async def test_the_homeservers_rate_limit_answers_are_honoured_and_nothing_is_lost(

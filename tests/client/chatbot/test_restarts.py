@@ -18,7 +18,7 @@ from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import SECRET, live_relay, until_detached
-from tests.support.matrix import Seen, person
+from tests.support.matrix import Seen, has, person
 from tests.support.synapse import Account, Homeserver
 from tests.support.waiting import until
 
@@ -50,10 +50,6 @@ class Args:
             state=self.state,
             extra=self.extra,
         )
-
-
-def has(thread: list[Seen], *texts: str) -> bool:
-    return all(any(text in seen.body for seen in thread) for text in texts)
 
 
 def count(thread: list[Seen], text: str) -> int:

@@ -19,16 +19,12 @@ from tests.support.chatbot import chat_bot
 from tests.support.connect import TICKET_COMMAND, Editor, editor, log_records, request
 from tests.support.env import clean_env
 from tests.support.live import live_relay
-from tests.support.matrix import Seen, person
+from tests.support.matrix import has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 WATCH_TICKETS = shlex.join([sys.executable, "-m", "relay", "ticket", "--may-answer", "--watch"])
-
-
-def has(thread: list[Seen], *texts: str) -> bool:
-    return all(any(text in seen.body for seen in thread) for text in texts)
 
 
 async def answer_to(ed: Editor, request_id: int) -> list[dict[str, Any]]:
