@@ -26,13 +26,27 @@ from relay.chat.permissions import Option
 
 # ACP's ToolKind values (schema v1); "switch_mode" is the schema's too, though rarely asked.
 TOOL_KINDS = (
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode",
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
     "other",
-)  # fmt: skip
+)
 RULE_KEYS = (
-    "kinds", "approvers", "approver-level", "quorum", "self-approval", "timeout",
-    "escalate-after", "escalate-to",
-)  # fmt: skip
+    "kinds",
+    "approvers",
+    "approver-level",
+    "quorum",
+    "self-approval",
+    "timeout",
+    "escalate-after",
+    "escalate-to",
+)
 MAX_RULES = 64
 MAX_QUORUM = 20
 
@@ -102,8 +116,10 @@ def _rule(table: Mapping[str, object], number: int, bot: Access) -> Rule:
 def _check_reachable(rule: Rule, where: str, bot: Access) -> None:
     access = rule.access(bot)
     if not access.approvers and access.approver_level is None:
-        raise RuleError(f"{where}: nobody could answer these requests: give approvers = "
-                        "[\"@user:example.org\"] or approver-level = N")  # fmt: skip
+        raise RuleError(
+            f"{where}: nobody could answer these requests: give approvers = "
+            '["@user:example.org"] or approver-level = N'
+        )
     if access.approver_level is None and rule.quorum > len(access.approvers | rule.escalate_to):
         raise RuleError(
             f"{where}: quorum = {rule.quorum} but only {len(access.approvers | rule.escalate_to)}"
@@ -116,12 +132,15 @@ def _check_reachable(rule: Rule, where: str, bot: Access) -> None:
 
 def _kinds(value: object, where: str) -> frozenset[str]:
     if not isinstance(value, list) or not value or not all(isinstance(k, str) for k in value):
-        raise RuleError(f"{where}: kinds must be a non-empty list of ACP tool kinds, e.g. "
-                        f"kinds = [\"execute\"]; the kinds: {', '.join(TOOL_KINDS)}")  # fmt: skip
+        raise RuleError(
+            f"{where}: kinds must be a non-empty list of ACP tool kinds, e.g. "
+            f'kinds = ["execute"]; the kinds: {", ".join(TOOL_KINDS)}'
+        )
     unknown = sorted(kind for kind in value if kind not in TOOL_KINDS)
     if unknown:
-        raise RuleError(f"{where}: unknown tool kind {unknown[0]!r}; ACP's tool kinds: "
-                        f"{', '.join(TOOL_KINDS)}")  # fmt: skip
+        raise RuleError(
+            f"{where}: unknown tool kind {unknown[0]!r}; ACP's tool kinds: {', '.join(TOOL_KINDS)}"
+        )
     return frozenset(value)
 
 
@@ -133,8 +152,10 @@ def _users(value: object, where: str, key: str) -> frozenset[str]:
     for user in value:
         localpart, colon, server = user[1:].partition(":")
         if not user.startswith("@") or not colon or not localpart or not server:
-            raise RuleError(f"{where}: {key}: expected a Matrix user id such as "
-                            f"@alice:example.org, got {user[:100]!r}")  # fmt: skip
+            raise RuleError(
+                f"{where}: {key}: expected a Matrix user id such as "
+                f"@alice:example.org, got {user[:100]!r}"
+            )
     return frozenset(value)
 
 

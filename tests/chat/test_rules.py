@@ -75,16 +75,29 @@ def test_rules_are_read_in_order_and_the_first_matching_one_decides() -> None:
     """rule_for takes the first rule whose kinds cover the tool kind; none: no rule."""
     rules = rules_from(
         [
-            {"kinds": ["execute", "delete"], "approvers": [OPS, OPS2], "quorum": 2,
-             "self-approval": False, "timeout": 60, "escalate-after": 30, "escalate-to": [LEAD]},
+            {
+                "kinds": ["execute", "delete"],
+                "approvers": [OPS, OPS2],
+                "quorum": 2,
+                "self-approval": False,
+                "timeout": 60,
+                "escalate-after": 30,
+                "escalate-to": [LEAD],
+            },
             {"kinds": ["execute", "edit"], "approver-level": 50},
         ],
         BOT,
-    )  # fmt: skip
+    )
     assert rule_for(rules, "execute") == Rule(
-        frozenset({"execute", "delete"}), frozenset({OPS, OPS2}), None, 2, False, 60.0, 30.0,
+        frozenset({"execute", "delete"}),
+        frozenset({OPS, OPS2}),
+        None,
+        2,
+        False,
+        60.0,
+        30.0,
         frozenset({LEAD}),
-    )  # fmt: skip
+    )
     assert rule_for(rules, "edit") == Rule(frozenset({"execute", "edit"}), approver_level=50)
     assert rule_for(rules, "read") is None
     assert rules_from(None, BOT) == ()
@@ -138,8 +151,9 @@ def test_an_approver_counts_once_however_often_they_tap() -> None:
 
 def test_escalation_adds_its_people_only_once_it_happened() -> None:
     """escalate-to users count only after the escalation."""
-    rule = Rule(frozenset({"execute"}), frozenset({OPS}), escalate_after=5.0,
-                escalate_to=frozenset({EVE}))  # fmt: skip
+    rule = Rule(
+        frozenset({"execute"}), frozenset({OPS}), escalate_after=5.0, escalate_to=frozenset({EVE})
+    )
     _, before = judge(Tally(rule, None), EVE, ALLOW, BOT, POWER)
     assert isinstance(before, NotCounted)
     _, after = judge(Tally(rule, None, escalated=True), EVE, ALLOW, BOT, POWER)
@@ -182,8 +196,9 @@ def test_who_may_answer_lists_ids_then_members_at_the_level() -> None:
     rule = Rule(frozenset({"edit"}), approvers=frozenset({LEAD}), approver_level=50)
     members = [EVE, OPS2, OPS, LEAD]
     assert who_may_answer(Tally(rule, None), BOT, members, POWER) == (LEAD, OPS2, OPS)
-    escalating = Rule(frozenset({"edit"}), frozenset({OPS}), escalate_after=1.0,
-                      escalate_to=frozenset({EVE}))  # fmt: skip
+    escalating = Rule(
+        frozenset({"edit"}), frozenset({OPS}), escalate_after=1.0, escalate_to=frozenset({EVE})
+    )
     assert who_may_answer(Tally(escalating, None, escalated=True), BOT, [], POWER) == (EVE, OPS)
 
 
