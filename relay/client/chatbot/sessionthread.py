@@ -161,6 +161,7 @@ class SessionThread:
             relay_received=welcome.received,
             resent_after=row.sent,
         )
+        self.welcomed(welcome)
         link = self._linked(ws, welcome, Kept(row.received))
         link.sent.last = welcome.received  # what the relay has: later lines are numbered after
         again = self.bot.state.unacknowledged(self.root, welcome.received)
@@ -281,6 +282,11 @@ class SessionThread:
 
     async def unsent(self, lines: Sequence[bytes]) -> None:
         """The link failed: the thread ends, and so does what it would have sent."""
+
+    def welcomed(self, welcome: Welcome) -> None:
+        """A resume welcomed (after a network drop, or a restart): the next one, after a
+        restart too, presents this welcome's secret."""
+        self.bot.state.welcomed(self.root, welcome.secret, welcome.grace)
 
     def ticket_fetched(self, ticket: str) -> None:
         self.ticket = ticket

@@ -121,6 +121,13 @@ class State:
             (connection, secret, grace, root),
         )
 
+    def welcomed(self, root: str, secret: str, grace: float) -> None:
+        """A resume of the thread's connection was welcomed: its new secret, the one the
+        next resume must present (the relay spent the old one when it welcomed this)."""
+        self.db.execute(
+            "UPDATE threads SET secret = ?, grace = ? WHERE root = ?", (secret, grace, root)
+        )
+
     def set_url(self, root: str, url: str) -> None:
         """The relay this thread's connection is on (--connect-command's box)."""
         self.db.execute("UPDATE threads SET url = ? WHERE root = ?", (url, root))

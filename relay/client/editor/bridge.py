@@ -32,6 +32,7 @@ from relay.client.link.ends import Link
 from relay.client.link.opening import open_link
 from relay.core.editorerrors import Failure, closing_unanswered, stopped_unanswered
 from relay.core.inflight import InFlight, request_id
+from relay.core.resumeprofile import Welcome
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
@@ -255,6 +256,9 @@ class Bridge:
     def lines_out(self) -> LineWriter:
         """The editor's stdout, line by line, for the resuming link's records."""
         return LineWriter(self.stdout)
+
+    def welcomed(self, welcome: Welcome) -> None:
+        """The link keeps the welcome's secret for its next resume: nothing else keeps it."""
 
     def ticket_fetched(self, ticket: str) -> None:
         """A ticket was read: it must never reach a log line or an error message."""

@@ -20,6 +20,7 @@ from websockets.asyncio.client import ClientConnection
 
 from relay.client.link.dialing import DialConfig
 from relay.core.editorerrors import Failure
+from relay.core.resumeprofile import Welcome
 from relay.observe.logs import Logger
 from relay.observe.observer import PumpObserver
 
@@ -69,6 +70,10 @@ class ClientSide(Protocol):
 
     def ticket_fetched(self, ticket: str) -> None:
         """A ticket was read (it must reach no log line)."""
+
+    def welcomed(self, welcome: Welcome) -> None:
+        """The relay welcomed a resume: its secret is the one the next resume presents (the
+        relay spends the old one)."""
 
     async def carry(
         self,

@@ -62,6 +62,7 @@ from relay.core.resumeprofile import (
 )
 from relay.core.subprotocols import SocketKind
 from relay.core.windows import Outage, Received, Sent
+from relay.observe import logs
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
 MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
@@ -108,6 +109,7 @@ class ResumingLink:
         self.client = client
         self.ws = ws
         self.welcome = welcome
+        logs.redactor().add_secret(welcome.secret)
         self.sent = Sent(MAX_KEPT_MESSAGES, MAX_KEPT_BYTES)
         self.received = Received() if received is None else received  # and acknowledged
         self.frames = self._frames(ws)
@@ -332,6 +334,8 @@ class ResumingLink:
         self.outage.resumed(now)
         async with self._sending:
             self.ws, self.frames, self.welcome = ws, self._frames(ws), welcome
+            logs.redactor().add_secret(welcome.secret)
+            self.client.welcomed(welcome)  # before anything is sent on the new socket
             again = self.sent.after(welcome.received)
             self._room.set()
             self.received.acked = welcome.next - 1  # what the relay knows the client has

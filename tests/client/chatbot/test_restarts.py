@@ -7,7 +7,7 @@ import signal
 import sqlite3
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,7 @@ from tests.support.audit import LogAudit
 from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import SECRET, live_relay, until_detached
 from tests.support.matrix import Seen, has, person
+from tests.support.netcut import NetCut
 from tests.support.synapse import Account, Homeserver
 from tests.support.waiting import until
 
@@ -155,3 +156,70 @@ async def test_with_connect_command_each_thread_gets_its_box_and_resumes_there(
             await lead.react(room, request.event_id, "2️⃣")
             await lead.until_thread(room, root, lambda t: has(t, "permission: reject"))
             await second.stop()
+
+
+async def test_a_thread_survives_restarts_and_network_drops_in_any_order(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The relay gives a new resume secret at every welcome: a network drop the link resumes
+    by itself, then two SIGKILLs in a row, each with an answer given while the bot is
+    down; every start resumes the same connection and each request is answered once."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        NetCut(live.relay.port) as cut,
+        person(homeserver, alice) as lead,
+    ):
+        room = await lead.create_room([bot.user_id])
+        args = Args(homeserver, bot, cut.url(), tmp_path, [room], [alice.user_id], state)
+        async with args.start() as run:
+            audit.watch(run.lines)
+            await run.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            await lead.until_thread(room, root, lambda t: pending(t) is not None)
+            cut.reset()  # the link resumes by itself: the relay welcomes it with a new secret
+            await run.logged("resumed")
+            await run.stop(signal.SIGKILL)
+        for start in range(2):
+            await lead.react(room, pending_id(lead.thread(room, root)), "1️⃣")
+            async with args.start() as run:
+                audit.watch(run.lines)
+                await run.logged("connection resumed after a restart")
+                await lead.until_thread(room, root, turns_ended(start + 1))
+                await lead.say(room, "/ask", thread=root)
+                await lead.until_thread(room, root, lambda t: pending(t) is not None)
+                await run.stop(signal.SIGKILL)
+            assert run.events("relay connection ended") == [], run.lines[-20:]
+        async with args.start() as last:
+            audit.watch(last.lines)
+            await last.logged("connection resumed after a restart")
+            await lead.react(room, pending_id(lead.thread(room, root)), "2️⃣")
+            done = await lead.until_thread(room, root, turns_ended(3))
+            assert count(done, "permission: allow") == 2
+            assert count(done, "permission: reject") == 1
+            assert count(done, "chosen by") == 3
+            assert await last.stop() == 0
+        with closing(sqlite3.connect(state)) as db:
+            [(secret,)] = db.execute("SELECT secret FROM threads").fetchall()
+        audit.secret(secret)
+        assert len(live.relay.connections) == 1
+
+
+def pending(thread: list[Seen]) -> Seen | None:
+    """The thread's permission request still waiting, with its keycaps, if any."""
+    return next(
+        (s for s in thread if "Permission requested" in s.body and len(s.reactions) == 2), None
+    )
+
+
+def turns_ended(ended: int) -> Callable[[list[Seen]], bool]:
+    """Whether a thread shows ``ended`` ends of turns."""
+    return lambda thread: count(thread, "End of turn") == ended
+
+
+def pending_id(thread: list[Seen]) -> str:
+    found = pending(thread)
+    assert found is not None, [s.body for s in thread]
+    return found.event_id
