@@ -13,6 +13,7 @@ whom, when and from where. What it needs of the bot: :class:`Bot`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -60,6 +61,12 @@ class Pending:
     request: Request
     event_id: str
     timer: asyncio.TimerHandle | None = None
+
+
+def keycap_txn(event_id: str, number: int) -> str:
+    """The transaction id of the bot's keycap ``number`` under a request: the same after a
+    restart, so that a keycap put again is not put twice."""
+    return f"acp-relay.keycap.{hashlib.sha256(event_id.encode()).hexdigest()[:16]}.{number}"
 
 
 def now_text() -> str:
@@ -135,9 +142,10 @@ class Showing:
         if known is not None:
             await self.send("m.room.message", replacing(known, content))
         else:
-            event_id = await self.post(content)
+            event_id, again = await self.post(content, shown.slot)
             self.slots[shown.slot] = event_id
-            self.bot.state.shown(self.root, shown.slot, event_id)
+            if again:  # posted before a restart, maybe with fewer words: these now
+                await self.send("m.room.message", replacing(event_id, content))
         self.bodies[shown.slot] = shown.body
 
     def _forget_finished(self) -> None:
@@ -148,14 +156,20 @@ class Showing:
         if done:
             self.bot.state.forget_slots(self.root, done)
 
-    async def post(self, content: dict[str, Any]) -> str:
-        """A new message in the thread; its event id."""
-        event_id = await self.send("m.room.message", in_thread(content, self.root, self.latest))
+    async def post(self, content: dict[str, Any], slot: str) -> tuple[str, bool]:
+        """A new message in the thread for ``slot``: its event id, and True when a restart
+        came between keeping its transaction id and keeping its event (the homeserver
+        answered the same transaction with the first event: nothing is posted twice)."""
+        txn, again = self.bot.state.posting(self.root, slot)
+        threaded = in_thread(content, self.root, self.latest)
+        event_id = await self.bot.matrix.send(self.room, "m.room.message", threaded, txn)
+        self.bot.state.shown(self.root, slot, event_id)
         self.latest = event_id
-        return event_id
+        return event_id, again
 
-    async def send(self, kind: str, content: dict[str, Any]) -> str:
-        return await self.bot.matrix.send(self.room, kind, content, uuid.uuid4().hex)
+    async def send(self, kind: str, content: dict[str, Any], txn: str | None = None) -> str:
+        """An edit or a reaction (an edit sent twice shows the same words)."""
+        return await self.bot.matrix.send(self.room, kind, content, txn or uuid.uuid4().hex)
 
     # -- permission requests ---------------------------------------------------------------------
 
@@ -168,11 +182,11 @@ class Showing:
             self.watch_request(request, shown)
             return
         body, html = request_text(request, self.bot.access.approvers_text())
-        event_id = await self.post(message(body, html=html))
+        event_id, _ = await self.post(message(body, html=html), f"request {record['id']}")
         self.bot.state.request_shown(self.root, event_id, record)
         self.watch_request(request, event_id)
-        for key in request.keycaps():
-            await self.send("m.reaction", reaction(event_id, key))
+        for number, key in enumerate(request.keycaps()):
+            await self.send("m.reaction", reaction(event_id, key), keycap_txn(event_id, number))
 
     def watch_request(self, request: Request, event_id: str) -> None:
         """Take reactions on ``event_id`` as answers (and time it out, if set)."""

@@ -13,35 +13,19 @@ WAL mode with ``synchronous=NORMAL``: a killed bot loses nothing committed.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import sqlite3
-import stat
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS handled (event_id TEXT PRIMARY KEY, at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS threads (
-    root TEXT PRIMARY KEY, room TEXT NOT NULL, kind TEXT NOT NULL, url TEXT NOT NULL,
-    connection TEXT, secret TEXT, grace REAL, sent INTEGER NOT NULL DEFAULT 0,
-    received INTEGER NOT NULL DEFAULT 0, view TEXT, ended INTEGER NOT NULL DEFAULT 0,
-    opened_at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS slots (
-    root TEXT NOT NULL, slot TEXT NOT NULL, event_id TEXT NOT NULL, PRIMARY KEY (root, slot));
-CREATE TABLE IF NOT EXISTS requests (
-    root TEXT NOT NULL, event_id TEXT NOT NULL PRIMARY KEY, request TEXT NOT NULL,
-    decided TEXT);
-CREATE TABLE IF NOT EXISTS outbox (
-    root TEXT NOT NULL, seq INTEGER NOT NULL, line BLOB NOT NULL, PRIMARY KEY (root, seq));
-"""
+from relay.client.chatbot.statefile import StateError, open_state
+
+__all__ = ["State", "StateError", "ThreadKind", "ThreadRow"]
+
 MAX_HANDLED = 20_000  # event ids remembered (the oldest forgotten: sync never goes that far back)
-
-
-class StateError(Exception):
-    """The state file cannot be used (why, and the fix)."""
 
 
 class ThreadKind(StrEnum):
@@ -66,21 +50,18 @@ class ThreadRow:
     received: int
     view: dict[str, Any] | None
     ended: bool
+    opened_by: str | None = None
+    first_prompt: str | None = None  # a thread recorded, not yet opened: its first prompt
 
 
 class State:
     """The state file, open."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
         self.path = path
-        _create_private(path)
-        try:
-            self.db = sqlite3.connect(path, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StateError(f"cannot use --state {path}: {exc}") from None
+        self.clock = clock
+        self.db = open_state(path)
+        self._pages: dict[str, list[str]] = {}  # each thread's pages as last written
 
     def close(self) -> None:
         self.db.close()
@@ -108,16 +89,28 @@ class State:
 
     # -- threads -------------------------------------------------------------------------------
 
-    def add_thread(self, root: str, room: str, kind: ThreadKind, url: str, at: float) -> None:
+    def add_thread(
+        self,
+        root: str,
+        room: str,
+        kind: ThreadKind,
+        url: str,
+        at: float,
+        by: str | None = None,
+        first_prompt: str | None = None,
+    ) -> None:
+        """A thread opened by ``by``; ``first_prompt`` is kept until its connection opens."""
         self.db.execute(
-            "INSERT OR IGNORE INTO threads (root, room, kind, url, opened_at) VALUES (?,?,?,?,?)",
-            (root, room, kind, url, at),
+            "INSERT OR IGNORE INTO threads (root, room, kind, url, opened_at, opened_by, "
+            "first_prompt, active_at) VALUES (?,?,?,?,?,?,?,?)",
+            (root, room, kind, url, at, by, first_prompt, at),
         )
 
     def connected(self, root: str, connection: str, secret: str, grace: float) -> None:
+        """The thread's connection opened: its first prompt is the session's now."""
         self.db.execute(
-            "UPDATE threads SET connection = ?, secret = ?, grace = ?, sent = 0, received = 0 "
-            "WHERE root = ?",
+            "UPDATE threads SET connection = ?, secret = ?, grace = ?, sent = 0, received = 0, "
+            "first_prompt = NULL WHERE root = ?",
             (connection, secret, grace, root),
         )
 
@@ -135,7 +128,12 @@ class State:
     def checkpoint(
         self, root: str, sent: int, received: int, acked: int, view: dict[str, Any]
     ) -> None:
-        """Where the link stands and what the thread shows; lines the relay has are dropped."""
+        """Where the link stands and what the thread shows; lines the relay has are dropped.
+
+        The turn's words (``view["view"]["pages"]``) are written page by page, only those
+        that changed since the last checkpoint: its cost grows with what changed, not with
+        the turn."""
+        pages = _take_pages(view)
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute(
@@ -143,45 +141,131 @@ class State:
                 (sent, received, json.dumps(view), root),
             )
             self.db.execute("DELETE FROM outbox WHERE root = ? AND seq <= ?", (root, acked))
+            if pages is not None:
+                self._write_pages(root, pages)
+
+    def _write_pages(self, root: str, pages: list[str]) -> None:
+        written = self._pages.get(root)
+        if written is None:
+            self.db.execute("DELETE FROM pages WHERE root = ?", (root,))
+            written = []
+        changed = [
+            (root, n, text)
+            for n, text in enumerate(pages)
+            if n >= len(written) or (written[n] is not text and written[n] != text)
+        ]
+        self.db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?)", changed)
+        if len(pages) < len(written):
+            self.db.execute("DELETE FROM pages WHERE root = ? AND n >= ?", (root, len(pages)))
+        self._pages[root] = list(pages)
+
+    def active(self, root: str, at: float) -> None:
+        """The thread was prompted, or its agent spoke (for --idle-timeout)."""
+        self.db.execute("UPDATE threads SET active_at = ? WHERE root = ?", (at, root))
+
+    def next_post(self, root: str) -> int:
+        """The number of the thread's next post, kept before it is sent: the same post after
+        a restart has the same transaction id, and the homeserver does not post it twice."""
+        self.db.execute("UPDATE threads SET posts = posts + 1 WHERE root = ?", (root,))
+        row = self.db.execute("SELECT posts FROM threads WHERE root = ?", (root,)).fetchone()
+        return int(row[0]) if row is not None else 0
 
     def end_thread(self, root: str) -> None:
+        """The thread is over: its secret, lines, slots and view go; its row stays (with
+        its requests) until :meth:`prune` takes it."""
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute("UPDATE threads SET ended = 1, secret = NULL WHERE root = ?", (root,))
-            self.db.execute("DELETE FROM outbox WHERE root = ?", (root,))
-            self.db.execute("DELETE FROM slots WHERE root = ?", (root,))
+            self.db.execute(
+                "UPDATE threads SET ended = 1, secret = NULL, view = NULL, first_prompt = NULL, "
+                "ended_at = ? WHERE root = ?",
+                (self.clock(), root),
+            )
+            for table in ("outbox", "slots", "pages"):
+                self.db.execute(f"DELETE FROM {table} WHERE root = ?", (root,))
+        self._pages.pop(root, None)
+
+    def prune(self, before: float) -> int:
+        """Forget the threads that ended before ``before`` with their requests, and the
+        requests decided before it; the number of threads forgotten."""
+        with self.db:
+            self.db.execute("BEGIN")
+            old = "SELECT root FROM threads WHERE ended = 1 AND ended_at < ?"
+            self.db.execute(f"DELETE FROM requests WHERE root IN ({old})", (before,))
+            self.db.execute("DELETE FROM requests WHERE decided_at < ?", (before,))
+            gone = self.db.execute(
+                "DELETE FROM threads WHERE ended = 1 AND ended_at < ?", (before,)
+            )
+            return gone.rowcount
+
+    def open_threads_by(self, user: str) -> int:
+        """How many live threads ``user`` opened."""
+        row = self.db.execute(
+            "SELECT count(*) FROM threads WHERE ended = 0 AND opened_by = ?", (user,)
+        ).fetchone()
+        return int(row[0])
 
     def live_threads(self) -> list[ThreadRow]:
         rows = self.db.execute(
             "SELECT root, room, kind, url, connection, secret, grace, "
             "MAX(sent, COALESCE((SELECT MAX(seq) FROM outbox o WHERE o.root = t.root), 0)), "
-            "received, view, ended FROM threads t WHERE ended = 0 ORDER BY opened_at"
+            "received, view, ended, opened_by, first_prompt FROM threads t WHERE ended = 0 "
+            "ORDER BY opened_at"
         ).fetchall()
-        return [
-            ThreadRow(
-                r[0],
-                r[1],
-                ThreadKind(r[2]),
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                r[8],
-                json.loads(r[9]) if r[9] else None,
-                bool(r[10]),
-            )
-            for r in rows
-        ]
+        return [self._row(r) for r in rows]
+
+    def _row(self, r: tuple[Any, ...]) -> ThreadRow:
+        view = json.loads(r[9]) if r[9] else None
+        inner = view.get("view") if isinstance(view, dict) else None
+        if isinstance(inner, dict) and "pages" not in inner:  # a first release's view has them
+            pages = self.db.execute("SELECT text FROM pages WHERE root = ? ORDER BY n", (r[0],))
+            inner["pages"] = [text for (text,) in pages]
+            self._pages[r[0]] = list(inner["pages"])
+        return ThreadRow(
+            r[0],
+            r[1],
+            ThreadKind(r[2]),
+            r[3],
+            r[4],
+            r[5],
+            r[6],
+            r[7],
+            r[8],
+            view,
+            bool(r[10]),
+            r[11],
+            r[12],
+        )
 
     # -- what a thread shows -----------------------------------------------------------------
 
     def shown(self, root: str, slot: str, event_id: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO slots VALUES (?, ?, ?)", (root, slot, event_id))
+        self.db.execute(
+            "INSERT INTO slots (root, slot, event_id) VALUES (?, ?, ?) "
+            "ON CONFLICT (root, slot) DO UPDATE SET event_id = excluded.event_id",
+            (root, slot, event_id),
+        )
 
     def slots(self, root: str) -> dict[str, str]:
-        rows = self.db.execute("SELECT slot, event_id FROM slots WHERE root = ?", (root,))
+        """The thread's slots that were posted: their events."""
+        rows = self.db.execute(
+            "SELECT slot, event_id FROM slots WHERE root = ? AND event_id != ''", (root,)
+        )
         return {slot: event_id for slot, event_id in rows}
+
+    def posting(self, root: str, slot: str) -> tuple[str, bool]:
+        """The transaction id of ``slot``'s post, kept before it is sent; True when it was
+        kept already (a restart came between: it may have been posted)."""
+        row = self.db.execute(
+            "SELECT txn FROM slots WHERE root = ? AND slot = ? AND event_id = ''", (root, slot)
+        ).fetchone()
+        if row is not None and row[0]:
+            return str(row[0]), True
+        txn = f"acp-relay.{_digest(root)}.{self.next_post(root)}"
+        self.db.execute(
+            "INSERT OR REPLACE INTO slots (root, slot, event_id, txn) VALUES (?, ?, '', ?)",
+            (root, slot, txn),
+        )
+        return txn, False
 
     def forget_slots(self, root: str, slots: list[str]) -> None:
         self.db.executemany(
@@ -196,14 +280,20 @@ class State:
             (root, event_id, json.dumps(request)),
         )
 
-    def decide(self, event_id: str, decision: str, answer: tuple[int, bytes] | None = None) -> bool:
+    def decide(
+        self,
+        event_id: str,
+        decision: str,
+        answer: tuple[int, bytes] | None = None,
+    ) -> bool:
         """Record the request's decision, and the answer to send (its number and line) with
         it; False when it had a decision already (answer nothing)."""
         with self.db:
             self.db.execute("BEGIN")
             done = self.db.execute(
-                "UPDATE requests SET decided = ? WHERE event_id = ? AND decided IS NULL",
-                (decision, event_id),
+                "UPDATE requests SET decided = ?, decided_at = ? "
+                "WHERE event_id = ? AND decided IS NULL",
+                (decision, self.clock(), event_id),
             )
             if done.rowcount != 1:
                 return False
@@ -240,18 +330,14 @@ class State:
         return [(int(seq), bytes(line)) for seq, line in rows]
 
 
-def _create_private(path: str) -> None:
-    """Create the file 0600 if it is new; refuse one that others may read."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise StateError(f"cannot open --state {path}: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-    finally:
-        os.close(fd)
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise StateError(
-            f"--state {path} is readable by others (mode {stat.S_IMODE(mode):o}): it holds "
-            f"resume secrets; chmod 600 {path}"
-        )
+def _digest(text: str) -> str:
+    """A short, stable name of ``text`` for transaction ids (room and event ids hold any
+    character)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _take_pages(view: dict[str, Any]) -> list[str] | None:
+    """The turn's pages, taken out of a thread's snapshot (kept in their own table)."""
+    inner = view.get("view")
+    pages = inner.pop("pages", None) if isinstance(inner, dict) else None
+    return pages if isinstance(pages, list) else None

@@ -60,3 +60,63 @@ def test_a_thread_kept_counts_the_lines_kept_after_its_checkpoint_as_sent(tmp_pa
     state.checkpoint("$root", 4, 6, 4, {})  # the relay acknowledged them all
     assert [row.sent for row in state.live_threads()] == [4]
     state.close()
+
+
+def wal_bytes(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_a_long_turns_checkpoints_write_what_changed_not_the_whole_turn(tmp_path: Path) -> None:
+    """A turn of 200 pages checkpointed after each new page: the log written stays about
+    the size of the turn once, not its square; the pages read back whole."""
+    path = tmp_path / "chat.sqlite"
+    state = State(str(path))
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    state.db.execute("PRAGMA wal_autocheckpoint = 0")  # let the log show every byte written
+    page = "w" * 30_000
+    pages: list[str] = []
+    for n in range(200):
+        pages = [*pages[:-1], page, f"page {n}"] if pages else [f"page {n}"]
+        state.checkpoint("$root", 0, n, 0, {"view": {"pages": list(pages), "turn": 1}})
+    turn_bytes = sum(len(p) for p in pages)
+    assert wal_bytes(path) < 3 * turn_bytes  # whole turn each time: about 100 x the turn
+    state.close()
+    again = State(str(path))
+    [row] = again.live_threads()
+    assert row.view == {"view": {"pages": pages, "turn": 1}}
+    again.close()
+
+
+def test_ended_threads_keep_no_view_and_are_forgotten_after_their_retention(
+    tmp_path: Path,
+) -> None:
+    """An ended thread drops its view and pages at once; prune() forgets it and its
+    requests once ended before the cut, and requests decided before it."""
+    now = [1000.0]
+    state = State(str(tmp_path / "chat.sqlite"), clock=lambda: now[0])
+    for root in ("$old", "$live"):
+        state.add_thread(root, "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+        state.checkpoint(root, 0, 0, 0, {"view": {"pages": ["words"]}})
+        state.request_shown(root, f"{root}-req", {"id": "1"})
+    state.decide("$live-req", "allow")
+    state.end_thread("$old")
+    assert state.db.execute("SELECT view FROM threads WHERE root = '$old'").fetchone() == (None,)
+    assert state.db.execute("SELECT count(*) FROM pages WHERE root = '$old'").fetchone() == (0,)
+    assert state.prune(before=999.0) == 0
+    assert state.prune(before=1001.0) == 1
+    assert [r.root for r in state.live_threads()] == ["$live"]
+    assert state.db.execute("SELECT event_id FROM requests").fetchall() == []
+    state.close()
+
+
+def test_a_threads_posts_are_numbered_across_a_reopening(tmp_path: Path) -> None:
+    """next_post counts per thread and keeps counting after the file is opened again."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$a", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    state.add_thread("$b", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    assert [state.next_post("$a"), state.next_post("$a"), state.next_post("$b")] == [1, 2, 1]
+    state.close()
+    again = State(str(tmp_path / "chat.sqlite"))
+    assert again.next_post("$a") == 3
+    again.close()
