@@ -23,7 +23,7 @@ import uvloop
 from relay.chat.access import Access
 from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
-from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
+from relay.config.chatoptions import BOXES_URL, OPTIONS, TOKEN_ENV, resolve_chat
 from relay.config.dialoptions import DIALING
 from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
@@ -33,8 +33,6 @@ from relay.streams.filereader import read_named
 
 if TYPE_CHECKING:
     from relay.client.chatbot.bot import ChatConfig
-
-BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 
 LOGGING: tuple[Option, ...] = (
     Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
@@ -121,6 +119,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         approver_level=values["approver_level"],
         prompters=frozenset(values["prompter"]) if values["prompter"] else None,
         prompter_level=values["prompter_level"],
+        share_by=values["share_by"],
     )
     if not access.approvers and access.approver_level is None:
         raise UsageError("nobody could answer a permission request: give --approver USER_ID "

@@ -19,6 +19,8 @@ from relay.config.settings import config_toml
 
 TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --token-file)
 THOUGHTS = ("folded", "hidden", "shown")
+BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
+SHARE_BY = ("approvers", "prompters")
 
 
 def _user_id(value: object) -> str:
@@ -87,8 +89,13 @@ OPTIONS: tuple[Option, ...] = (
            "last argument, a fresh ticket for each resume", None, "COMMAND", convert.command),
     Option("watch-ticket-command", "command that prints a watcher's ticket (with "
            "--may-answer) for the connection id given as its last argument, for "
-           "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'", None,
-           "COMMAND", convert.command),
+           "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'; or 'URL "
+           "TICKET' to name the connection's relay; told who asks in "
+           "$ACP_RELAY_CHAT_REQUESTER and the room in $ACP_RELAY_CHAT_ROOM, it may refuse "
+           "by exiting non-zero", None, "COMMAND", convert.command),
+    Option("share-by", "who may attach a room to an editor's connection with share: "
+           "approvers or prompters (its approvers may then answer that editor's requests)",
+           "approvers", "WHO", convert.one_of(*SHARE_BY)),
 )  # fmt: skip
 
 REQUIRED = ("homeserver", "user", "room", "state")

@@ -54,3 +54,24 @@ def test_the_approvers_are_named_in_words() -> None:
         "@alice:t, @bob:t, power level 50 or more"
     )
     assert Access().approvers_text() == "nobody"
+
+
+@pytest.mark.parametrize(
+    ("share_by", "user", "may"),
+    [
+        ("approvers", "@lead:x.org", True),
+        ("approvers", "@dev:x.org", False),  # a prompter, not an approver
+        ("approvers", "@eve:x.org", False),
+        ("prompters", "@dev:x.org", True),
+        ("prompters", "@eve:x.org", False),
+    ],
+)
+def test_who_may_share_a_connection(share_by: str, user: str, may: bool) -> None:
+    """By default only approvers attach the room to an editor's connection; with
+    share_by prompters, prompters too; never anyone else."""
+    access = Access(
+        approvers=frozenset({"@lead:x.org"}),
+        prompters=frozenset({"@lead:x.org", "@dev:x.org"}),
+        share_by=share_by,
+    )
+    assert access.may_share(user, None) is may

@@ -13,6 +13,7 @@ connection was live is resumed (:meth:`SessionThread.restore`).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -38,6 +39,12 @@ from relay.observe.logs import Logger
 
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
+CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
+SHARE_NO_URL = (
+    "share takes a connection id only: the bot follows connections on the relay its "
+    "operator configured (or the one its control plane names), never at a URL given here, "
+    "which would receive a ticket that can answer the editor's requests."
+)
 ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
     "(it cannot read what is said here). Use a room without encryption."
@@ -138,7 +145,7 @@ class ChatBot:
 
     def _restore_watch(self, row: ThreadRow) -> None:
         assert row.connection is not None
-        watch = self._watch(row.room, row.root, row.connection, row.url)
+        watch = self._watch(row.room, row.root, row.connection, row.opened_by)
         if watch is None:
             self.state.end_thread(row.root)
             return
@@ -147,13 +154,15 @@ class ChatBot:
         watch.restore(self.state.pending_requests(row.root))
         self.log.info("watch thread restored", thread=row.root, connection=row.connection)
 
-    def _watch(self, room: str, root: str, connection: str, url: str) -> WatchThread | None:
+    def _watch(
+        self, room: str, root: str, connection: str, requester: str | None
+    ) -> WatchThread | None:
         command = self.config.watch_ticket_command
         if command is None:
             return None
-        dial = replace(self.config.dial, url=url)
+        watched = Watched(self.config.thoughts)
         watch = WatchThread(
-            self, dial, command, room, root, connection, Watched(self.config.thoughts)
+            self, self.config.dial, command, room, root, connection, watched, requester
         )
         self.threads[root] = watch
         asyncio.get_running_loop().create_task(self._forget_when_over(watch))
@@ -276,20 +285,30 @@ class ChatBot:
             thread.end(safe_line(said.sender))
 
     async def _share(self, room: str, said: Message, share: Share) -> None:
-        """Follow an editor's connection in a new thread rooted at ``said``."""
-        url = share.url or self.config.dial.url
-        if not url.startswith(("ws://", "wss://")):
-            await self._reply(room, said, f"share: expected a ws:// or wss:// URL, got "
-                                          f"{safe_line(url, 100)}")  # fmt: skip
+        """Follow an editor's connection in a new thread rooted at ``said``: on the relay the
+        operator configured (or the one --watch-ticket-command names), never at a URL from
+        the chat, which would receive the watcher's ticket."""
+        if not self.access.may_share(said.sender, await self._power(room)):
+            who = "approvers" if self.access.share_by == "approvers" else "prompters"
+            await self._reply(room, said, f"share: only {who} may attach this room to an "
+                                          "editor's connection.")  # fmt: skip
             return
-        self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time())
+        if share.url is not None:
+            await self._reply(room, said, SHARE_NO_URL)
+            return
+        if self.config.watch_ticket_command is None:
+            await self._reply(room, said, "share needs the bot started with "
+                                          "--watch-ticket-command")  # fmt: skip
+            return
+        if not CONNECTION_ID.fullmatch(share.connection):
+            await self._reply(room, said, "share: expected a connection id (letters, digits "
+                                          "and dashes, as the relay's logs show it)")  # fmt: skip
+            return
+        url = self.config.dial.url
+        self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time(), said.sender)
         self.state.connected(said.event_id, share.connection, "", 0.0)
-        watch = self._watch(room, said.event_id, share.connection, url)
-        if watch is None:
-            self.state.end_thread(said.event_id)
-            needs = "share needs the bot started with --watch-ticket-command"
-            await self._reply(room, said, needs)
-            return
+        watch = self._watch(room, said.event_id, share.connection, said.sender)
+        assert watch is not None
         self.log.info("share opened", thread=said.event_id, by=said.sender,
                       connection=share.connection)  # fmt: skip
         watch.start()

@@ -26,14 +26,26 @@ from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
-from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial, ticket_for
-from relay.client.link.ticketsource import TicketSource
+from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial
+from relay.client.link.ticketsource import (
+    TicketUnavailable,
+    checked_ticket,
+    run_ticket_command,
+)
+from relay.config.chatoptions import BOXES_URL
 from relay.core import strictjson
 from relay.core.editorerrors import Failure
 from relay.core.subprotocols import SocketKind
 from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
+
+REQUESTER_ENV = "ACP_RELAY_CHAT_REQUESTER"  # who asked to share, for the control plane
+ROOM_ENV = "ACP_RELAY_CHAT_ROOM"  # the room the connection would be shared into
+WATCH_TICKET_OUTPUT = (
+    "--watch-ticket-command must print a watcher's ticket, or 'URL TICKET' (the URL is "
+    "required when the bot runs with --connect-command)"
+)
 
 
 class WatchThread:
@@ -48,11 +60,11 @@ class WatchThread:
         root: str,
         connection: str,
         watched: Watched,
+        requester: str | None = None,
     ) -> None:
-        ticket = TicketSource(command=(*command, connection))
-        self.dial = replace(
-            dial, ticket=ticket, max_message_bytes=dial.max_message_bytes + HEADER_ROOM
-        )
+        self.command = (*command, connection)
+        self.env = {REQUESTER_ENV: requester or "", ROOM_ENV: room}
+        self.dial = replace(dial, max_message_bytes=dial.max_message_bytes + HEADER_ROOM)
         self.bot = bot
         self.room = room
         self.root = root
@@ -92,12 +104,11 @@ class WatchThread:
         self.start()
 
     async def _attach(self) -> bool:
-        ticket = await ticket_for(self.dial)
-        if isinstance(ticket, Failure):
-            self._said_failure(ticket.message)
+        given = await self._watch_ticket()
+        if given is None:
             return False
-        self.ticket = ticket
-        logs.redactor().add_ticket(ticket)
+        url, ticket = given
+        self.dial = replace(self.dial, url=url)
         dialed = await dial(self.dial, ticket, WATCHING)
         if isinstance(dialed, Failure):
             self._said_failure(dialed.message)
@@ -109,6 +120,32 @@ class WatchThread:
             return False
         self.log.info("watching a connection", connection=self.connection)
         return True
+
+    async def _watch_ticket(self) -> tuple[str, str] | None:
+        """The relay and a watcher's ticket for this connection, as --watch-ticket-command
+        prints them (``TICKET``: on the bot's relay; ``URL TICKET``: on the one the control
+        plane names), told who asks and from where; None when it gives none (the thread says
+        so, the log says why: the command's words are the operator's, not the room's)."""
+        try:
+            words = (await run_ticket_command(self.command, self.env)).split()
+            if len(words) == 2 and words[0].startswith(("ws://", "wss://")):
+                url, ticket = words
+            elif len(words) == 1 and self.dial.url != BOXES_URL:
+                url, ticket = self.dial.url, words[0]
+            else:
+                raise TicketUnavailable(WATCH_TICKET_OUTPUT)
+            ticket = checked_ticket(ticket, "--watch-ticket-command's output")
+        except TicketUnavailable as exc:
+            why = str(exc).replace("--ticket-command", "--watch-ticket-command")
+            self.log.warning("no watcher's ticket: share refused or failed", reason=why)
+            self.showing.say(
+                "⚠️ share: the control plane gave no watcher's ticket for this connection "
+                "(it refused, or it failed: the bot's log says why)."
+            )
+            return None
+        self.ticket = ticket
+        logs.redactor().add_ticket(ticket)
+        return url, ticket
 
     async def _follow(self) -> None:
         ws = self.ws

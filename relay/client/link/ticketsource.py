@@ -9,6 +9,8 @@ its failure is told by its exit status and the last line of its stderr.
 from __future__ import annotations
 
 import asyncio
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from relay.config.textfiles import FileRefused
@@ -40,7 +42,7 @@ async def fetch_ticket(source: TicketSource) -> str:
         text, where = _read_ticket_file(source.file), f"--ticket-file {source.file}"
     else:
         text, where = source.value or "", "the ticket"
-    return _checked_ticket(text.strip(), where)
+    return checked_ticket(text.strip(), where)
 
 
 def _read_ticket_file(path: str) -> str:
@@ -50,7 +52,9 @@ def _read_ticket_file(path: str) -> str:
         raise TicketUnavailable(f"cannot read --ticket-file {path}: {exc}") from None
 
 
-def _checked_ticket(ticket: str, where: str) -> str:
+def checked_ticket(ticket: str, where: str) -> str:
+    """``ticket`` if it is one ticket (printable ASCII, no spaces); else TicketUnavailable
+    saying what ``where`` gave instead."""
     if not ticket:
         raise TicketUnavailable(f"{where} is empty")
     if not (ticket.isascii() and ticket.isprintable()) or " " in ticket:
@@ -58,14 +62,16 @@ def _checked_ticket(ticket: str, where: str) -> str:
     return ticket
 
 
-async def run_ticket_command(argv: tuple[str, ...]) -> str:
-    """Run the ticket command (no shell) and return its stdout; its failure in words."""
+async def run_ticket_command(argv: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:
+    """Run the ticket command (no shell), with ``env`` added to the environment, and return
+    its stdout; its failure in words."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=None if env is None else {**os.environ, **env},
         )
     except OSError as exc:
         raise TicketUnavailable(
