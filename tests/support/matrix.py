@@ -77,6 +77,15 @@ class Person:
         self.events.setdefault(room, [])
         return str(room)
 
+    async def set_power(self, room: str, user: str, level: int) -> None:
+        """Set ``user``'s power level in ``room`` (this person must be allowed to)."""
+        content = await self.api.get_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS)
+        levels = cast(dict[str, Any], content.serialize())
+        levels.setdefault("users", {})[user] = level
+        await self.api.send_state_event(
+            RoomID(room), EventType.ROOM_POWER_LEVELS, cast(Any, levels)
+        )
+
     async def join(self, room: str) -> None:
         await self.api.join_room_by_id(RoomID(room))
         self.events.setdefault(room, [])

@@ -106,6 +106,10 @@ class Homeserver:
             result: dict[str, Any] = json.loads(answer.read())
             return result
 
+    def logout(self, token: str) -> None:
+        """Log the session of ``token`` out: the homeserver no longer accepts the token."""
+        self._call("POST", "/_matrix/client/v3/logout", {}, token=token)
+
     def log_tail(self, lines: int = 40) -> str:
         """The end of Synapse's log, for a failure's message."""
         text = (self.folder / "synapse.log").read_text(errors="replace")

@@ -19,6 +19,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mautrix.errors import MatrixRequestError
+
 from relay import __version__
 from relay.chat.access import Access
 from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, Share, meaning
@@ -36,6 +38,7 @@ from relay.client.chatbot.watchthread import WatchThread
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
+from relay.observe.tasks import Tasks
 
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
@@ -88,6 +91,7 @@ class ChatBot:
         # request's message before the send that posted it has returned. Bounded.
         self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
+        self.tasks = Tasks(log)
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -95,7 +99,7 @@ class ChatBot:
             return
         self.request_owners[event_id] = showing
         for early in self.early.pop(event_id, []):  # reactions synced before the request was kept
-            asyncio.get_running_loop().create_task(self._reaction(showing, *early))
+            self.tasks.spawn(self._reaction(showing, *early), "a reaction that came early")
 
     # -- running -------------------------------------------------------------------------------
 
@@ -125,6 +129,7 @@ class ChatBot:
         finally:
             for thread in list(self.threads.values()):
                 await thread.stop_for_restart()
+            await self.tasks.stop()
             self.state.forget_old_events()
 
     def restore_threads(self) -> None:
@@ -165,7 +170,7 @@ class ChatBot:
             self, self.config.dial, command, room, root, connection, watched, requester
         )
         self.threads[root] = watch
-        asyncio.get_running_loop().create_task(self._forget_when_over(watch))
+        self.tasks.spawn(self._forget_when_over(watch), "forget the watch once over")
         return watch
 
     def _thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
@@ -177,7 +182,7 @@ class ChatBot:
             )
         thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
         self.threads[root] = thread
-        asyncio.get_running_loop().create_task(self._forget_when_over(thread))
+        self.tasks.spawn(self._forget_when_over(thread), "forget the thread once over")
         return thread
 
     async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
@@ -192,7 +197,10 @@ class ChatBot:
         for room in _keys(rooms.get("invite")):
             if room in self.config.rooms:
                 self.log.info("invited to a served room: joining", room=room)
-                await self.matrix.join(room)
+                try:
+                    await self.matrix.join(room)
+                except MatrixRequestError as exc:
+                    self.matrix.refused("could not join a served room", exc, room=room)
             else:
                 self.log.info("invitation to a room not served: ignored", room=room)
         joined = rooms.get("join")
@@ -204,7 +212,10 @@ class ChatBot:
                 await self._state_event(room, event)
             if act:
                 for event in timeline:
-                    await self._timeline_event(room, event)
+                    try:
+                        await self._timeline_event(room, event)
+                    except MatrixRequestError as exc:  # costs this event, never the bot
+                        self.matrix.refused("the homeserver refused a request", exc, room=room)
 
     async def _state_event(self, room: str, event: dict[str, Any]) -> None:
         if event.get("type") == "m.room.power_levels" and event.get("state_key") == "":
@@ -218,7 +229,7 @@ class ChatBot:
             return
         self.encrypted.add(room)
         self.log.warning("served room is encrypted: not supported", room=room)
-        await self.matrix.send(
+        await self.matrix.send_or_log(
             room, "m.room.message", message(ENCRYPTED_WORDS), f"encrypted-{int(time.time())}"
         )
 
@@ -315,7 +326,7 @@ class ChatBot:
 
     async def _reply(self, room: str, said: Message, words: str) -> None:
         content = in_thread(message(words), said.thread or said.event_id, said.event_id)
-        await self.matrix.send(room, "m.room.message", content, f"reply-{said.event_id}")
+        await self.matrix.send_or_log(room, "m.room.message", content, f"reply-{said.event_id}")
 
     async def _refuse(self, room: str, said: Message) -> None:
         """Someone not allowed to prompt: a reply saying so, in the thread it was in."""
@@ -325,7 +336,7 @@ class ChatBot:
             "approver to add you with --prompter."
         )
         self.log.info("prompt from someone not allowed to prompt", user=said.sender, room=room)
-        await self.matrix.send(
+        await self.matrix.send_or_log(
             room,
             "m.room.message",
             in_thread(message(words), root, said.event_id),

@@ -21,6 +21,7 @@ from relay.client.chatbot.state import State
 from relay.client.link.resuming import ResumingLink
 from relay.core.resumeprofile import ack_frame
 from relay.core.windows import Received
+from relay.observe.tasks import Tasks
 
 
 class Kept(Received):
@@ -43,8 +44,11 @@ class Kept(Received):
 class KeptLink:
     """A thread's open link, what it sends kept in the state file first."""
 
-    def __init__(self, link: ResumingLink, received: Kept, state: State, root: str) -> None:
+    def __init__(
+        self, link: ResumingLink, received: Kept, state: State, root: str, tasks: Tasks
+    ) -> None:
         self.link = link
+        self.tasks = tasks
         self.received = received  # the link's, acknowledged as the state file keeps it
         self.state = state
         self.root = root
@@ -81,7 +85,7 @@ class KeptLink:
         received.kept = received.last
         ack = received.ack()
         if ack is not None and link.attached.is_set():
-            asyncio.get_running_loop().create_task(self._ack(ack))
+            self.tasks.spawn(self._ack(ack), "acknowledge what the state file keeps")
 
     async def _ack(self, ack: int) -> None:
         with suppress(ConnectionClosed):

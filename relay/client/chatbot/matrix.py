@@ -23,7 +23,12 @@ from typing import Any, TypeVar
 import aiohttp
 from mautrix.api import HTTPAPI, Method, Path
 from mautrix.client import ClientAPI
-from mautrix.errors import MatrixConnectionError, MatrixRequestError, MLimitExceeded
+from mautrix.errors import (
+    MatrixConnectionError,
+    MatrixInvalidToken,
+    MatrixRequestError,
+    MLimitExceeded,
+)
 from mautrix.types import SyncToken, UserID
 
 from relay.chat.pacing import Hold
@@ -41,13 +46,30 @@ class Unreachable(Exception):
     """The homeserver could not be reached (its words)."""
 
 
+class TokenRevoked(Exception):
+    """The homeserver no longer accepts the bot's access token: the bot stops."""
+
+    def __init__(self, errcode: str) -> None:
+        super().__init__(errcode)
+        self.errcode = errcode
+
+
 class MatrixSession:
     """The bot's one session with its homeserver."""
 
-    def __init__(self, homeserver: str, user: str, token: str, log: Logger) -> None:
+    def __init__(
+        self,
+        homeserver: str,
+        user: str,
+        token: str,
+        log: Logger,
+        on_revoked: Callable[[], None] = lambda: None,
+    ) -> None:
         self.homeserver = homeserver
         self.user = user
         self.log = log
+        self.revoked: TokenRevoked | None = None  # the token stopped working: why
+        self._on_revoked = on_revoked
         self.hold = Hold()
         self._token = token
         self._http: aiohttp.ClientSession | None = None
@@ -109,6 +131,10 @@ class MatrixSession:
                 await asyncio.sleep(backoff * (0.5 + self._rng.random()))
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
+            except MatrixInvalidToken as exc:
+                self.revoked = TokenRevoked(exc.errcode or "M_UNKNOWN_TOKEN")
+                self._on_revoked()
+                raise self.revoked from None
             except MatrixRequestError as exc:
                 if exc.http_status not in (502, 503, 504):
                     raise
@@ -171,6 +197,28 @@ class MatrixSession:
         if not isinstance(event_id, str):
             raise MatrixConnectionError("no event_id in the homeserver's answer")
         return event_id
+
+    async def send_or_log(
+        self, room: str, kind: str, content: dict[str, Any], txn: str, **where: str
+    ) -> str | None:
+        """:meth:`send`, a refusal of the homeserver's (a 4xx: the bot may no longer post
+        there, the event is refused...) logged with ``where`` it was meant to go: it costs
+        that message, never the bot. None then."""
+        try:
+            return await self.send(room, kind, content, txn)
+        except MatrixRequestError as exc:
+            self.refused("the homeserver refused a message", exc, room=room, **where)
+            return None
+
+    def refused(self, what: str, exc: MatrixRequestError, **where: str) -> None:
+        """One error line for a request the homeserver refused."""
+        self.log.error(
+            what,
+            errcode=exc.errcode or "",
+            status=exc.http_status,
+            reason=str(exc.message or exc)[:200],
+            **where,
+        )
 
     async def join(self, room: str) -> None:
         api = self._client().api

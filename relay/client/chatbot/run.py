@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 
 from mautrix.errors import MatrixRequestError
 
 from relay.client.chatbot.bot import ChatBot, ChatConfig
-from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.matrix import MatrixSession, TokenRevoked
 from relay.client.chatbot.state import State, StateError
 from relay.observe import logs
 
 USAGE = 2
+REVOKED = (
+    "acp-relay: the homeserver no longer accepts the bot's access token ({}): log the bot "
+    "in again and put the new token in --token-file (or $ACP_RELAY_MATRIX_TOKEN)"
+)
 
 
 async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None]) -> int:
@@ -33,10 +38,11 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
     stop = asyncio.Event()
     on_stop(stop)
     try:
-        async with MatrixSession(config.homeserver, config.user, config.token, log) as matrix:
+        matrix = MatrixSession(config.homeserver, config.user, config.token, log, stop.set)
+        async with matrix:
             try:
                 who = await matrix.whoami()
-            except MatrixRequestError as exc:
+            except (MatrixRequestError, TokenRevoked) as exc:
                 print(f"acp-relay: the homeserver refused the access token ({exc.errcode}): "
                       "give the bot's token in --token-file", file=sys.stderr)  # fmt: skip
                 return USAGE
@@ -45,7 +51,11 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
                       file=sys.stderr)  # fmt: skip
                 return USAGE
             log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url)
-            await ChatBot(config, matrix, state, log).run(stop)
+            with suppress(TokenRevoked):
+                await ChatBot(config, matrix, state, log).run(stop)
+            if matrix.revoked is not None:
+                print(REVOKED.format(matrix.revoked.errcode), file=sys.stderr)
+                return 1
             log.info("chat bot stopped")
             return 0
     finally:

@@ -39,6 +39,7 @@ from relay.core.resumeprofile import ProfileError, Welcome
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
+from relay.observe.tasks import Tasks
 
 
 class SessionThread:
@@ -70,7 +71,8 @@ class SessionThread:
         self.ticket: str | None = None
         self._in_record = False  # an agent line is being carried out
         self._checkpoint_due = False
-        self._task: asyncio.Task[None] | None = None
+        self.tasks = Tasks(self.log)
+        self._task: asyncio.Task[object] | None = None
 
     @property
     def config(self) -> DialConfig:
@@ -89,7 +91,7 @@ class SessionThread:
 
     def _start(self, opening: Coroutine[Any, Any, None]) -> None:
         self.showing.start()
-        self._task = asyncio.create_task(self._life(opening))
+        self._task = self.tasks.spawn(self._life(opening), "the thread's connection")
 
     async def _life(self, opening: Coroutine[Any, Any, None]) -> None:
         try:
@@ -116,6 +118,7 @@ class SessionThread:
             await asyncio.gather(self._task, return_exceptions=True)
         self.link.drop()
         await self.showing.stop()
+        await self.tasks.stop()
 
     def end(self, by: str) -> None:
         """End the session (``!end``): the connection is closed, the agent goes."""
@@ -140,7 +143,7 @@ class SessionThread:
         self.bot.state.connected(self.root, welcome.connection, welcome.secret, welcome.grace)
         self.log.info("connection opened", connection=welcome.connection, grace=welcome.grace)
         self._linked(ws, welcome, Kept())
-        asyncio.get_running_loop().create_task(self._carry_out(self.session.start()))
+        self.tasks.spawn(self._carry_out(self.session.start()), "initialize the session")
 
     async def _resumed(self, row: ThreadRow) -> None:
         assert row.connection is not None
@@ -166,7 +169,8 @@ class SessionThread:
         link.sent.last = welcome.received  # what the relay has: later lines are numbered after
         again = self.bot.state.unacknowledged(self.root, welcome.received)
         if again:
-            asyncio.get_running_loop().create_task(self.link.send([line for _, line in again]))
+            lines = [line for _, line in again]
+            self.tasks.spawn(self.link.send(lines), "send again what the relay lacks")
 
     async def _welcome_back(self, ws: ClientConnection, first: dict[str, Any]) -> Welcome | None:
         """The relay's welcome to the resume of a connection kept over a restart; None when
@@ -185,7 +189,7 @@ class SessionThread:
     def _linked(self, ws: ClientConnection, welcome: Welcome, received: Kept) -> ResumingLink:
         """The link over ``ws``, welcomed, from now on this thread's (kept in the state file)."""
         link = ResumingLink(self, ws, welcome, received)
-        self.link = KeptLink(link, received, self.bot.state, self.root)
+        self.link = KeptLink(link, received, self.bot.state, self.root, self.tasks)
         return link
 
     async def _box(self) -> str | None:

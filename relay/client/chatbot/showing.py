@@ -17,6 +17,7 @@ import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -35,9 +36,10 @@ from relay.chat.permissions import (
 )
 from relay.chat.text import safe_line
 from relay.chat.turns import Shown, TurnView
-from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.matrix import MatrixSession, TokenRevoked
 from relay.client.chatbot.state import State
 from relay.observe.logs import Logger
+from relay.observe.tasks import Tasks
 
 
 class Bot(Protocol):
@@ -91,10 +93,11 @@ class Showing:
         # Sends an answer to the agent with its decision kept (False: decided already).
         self.answer_agent: Callable[[bytes, str, str], Awaitable[bool]] | None = None
         self.checkpoint: Callable[[], None] = lambda: None
-        self._rounds: asyncio.Task[None] | None = None
+        self.tasks = Tasks(bot.log.bind(thread=root))
+        self._rounds: asyncio.Task[object] | None = None
 
     def start(self) -> None:
-        self._rounds = asyncio.create_task(self._round_loop())
+        self._rounds = self.tasks.spawn(self._round_loop(), "the thread's rounds of edits")
 
     async def stop(self) -> None:
         """No more rounds (what is pending is shown first)."""
@@ -105,6 +108,7 @@ class Showing:
         for pending in self.requests.values():
             if pending.timer is not None:
                 pending.timer.cancel()
+        await self.tasks.stop()
 
     def wake(self) -> None:
         """Something changed: a round will show it."""
@@ -118,6 +122,10 @@ class Showing:
     # -- rounds ----------------------------------------------------------------------------------
 
     async def _round_loop(self) -> None:
+        with suppress(TokenRevoked):  # the bot stops: it says why
+            await self._rounds_until_stopped()
+
+    async def _rounds_until_stopped(self) -> None:
         while True:
             await self.changed.wait()
             wait = self.pacer.due(time.monotonic()) - time.monotonic()
@@ -143,6 +151,8 @@ class Showing:
             await self.send("m.room.message", replacing(known, content))
         else:
             event_id, again = await self.post(content, shown.slot)
+            if event_id is None:
+                return  # refused (logged): posted when the slot changes again
             self.slots[shown.slot] = event_id
             if again:  # posted before a restart, maybe with fewer words: these now
                 await self.send("m.room.message", replacing(event_id, content))
@@ -156,20 +166,26 @@ class Showing:
         if done:
             self.bot.state.forget_slots(self.root, done)
 
-    async def post(self, content: dict[str, Any], slot: str) -> tuple[str, bool]:
-        """A new message in the thread for ``slot``: its event id, and True when a restart
-        came between keeping its transaction id and keeping its event (the homeserver
-        answered the same transaction with the first event: nothing is posted twice)."""
+    async def post(self, content: dict[str, Any], slot: str) -> tuple[str | None, bool]:
+        """A new message in the thread for ``slot``: its event id (None: the homeserver
+        refused it, logged), and True when a restart came between keeping its transaction id
+        and keeping its event (the homeserver answered the same transaction with the first
+        event: nothing is posted twice)."""
         txn, again = self.bot.state.posting(self.root, slot)
         threaded = in_thread(content, self.root, self.latest)
-        event_id = await self.bot.matrix.send(self.room, "m.room.message", threaded, txn)
-        self.bot.state.shown(self.root, slot, event_id)
-        self.latest = event_id
+        event_id = await self.bot.matrix.send_or_log(
+            self.room, "m.room.message", threaded, txn, thread=self.root, slot=slot
+        )
+        if event_id is not None:
+            self.bot.state.shown(self.root, slot, event_id)
+            self.latest = event_id
         return event_id, again
 
-    async def send(self, kind: str, content: dict[str, Any], txn: str | None = None) -> str:
-        """An edit or a reaction (an edit sent twice shows the same words)."""
-        return await self.bot.matrix.send(self.room, kind, content, txn or uuid.uuid4().hex)
+    async def send(self, kind: str, content: dict[str, Any], txn: str | None = None) -> None:
+        """An edit or a reaction (an edit sent twice shows the same words); a refusal of
+        the homeserver's is logged and costs that edit only."""
+        txn = txn or uuid.uuid4().hex
+        await self.bot.matrix.send_or_log(self.room, kind, content, txn, thread=self.root)
 
     # -- permission requests ---------------------------------------------------------------------
 
@@ -183,6 +199,8 @@ class Showing:
             return
         body, html = request_text(request, self.bot.access.approvers_text())
         event_id, _ = await self.post(message(body, html=html), f"request {record['id']}")
+        if event_id is None:
+            return  # refused (logged): the agent waits for the editor, or its own timeout
         self.bot.state.request_shown(self.root, event_id, record)
         self.watch_request(request, event_id)
         for number, key in enumerate(request.keycaps()):
@@ -204,7 +222,7 @@ class Showing:
             words = (
                 f"⌛ No answer within {self.bot.approval_timeout:g} s: cancelled at {now_text()}"
             )
-            asyncio.get_running_loop().create_task(self.decide(pending, None, words))
+            self.tasks.spawn(self.decide(pending, None, words), "answer a timed-out request")
 
     async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
         """A reaction on one of this thread's requests: an approver's keycap answers it."""

@@ -39,6 +39,7 @@ from relay.core.subprotocols import SocketKind
 from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
+from relay.observe.tasks import Tasks
 
 REQUESTER_ENV = "ACP_RELAY_CHAT_REQUESTER"  # who asked to share, for the control plane
 ROOM_ENV = "ACP_RELAY_CHAT_ROOM"  # the room the connection would be shared into
@@ -79,11 +80,12 @@ class WatchThread:
         self.ticket: str | None = None
         self.asked: dict[object, str] = {}  # the requests shown, by id key: their message
         self.answered: dict[object, str] = {}  # the requests the chat answered: who, when
-        self._task: asyncio.Task[None] | None = None
+        self.tasks = Tasks(self.log)
+        self._task: asyncio.Task[object] | None = None
 
     def start(self) -> None:
         self.showing.start()
-        self._task = asyncio.create_task(self._life())
+        self._task = self.tasks.spawn(self._life(), "the watch")
 
     async def _life(self) -> None:
         """Attach, follow until the socket closes, then end (a restart's cancel ends nothing)."""
@@ -223,8 +225,10 @@ class WatchThread:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.ws is not None:
             self.ws.transport.abort()
+        await self.showing.stop()
+        await self.tasks.stop()
 
     def end(self, by: str) -> None:
         self.showing.say(f"⏏️ Watch ended by {by}.")
         if self.ws is not None:
-            asyncio.get_running_loop().create_task(self.ws.close(CloseCode.NORMAL_CLOSURE))
+            self.tasks.spawn(self.ws.close(CloseCode.NORMAL_CLOSURE), "close the watch")

@@ -63,6 +63,7 @@ from relay.core.resumeprofile import (
 from relay.core.subprotocols import SocketKind
 from relay.core.windows import Outage, Received, Sent
 from relay.observe import logs
+from relay.observe.tasks import Tasks
 from relay.streams.wsadapter import TextFrames, stall_timeout
 
 MAX_KEPT_MESSAGES = 4096  # editor messages kept until the relay acknowledges them
@@ -107,6 +108,7 @@ class ResumingLink:
         received: Received | None = None,
     ) -> None:
         self.client = client
+        self.tasks = Tasks(client.log)
         self.ws = ws
         self.welcome = welcome
         logs.redactor().add_secret(welcome.secret)
@@ -231,7 +233,7 @@ class ResumingLink:
         ack = self.received.ack()
         if ack is not None and ws is self.ws:
             frame = ack_frame(ack)
-            asyncio.get_running_loop().create_task(self._send([frame]))
+            self.tasks.spawn(self._send([frame]), "acknowledge the relay's records")
 
     # -- resuming ----------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@ waited out with backoff and said in the log."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
-from tests.support.agents import CHATTY
+from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay
@@ -76,3 +77,68 @@ async def test_a_homeserver_down_and_back_is_waited_for_with_backoff(
             root = await lead.say(room, f"{bot.user_id} run the tests")
             await lead.until_thread(room, root, lambda t: has(t, "Permission requested"))
             await running.stop()
+
+
+async def test_a_refused_edit_costs_its_thread_a_log_line_never_the_bot(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A moderator sets the bot's power level to -1 while a request waits: the approver's
+    tap still answers the agent, the edit's M_FORBIDDEN is logged, the bot runs on; once
+    allowed again, the thread's next prompt is answered."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(
+                room,
+                root,
+                lambda t: any(len(s.reactions) == 2 for s in t if "Permission requested" in s.body),
+            )
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            await lead.set_power(room, bot.user_id, -1)
+            await lead.react(room, request.event_id, "1️⃣")
+            await running.logged("permission request answered")
+            refused = await running.logged("the homeserver refused a message")
+            assert refused[0]["errcode"] == "M_FORBIDDEN"
+            await lead.set_power(room, bot.user_id, 0)
+            await lead.say(room, "hello", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            assert running.proc.returncode is None
+            assert await running.stop() == 0
+        assert not any("Traceback" in line for line in running.lines)
+
+
+async def test_a_revoked_token_ends_the_bot_with_one_line(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The bot's token logged out while it runs: it stops with exit 1 and one line saying
+    the token is no longer accepted and what to do, no traceback; its threads are kept."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            homeserver.logout(bot.token)
+            async with asyncio.timeout(60):
+                status = await running.proc.wait()
+                await running.reader
+        assert status == 1
+        said = [line for line in running.lines if not line.startswith("{")]
+        assert said == [
+            "acp-relay: the homeserver no longer accepts the bot's access token "
+            "(M_UNKNOWN_TOKEN): log the bot in again and put the new token in --token-file "
+            "(or $ACP_RELAY_MATRIX_TOKEN)"
+        ]
+        assert len(live.relay.connections) == 1  # kept for the next start to resume
