@@ -88,6 +88,7 @@ async def chat_bot(
     approvers: Sequence[str],
     extra: Sequence[str] = (),
     state: Path | None = None,
+    ticket_command: str = TICKET_COMMAND,
 ) -> AsyncIterator[BotRun]:
     """``acp-relay chat URL`` for the block (killed at the end if still running); without a
     URL, ``extra`` says where threads connect (``--connect-command``)."""
@@ -95,7 +96,7 @@ async def chat_bot(
         sys.executable, "-m", "relay", "chat", *([url] if url else []),
         "--homeserver", server.url, "--user", bot.user_id,
         "--token-file", str(token_file(folder, bot)),
-        *(["--ticket-command", TICKET_COMMAND] if url else []),
+        *(["--ticket-command", ticket_command] if url else []),
         "--state", str(state or folder / "chat.sqlite"),
         "--log-format", "json", "--log-level", "debug",
         *[arg for room in rooms for arg in ("--room", room)],

@@ -48,6 +48,9 @@ SHARE_NO_URL = (
     "operator configured (or the one its control plane names), never at a URL given here, "
     "which would receive a ticket that can answer the editor's requests."
 )
+RESTARTED_BEFORE_OPENING = (
+    "↻ The bot restarted before this session opened: opening it now, with the first prompt."
+)
 ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
     "(it cannot read what is said here). Use a room without encryption."
@@ -137,6 +140,9 @@ class ChatBot:
             if row.kind is ThreadKind.WATCH and row.connection is not None:
                 self._restore_watch(row)
                 continue
+            if row.kind is ThreadKind.SESSION and row.connection is None and row.first_prompt:
+                self._reopen(row, row.first_prompt)
+                continue
             if row.kind is not ThreadKind.SESSION or row.connection is None or row.secret is None:
                 self.state.end_thread(row.root)
                 continue
@@ -147,6 +153,14 @@ class ChatBot:
                 thread.showing.watch_request(request_of(record), event_id)
             thread.restore(row)
             self.log.info("thread restored", thread=row.root, connection=row.connection)
+
+    def _reopen(self, row: ThreadRow, first_prompt: str) -> None:
+        """A thread recorded but not yet connected when the bot stopped: opened now, with
+        its first prompt, rather than ended without a word."""
+        thread = self._thread(row.room, row.root)
+        thread.showing.say(RESTARTED_BEFORE_OPENING)
+        thread.open(first_prompt)
+        self.log.info("thread opened again after a restart", thread=row.root, by=row.opened_by)
 
     def _restore_watch(self, row: ThreadRow) -> None:
         assert row.connection is not None
@@ -274,8 +288,9 @@ class ChatBot:
             await self._share(room, said, what)
             return
         if isinstance(what, Open):
-            url = self.config.dial.url
-            self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, time.time())
+            url, at = self.config.dial.url, time.time()
+            self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, at,
+                                  said.sender, what.prompt)  # fmt: skip
             opened = self._thread(room, said.event_id)
             self.log.info("thread opened", thread=said.event_id, by=said.sender)
             opened.open(what.prompt)
@@ -288,10 +303,12 @@ class ChatBot:
             else:
                 thread.showing.say("This thread follows the editor's session: prompt there.")
             return
+        self.log.debug("message handled", thread=said.thread, by=said.sender,
+                       meaning=type(what).__name__)  # fmt: skip
         if isinstance(what, Prompt):
-            await thread._carry_out(thread.session.prompt(what.text))
+            thread.prompt(what.text)
         elif isinstance(what, Cancel):
-            await thread._carry_out(thread.session.cancel())
+            thread.cancel()
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
 

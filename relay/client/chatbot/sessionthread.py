@@ -18,7 +18,7 @@ link is open, and if it never is, the thread's link is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -72,6 +72,7 @@ class SessionThread:
         self._in_record = False  # an agent line is being carried out
         self._checkpoint_due = False
         self.tasks = Tasks(self.log)
+        self._asking = asyncio.Lock()
         self._task: asyncio.Task[object] | None = None
 
     @property
@@ -119,6 +120,21 @@ class SessionThread:
         self.link.drop()
         await self.showing.stop()
         await self.tasks.stop()
+
+    def prompt(self, text: str) -> None:
+        """A person's prompt, carried out once the link is up (a restored thread resumes
+        first), in the order prompts and cancels came."""
+        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text)), "a prompt")
+
+    def cancel(self) -> None:
+        """``!cancel``, carried out once the link is up, in order with the prompts."""
+        self.tasks.spawn(self._once_linked(self.session.cancel), "a cancel")
+
+    async def _once_linked(self, step: Callable[[], Step]) -> None:
+        await self.ready.wait()
+        async with self._asking:  # tasks woken in the order they waited: prompts in order
+            if not self.ended.is_set():
+                await self._carry_out(step())
 
     def end(self, by: str) -> None:
         """End the session (``!end``): the connection is closed, the agent goes."""

@@ -3,6 +3,7 @@ pending request answered once, no Matrix event handled twice, ended connections 
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sqlite3
 import stat
@@ -16,7 +17,7 @@ import pytest
 
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import BotRun, chat_bot
+from tests.support.chatbot import TICKET_COMMAND, BotRun, chat_bot
 from tests.support.live import SECRET, live_relay, until_detached
 from tests.support.matrix import Seen, has, person
 from tests.support.netcut import NetCut
@@ -38,6 +39,7 @@ class Args:
     approvers: list[str]
     state: Path
     extra: Sequence[str] = ()
+    ticket_command: str = TICKET_COMMAND
 
     def start(self) -> AbstractAsyncContextManager[BotRun]:
         """``acp-relay chat`` with these arguments, for the block."""
@@ -50,6 +52,7 @@ class Args:
             approvers=self.approvers,
             state=self.state,
             extra=self.extra,
+            ticket_command=self.ticket_command,
         )
 
 
@@ -223,3 +226,90 @@ def pending_id(thread: list[Seen]) -> str:
     found = pending(thread)
     assert found is not None, [s.body for s in thread]
     return found.event_id
+
+
+def slow_tickets(folder: Path) -> tuple[str, Path]:
+    """A ticket command that waits while its marker file exists, then mints as usual."""
+    marker = folder / "tickets-are-slow"
+    script = folder / "slow_tickets.py"
+    script.write_text(
+        "import os, sys, time\n"
+        f"while os.path.exists({str(marker)!r}):\n    time.sleep(0.05)\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'relay', 'ticket'])\n"
+    )
+    return shlex.join([sys.executable, str(script)]), marker
+
+
+async def test_a_prompt_sent_while_the_thread_resumes_is_carried_out_after_it(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """The restarted bot's thread waits for its ticket to resume; a prompt and its answer
+    written meanwhile are not lost: the turn runs once the link is back."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    command, marker = slow_tickets(tmp_path)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        args = Args(
+            homeserver,
+            bot,
+            live.url(),
+            tmp_path,
+            [room],
+            [alice.user_id],
+            tmp_path / "chat.sqlite",
+            ticket_command=command,
+        )
+        async with args.start() as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, turns_ended(1))
+            await first.stop(signal.SIGKILL)
+        marker.write_text("slow")
+        async with args.start() as second:
+            audit.watch(second.lines)
+            await second.logged("thread restored")
+            await lead.say(room, "hello again", thread=root)
+            await second.logged("message handled", seconds=20)
+            marker.unlink()
+            await second.logged("connection resumed after a restart")
+            await lead.until_thread(room, root, turns_ended(2))
+            await second.stop()
+
+
+async def test_a_thread_accepted_just_before_a_kill_is_opened_on_restart(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """Killed while a new thread waits for its ticket (recorded, not connected): the next
+    start opens it with its first prompt and says why, instead of ending it silently."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    command, marker = slow_tickets(tmp_path)
+    marker.write_text("slow")
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        args = Args(
+            homeserver,
+            bot,
+            live.url(),
+            tmp_path,
+            [room],
+            [alice.user_id],
+            tmp_path / "chat.sqlite",
+            ticket_command=command,
+        )
+        async with args.start() as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await first.logged("thread opened")
+            first.proc.send_signal(signal.SIGKILL)
+            marker.unlink()  # its ticket command, orphaned, ends and lets go of the bot's stderr
+            assert await first.stop() == -signal.SIGKILL
+        async with args.start() as second:
+            audit.watch(second.lines)
+            done = await lead.until_thread(room, root, turns_ended(1))
+            assert has(done, "restarted before this session opened")
+            await second.stop()
+        assert len(live.relay.connections) == 1
