@@ -2,8 +2,9 @@
 
 Pure. In a served room, a message outside any thread that mentions the bot (its user id
 at the start of the body, or in ``m.mentions``) opens a thread whose first prompt is the
-rest of the text, or, for ``share CONNECTION_ID [URL]``, follows that connection of the
-relay as a watcher. In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
+rest of the text, or, for ``share CONNECTION_ID``, follows that connection of the bot's
+relay as a watcher (a URL after it is kept only to be refused: a ticket never goes to a
+URL said in the chat). In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
 the session, anything else is the next prompt. Edits are never prompts, nor the bot's
 own messages, nor notices (other bots).
 """
@@ -16,7 +17,7 @@ from relay.chat.events import NOTICE, Message
 
 CANCEL = "!cancel"
 END = "!end"
-SHARE = "share"  # "@bot share CONNECTION_ID [URL]": follow an editor's connection
+SHARE = "share"  # "@bot share CONNECTION_ID": follow an editor's connection
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class Open:
 
 @dataclass(frozen=True)
 class Share:
-    """Follow connection ``connection`` of the relay (at ``url``, else the bot's) in a new
-    thread, as its watcher."""
+    """Follow connection ``connection`` of the bot's relay in a new thread, as its watcher
+    (``url``: a URL the message named, which the bot refuses)."""
 
     connection: str
     url: str | None = None

@@ -38,6 +38,10 @@ from relay.observe.logs import Logger
 
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
+SHARE_NO_URL = (
+    "share takes only a connection id: a watcher's ticket goes only to the relay the bot "
+    "was started with, never to a URL said in the chat. Nothing was sent."
+)
 ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
     "(it cannot read what is said here). Use a room without encryption."
@@ -276,12 +280,18 @@ class ChatBot:
             thread.end(safe_line(said.sender))
 
     async def _share(self, room: str, said: Message, share: Share) -> None:
-        """Follow an editor's connection in a new thread rooted at ``said``."""
-        url = share.url or self.config.dial.url
-        if not url.startswith(("ws://", "wss://")):
-            await self._reply(room, said, f"share: expected a ws:// or wss:// URL, got "
-                                          f"{safe_line(url, 100)}")  # fmt: skip
+        """Follow an editor's connection in a new thread rooted at ``said``: always on the
+        bot's own relay, since a watcher's ticket must go only to the relay it is for."""
+        if share.url is not None:
+            self.log.warning("share naming a URL refused", by=said.sender, room=room)
+            await self._reply(room, said, SHARE_NO_URL)
             return
+        if self.config.connect_command is not None:
+            await self._reply(room, said, "share follows connections of the bot's relay; "
+                              "with --connect-command each thread has a box of its own, so "
+                              "there is none to follow")  # fmt: skip
+            return
+        url = self.config.dial.url
         self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time())
         self.state.connected(said.event_id, share.connection, "", 0.0)
         watch = self._watch(room, said.event_id, share.connection, url)

@@ -4,10 +4,12 @@ first answer wins between the two."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,35 @@ async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
             assert final[-1].body.startswith("⏹ The editor's connection ended")
             assert sum("The editor's prompt: /ask" in seen.body for seen in final) == 2
             await again.stop()
+
+
+async def test_share_naming_a_url_is_refused_and_no_ticket_leaves(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """``share ID URL`` (the prompter's own server on 127.0.0.1) gets a reply saying why it is
+    refused; her server receives no connection at all, and no watcher's ticket is minted."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    dialled: list[str] = []
+
+    async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        dialled.append((await reader.read(4096)).decode("latin-1"))
+        writer.close()
+
+    trap = await asyncio.start_server(accepted, "127.0.0.1", 0)
+    port = trap.sockets[0].getsockname()[1]
+    async with trap, live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id], extra=["--watch-ticket-command", WATCH_TICKETS],
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} share {uuid.uuid4()} "
+                                        f"ws://127.0.0.1:{port}/acp")  # fmt: skip
+            await lead.until_thread(room, root, lambda t: has(t, "share takes only a connection"))
+            await running.logged("share naming a URL refused")
+            assert await running.stop() == 0
+        assert not running.events("share opened")
+    assert dialled == []
