@@ -3,7 +3,9 @@
 Pure. A person is judged by the Matrix user id the homeserver put on the event
 (``sender``), never by a display name. Approvers are the ``--approver`` ids and, with
 ``--approver-level N``, everyone whose power level in the room is at least N; prompters
-likewise, and by default exactly the approvers. The room's power levels come in as the
+likewise, and by default exactly the approvers. Who may ``share`` (attach the room to
+an editor's connection, whose requests the approvers then answer): the approvers, or with
+``--share-by prompters`` the prompters. The room's power levels come in as the
 content of its ``m.room.power_levels`` state event (or None when unknown).
 """
 
@@ -22,6 +24,7 @@ class Access:
     approver_level: int | None = None
     prompters: frozenset[str] | None = None  # None: the approvers
     prompter_level: int | None = None
+    share_by: str = "approvers"  # or "prompters"
 
     def may_approve(self, user: str, power: Mapping[str, Any] | None) -> bool:
         """Whether ``user`` may answer the agent's permission requests in that room."""
@@ -32,6 +35,12 @@ class Access:
         if self.prompters is None and self.prompter_level is None:
             return self.may_approve(user, power)
         return _allowed(user, self.prompters or frozenset(), self.prompter_level, power)
+
+    def may_share(self, user: str, power: Mapping[str, Any] | None) -> bool:
+        """Whether ``user`` may attach the room to a connection of the relay (``share``)."""
+        if self.share_by == "prompters":
+            return self.may_prompt(user, power)
+        return self.may_approve(user, power)
 
     def approvers_text(self) -> str:
         """Who may approve, in words for a permission request's message."""

@@ -121,6 +121,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         approver_level=values["approver_level"],
         prompters=frozenset(values["prompter"]) if values["prompter"] else None,
         prompter_level=values["prompter_level"],
+        share_by=values["share_by"],
     )
     if not access.approvers and access.approver_level is None:
         raise UsageError("nobody could answer a permission request: give --approver USER_ID "

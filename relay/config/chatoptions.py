@@ -19,6 +19,7 @@ from relay.config.settings import config_toml
 
 TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --token-file)
 THOUGHTS = ("folded", "hidden", "shown")
+SHARE_BY = ("approvers", "prompters")
 
 
 def _user_id(value: object) -> str:
@@ -89,6 +90,9 @@ OPTIONS: tuple[Option, ...] = (
            "--may-answer) for the connection id given as its last argument, for "
            "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'", None,
            "COMMAND", convert.command),
+    Option("share-by", "who may 'share' a connection into a room: approvers or prompters "
+           "(the command is also told who asks, in $ACP_RELAY_CHAT_REQUESTER)", "approvers",
+           "WHO", convert.one_of(*SHARE_BY)),
 )  # fmt: skip
 
 REQUIRED = ("homeserver", "user", "room", "state")

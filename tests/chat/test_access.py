@@ -54,3 +54,12 @@ def test_the_approvers_are_named_in_words() -> None:
         "@alice:t, @bob:t, power level 50 or more"
     )
     assert Access().approvers_text() == "nobody"
+
+
+def test_only_approvers_share_unless_widened_to_prompters() -> None:
+    """By default a prompter who is not an approver may not share; --share-by prompters
+    lets her; someone who may not prompt never may."""
+    narrow = Access(frozenset({ALICE}), prompters=frozenset({ALICE, BOB}))
+    wide = Access(frozenset({ALICE}), prompters=frozenset({ALICE, BOB}), share_by="prompters")
+    assert [narrow.may_share(u, None) for u in (ALICE, BOB, DEV)] == [True, False, False]
+    assert [wide.may_share(u, None) for u in (ALICE, BOB, DEV)] == [True, True, False]

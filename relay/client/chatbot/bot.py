@@ -142,7 +142,8 @@ class ChatBot:
 
     def _restore_watch(self, row: ThreadRow) -> None:
         assert row.connection is not None
-        watch = self._watch(row.room, row.root, row.connection, row.url)
+        requester = row.view.get("requester", "") if row.view is not None else ""
+        watch = self._watch(row.room, row.root, row.connection, row.url, requester)
         if watch is None:
             self.state.end_thread(row.root)
             return
@@ -151,14 +152,15 @@ class ChatBot:
         watch.restore(self.state.pending_requests(row.root))
         self.log.info("watch thread restored", thread=row.root, connection=row.connection)
 
-    def _watch(self, room: str, root: str, connection: str, url: str) -> WatchThread | None:
+    def _watch(
+        self, room: str, root: str, connection: str, url: str, requester: str
+    ) -> WatchThread | None:
         command = self.config.watch_ticket_command
         if command is None:
             return None
         dial = replace(self.config.dial, url=url)
-        watch = WatchThread(
-            self, dial, command, room, root, connection, Watched(self.config.thoughts)
-        )
+        watched = Watched(self.config.thoughts)
+        watch = WatchThread(self, dial, command, room, root, connection, watched, requester)
         self.threads[root] = watch
         asyncio.get_running_loop().create_task(self._forget_when_over(watch))
         return watch
@@ -291,10 +293,16 @@ class ChatBot:
                               "with --connect-command each thread has a box of its own, so "
                               "there is none to follow")  # fmt: skip
             return
+        if not self.access.may_share(said.sender, await self._power(room)):
+            self.log.info("share by someone not allowed to share", user=said.sender, room=room)
+            who = "approvers" if self.access.share_by == "approvers" else "prompters"
+            await self._reply(room, said, f"{safe_line(said.sender)}: only {who} may share a "
+                              "connection here (--share-by).")  # fmt: skip
+            return
         url = self.config.dial.url
         self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time())
         self.state.connected(said.event_id, share.connection, "", 0.0)
-        watch = self._watch(room, said.event_id, share.connection, url)
+        watch = self._watch(room, said.event_id, share.connection, url, said.sender)
         if watch is None:
             self.state.end_thread(said.event_id)
             needs = "share needs the bot started with --watch-ticket-command"

@@ -4,7 +4,10 @@ answers the agent's permission requests beside the editor.
 Dials the relay as ``watch`` does (:mod:`relay.client.link.dialing`, offering the watch
 profile), with
 a watcher's ticket from ``--watch-ticket-command`` (given the connection id as its last
-argument; each attach needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
+argument, and the Matrix id of the person who asked for the share in
+``$ACP_RELAY_CHAT_REQUESTER``, so that a control plane may refuse: it then exits non-zero,
+and the thread says the share was refused while its words stay in the log; each attach
+needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
 requests to the thread's :class:`relay.client.chatbot.showing.Showing`. An approver's
 keycap sends the answer as a watcher; the relay takes the first answer, the editor's or
 the team's, and its notice decides what the request's message finally says.
@@ -35,6 +38,8 @@ from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs
 from relay.observe.logs import Logger
 
+REQUESTER_ENV = "ACP_RELAY_CHAT_REQUESTER"  # who asked for the share, for the ticket command
+
 
 class WatchThread:
     """A thread showing a connection it did not open, answering as one of its watchers."""
@@ -48,8 +53,9 @@ class WatchThread:
         root: str,
         connection: str,
         watched: Watched,
+        requester: str = "",
     ) -> None:
-        ticket = TicketSource(command=(*command, connection))
+        ticket = TicketSource(command=(*command, connection), env=((REQUESTER_ENV, requester),))
         self.dial = replace(
             dial, ticket=ticket, max_message_bytes=dial.max_message_bytes + HEADER_ROOM
         )
@@ -57,6 +63,7 @@ class WatchThread:
         self.room = room
         self.root = root
         self.connection = connection
+        self.requester = requester
         self.watched = watched
         self.showing = Showing(bot, room, root, watched.view)
         self.showing.answer_agent = self.answer
@@ -93,8 +100,10 @@ class WatchThread:
 
     async def _attach(self) -> bool:
         ticket = await ticket_for(self.dial)
-        if isinstance(ticket, Failure):
-            self._said_failure(ticket.message)
+        if isinstance(ticket, Failure):  # the command's words are the operator's: the log's
+            self.log.warning("watch ticket refused", reason=ticket.message, by=self.requester)
+            self.showing.say("⚠️ share was refused: --watch-ticket-command gave no watcher's "
+                             "ticket for this connection (the bot's log says why).")  # fmt: skip
             return False
         self.ticket = ticket
         logs.redactor().add_ticket(ticket)
@@ -177,7 +186,8 @@ class WatchThread:
         await self.showing.decided(Pending(taken.request, event_id), words)
 
     def checkpoint(self) -> None:
-        self.bot.state.checkpoint(self.root, 0, 0, 0, self.watched.snapshot())
+        kept = {**self.watched.snapshot(), "requester": self.requester}
+        self.bot.state.checkpoint(self.root, 0, 0, 0, kept)
 
     async def stop_for_restart(self) -> None:
         self.checkpoint()

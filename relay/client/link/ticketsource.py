@@ -9,6 +9,7 @@ its failure is told by its exit status and the last line of its stderr.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 
 from relay.config.textfiles import FileRefused
@@ -26,6 +27,7 @@ class TicketSource:
     value: str | None = None
     file: str | None = None
     command: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()  # more variables for the command (who asks, say)
 
 
 class TicketUnavailable(Exception):
@@ -35,7 +37,8 @@ class TicketUnavailable(Exception):
 async def fetch_ticket(source: TicketSource) -> str:
     """The ticket, trimmed: given, read from its file, or printed by its command."""
     if source.command is not None:
-        text, where = await run_ticket_command(source.command), "--ticket-command's output"
+        text = await run_ticket_command(source.command, dict(source.env))
+        where = "--ticket-command's output"
     elif source.file is not None:
         text, where = _read_ticket_file(source.file), f"--ticket-file {source.file}"
     else:
@@ -58,11 +61,13 @@ def _checked_ticket(ticket: str, where: str) -> str:
     return ticket
 
 
-async def run_ticket_command(argv: tuple[str, ...]) -> str:
-    """Run the ticket command (no shell) and return its stdout; its failure in words."""
+async def run_ticket_command(argv: tuple[str, ...], env: dict[str, str] | None = None) -> str:
+    """Run the ticket command (no shell), ``env`` added to its environment, and return its
+    stdout; its failure in words."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
+            env={**os.environ, **env} if env else None,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

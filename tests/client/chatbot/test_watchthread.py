@@ -155,3 +155,43 @@ async def test_share_naming_a_url_is_refused_and_no_ticket_leaves(
             assert await running.stop() == 0
         assert not running.events("share opened")
     assert dialled == []
+
+
+async def test_only_approvers_share_and_the_control_plane_hears_who_asks(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A prompter who is not an approver is told only approvers may share (the ticket command
+    never runs for her); an approver's share runs it with her id in
+    $ACP_RELAY_CHAT_REQUESTER; its refusal (exit 3) is said in the thread in general words,
+    its stderr kept to the bot's log."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    refuse = tmp_path / "refuse.py"
+    refuse.write_text("import os, sys\nprint('control plane: ' + os.environ.get("
+                      "'ACP_RELAY_CHAT_REQUESTER', '?') + ' may not watch ' + sys.argv[1] "
+                      "+ ' (rule 7f3a)', file=sys.stderr)\nsys.exit(3)\n")  # fmt: skip
+    connection = str(uuid.uuid4())
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        extra = ["--watch-ticket-command", shlex.join([sys.executable, str(refuse)]),
+                 "--prompter", alice.user_id, "--prompter", bob.user_id]  # fmt: skip
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id], extra=extra,
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            asked = await other.say(room, f"{bot.user_id} share {connection}")
+            await lead.until_thread(room, asked, lambda t: has(t, "only approvers may share"))
+            root = await lead.say(room, f"{bot.user_id} share {connection}")
+            await lead.until_thread(room, root, lambda t: has(t, "share was refused"))
+            refused = await running.logged("watch ticket refused")
+            assert f"{alice.user_id} may not watch {connection} (rule 7f3a)" in str(refused)
+            assert await running.stop() == 0
+    assert not any(bob.user_id in line and "may not watch" in line for line in running.lines)
+    assert not any("7f3a" in e["content"].get("body", "") for e in lead.room_messages(room))
