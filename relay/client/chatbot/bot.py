@@ -29,7 +29,7 @@ from relay.chat.turns import Thoughts
 from relay.chat.watched import Watched
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.sessionthread import SessionThread
-from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.showing import Showing, now_text
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
 from relay.client.chatbot.watchthread import WatchThread
 from relay.client.link.dialing import DialConfig
@@ -277,7 +277,10 @@ class ChatBot:
         if isinstance(what, Prompt):
             await thread._carry_out(thread.session.prompt(what.text))
         elif isinstance(what, Cancel):
-            await thread._carry_out(thread.session.cancel())
+            step = thread.session.cancel()
+            await thread._carry_out(step)
+            words = f"⏹ Cancelled with the turn by {safe_line(said.sender)} at {now_text()}"
+            await thread.showing.cancelled(step.cancelled, words)
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
 

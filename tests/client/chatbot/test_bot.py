@@ -254,3 +254,37 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
     bot.owns_request("$req", cast(Showing, thread))
     await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
     state.close()
+
+
+async def test_cancel_answers_a_pending_request_cancelled_and_a_later_tap_changes_nothing(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!cancel with a permission request pending: the request is answered cancelled (its
+    message says so), the turn ends cancelled; an approver's tap after it changes nothing."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            await lead.say(room, "!cancel", thread=root)
+            await lead.until_thread(room, root, lambda t: has(
+                t, f"Cancelled with the turn by {alice.user_id}", "permission: cancelled",
+                "End of turn: cancelled"))  # fmt: skip
+            await lead.react(room, request.event_id, "1️⃣")
+            await lead.say(room, "after the tap", thread=root)
+            done = await lead.until_thread(room, root, lambda t: any(
+                s.body == "after the tap" and s.sender == bot.user_id for s in t))  # fmt: skip
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
+            await running.stop()
+    decided = next(seen for seen in done if seen.event_id == request.event_id)
+    assert "Cancelled with the turn" in decided.body
+    assert not has(done, "chosen by")
+    assert not has(done, "permission: allow")
