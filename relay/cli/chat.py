@@ -34,6 +34,7 @@ from relay.streams.filereader import read_named
 if TYPE_CHECKING:
     from relay.client.chatbot.bot import ChatConfig
 
+CHAT_EXTRA = ("mautrix", "aiohttp", "yarl", "multidict")  # what `pip install acp-relay[chat]` adds
 BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 
 LOGGING: tuple[Option, ...] = (
@@ -91,7 +92,13 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatConfig, str]:
     """The bot's configuration and its access token; UsageError saying the fix."""
-    from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+    try:
+        from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in CHAT_EXTRA:
+            raise
+        raise UsageError(f"acp-relay chat needs the chat extra ({exc.name} is missing): "
+                         f"pip install 'acp-relay[chat]'") from None  # fmt: skip
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
     text = read_named(path, "--config") if path else None
