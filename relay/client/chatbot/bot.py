@@ -20,9 +20,23 @@ from typing import Any
 
 from relay import __version__
 from relay.chat.access import Access
-from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, Share, meaning
+from relay.chat.commands import (
+    ENDED_TEXT,
+    HELP_TEXT,
+    Answer,
+    Cancel,
+    End,
+    Ended,
+    Help,
+    Ignore,
+    Open,
+    Prompt,
+    Share,
+    Unknown,
+    meaning,
+)
 from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
-from relay.chat.permissions import request_of
+from relay.chat.permissions import chosen, request_of
 from relay.chat.session import ChatSession
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts
@@ -85,6 +99,7 @@ class ChatBot:
         # request's message before the send that posted it has returned. Bounded.
         self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
+        self.over: OrderedDict[str, None] = OrderedDict()  # threads ended in this run, bounded
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -180,6 +195,10 @@ class ChatBot:
     async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
         await thread.ended.wait()
         self.threads.pop(thread.root, None)
+        self.over[thread.root] = None  # ended, while the state file may not say so yet
+        while len(self.over) > MAX_EARLY:
+            self.over.popitem(last=False)
+        self.log.info("thread over", thread=thread.root)
 
     # -- a sync's answer -------------------------------------------------------------------------
 
@@ -250,11 +269,20 @@ class ChatBot:
 
     async def _message(self, room: str, said: Message) -> None:
         known = said.thread is not None and said.thread in self.threads
-        what = meaning(said, bot=self.config.user, thread_known=known)
+        ended = (
+            said.thread is not None
+            and not known
+            and (said.thread in self.over or self.state.ended_thread(said.thread))
+        )
+        what = meaning(said, bot=self.config.user, thread_known=known, thread_ended=ended)
         if isinstance(what, Ignore):
             return
         if not self.access.may_prompt(said.sender, await self._power(room)):
             await self._refuse(room, said)
+            return
+        if isinstance(what, Help | Unknown | Ended):
+            words = what.why if isinstance(what, Unknown) else HELP_TEXT
+            await self._reply(room, said, ENDED_TEXT if isinstance(what, Ended) else words)
             return
         if isinstance(what, Share):
             await self._share(room, said, what)
@@ -274,7 +302,9 @@ class ChatBot:
             else:
                 thread.showing.say("This thread follows the editor's session: prompt there.")
             return
-        if isinstance(what, Prompt):
+        if isinstance(what, Answer):
+            await self._answer(room, said, thread, what.number)
+        elif isinstance(what, Prompt):
             await thread._carry_out(thread.session.prompt(what.text))
         elif isinstance(what, Cancel):
             step = thread.session.cancel()
@@ -283,6 +313,28 @@ class ChatBot:
             await thread.showing.cancelled(step.cancelled, words)
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
+
+    async def _answer(
+        self, room: str, said: Message, thread: SessionThread | WatchThread, number: int
+    ) -> None:
+        """``!answer N``: the thread's latest pending request answered with its option N, by
+        the sender's user id and the rules, exactly as a tap on its keycap."""
+        if not self.access.may_approve(said.sender, await self._power(room)):
+            approvers = self.access.approvers_text()
+            await self._reply(room, said, f"{safe_line(said.sender)}: only approvers "
+                              f"({approvers}) answer permission requests here.")  # fmt: skip
+            return
+        pending = list(thread.showing.requests.values())
+        if not pending:
+            await self._reply(room, said, "No permission request is pending in this thread.")
+            return
+        options = pending[-1].request.options
+        if not 1 <= number <= len(options):
+            await self._reply(room, said, f"!answer takes 1 to {len(options)}.")
+            return
+        option = options[number - 1]
+        words = chosen(option, said.sender, now_text(), f"in the chat (!answer {number})")
+        await thread.showing.decide(pending[-1], option, words)
 
     async def _share(self, room: str, said: Message, share: Share) -> None:
         """Follow an editor's connection in a new thread rooted at ``said``: always on the

@@ -144,6 +144,11 @@ class State:
             self.db.execute("DELETE FROM outbox WHERE root = ?", (root,))
             self.db.execute("DELETE FROM slots WHERE root = ?", (root,))
 
+    def ended_thread(self, root: str) -> bool:
+        """Whether ``root`` is a thread this bot ran, whose session has ended."""
+        row = self.db.execute("SELECT 1 FROM threads WHERE root = ? AND ended = 1", (root,))
+        return row.fetchone() is not None
+
     def live_threads(self) -> list[ThreadRow]:
         rows = self.db.execute(
             "SELECT root, room, kind, url, connection, secret, grace, "

@@ -3,6 +3,7 @@ people as client-library sessions."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -288,3 +289,78 @@ async def test_cancel_answers_a_pending_request_cancelled_and_a_later_tap_change
     assert "Cancelled with the turn" in decided.body
     assert not has(done, "chosen by")
     assert not has(done, "permission: allow")
+
+
+TWELVE_OPTIONS = """
+import json, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+    sys.stdout.flush()
+prompt = None
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": 1}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"sessionId": "s-1"}})
+    elif method == "session/prompt":
+        prompt = message["id"]
+        options = [{"optionId": f"o{n}", "name": f"Choice {n}", "kind": "allow_once"}
+                   for n in range(1, 13)]
+        send({"jsonrpc": "2.0", "id": "perm", "method": "session/request_permission",
+              "params": {"sessionId": "s-1", "options": options,
+                         "toolCall": {"toolCallId": "t", "title": "Pick", "kind": "other"}}})
+    elif message.get("id") == "perm":
+        picked = message["result"]["outcome"].get("optionId", "cancelled")
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s-1",
+              "update": {"sessionUpdate": "agent_message_chunk",
+                         "content": {"type": "text", "text": f"picked {picked}"}}}})
+        send({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
+"""
+
+
+async def test_help_unknown_commands_answer_n_and_an_ended_thread_are_answered(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!help is answered (outside a thread and in one), an unknown !word is said unknown and
+    reaches no agent; a twelfth option is answered with !answer 12 by an approver only
+    (a prompter's is refused); a message in an ended thread says how to start another."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay((sys.executable, "-c", TWELVE_OPTIONS)) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id],
+            extra=["--prompter", alice.user_id, "--prompter", bob.user_id],
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            asked = await lead.say(room, f"{bot.user_id} !help")
+            await lead.until_thread(room, asked, lambda t: has(t, "!answer N answers"))
+            root = await lead.say(room, f"{bot.user_id} pick one")
+            await lead.until_thread(room, root, lambda t: has(
+                t, "12. Choice 12 (allow_once): write !answer 12"))  # fmt: skip
+            await other.say(room, "!answer 12", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "only approvers"))
+            await lead.say(room, "!frobnicate", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "Unknown command !frobnicate"))
+            await lead.say(room, "!help", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "!cancel cancels the turn"))
+            await lead.say(room, "!answer 12", thread=root)
+            chose = f"chosen by {alice.user_id} in the chat (!answer 12)"
+            done = await lead.until_thread(room, root, lambda t: has(t, "picked o12", chose))
+            await lead.say(room, "!end", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "Session ended by"))
+            await running.logged("thread over")
+            await lead.say(room, "and then?", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "session has ended"))
+            await running.stop()
+        assert len(running.events("thread opened")) == 1
+    assert not has(done, "picked o1 ")
