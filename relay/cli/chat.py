@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import uvloop
 
 from relay.chat.access import Access
+from relay.chat.limits import Limits
 from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
 from relay.config.chatoptions import OPTIONS, TOKEN_ENV, resolve_chat
@@ -139,6 +140,8 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         cwd=values["cwd"] or os.getcwd(), state=values["state"],
         thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
         watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
+        limits=Limits(values["max_threads"], values["max_threads_per_person"],
+                      values["idle_timeout"]),
     )  # fmt: skip
     return config, token
 

@@ -90,6 +90,13 @@ OPTIONS: tuple[Option, ...] = (
            "--may-answer) for the connection id given as its last argument, for "
            "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'", None,
            "COMMAND", convert.command),
+    Option("max-threads", "the most threads the bot runs at once (each is a relay "
+           "connection and an agent); a mention past it is refused with a reply", 16, "N",
+           convert.positive_int),
+    Option("max-threads-per-person", "the most live threads one person may have opened",
+           4, "N", convert.positive_int),
+    Option("idle-timeout", "end a thread's session after this many seconds without a "
+           "prompt or agent activity (0: never)", 3600.0, "SECONDS", convert.seconds),
     Option("share-by", "who may 'share' a connection into a room: approvers or prompters "
            "(the command is also told who asks, in $ACP_RELAY_CHAT_REQUESTER)", "approvers",
            "WHO", convert.one_of(*SHARE_BY)),

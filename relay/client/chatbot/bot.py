@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from relay import __version__
@@ -36,7 +36,8 @@ from relay.chat.commands import (
     meaning,
 )
 from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
-from relay.chat.permissions import chosen, request_of
+from relay.chat.limits import Idleness, Limits
+from relay.chat.permissions import request_of
 from relay.chat.session import ChatSession
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts
@@ -45,6 +46,7 @@ from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Showing, now_text
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
+from relay.client.chatbot.threadcare import answer_by_number, end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
@@ -79,6 +81,7 @@ class ChatConfig:
     edit_interval: float = 1.0
     watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
     connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
+    limits: Limits = field(default_factory=Limits)
 
 
 class ChatBot:
@@ -100,6 +103,9 @@ class ChatBot:
         self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
         self.over: OrderedDict[str, None] = OrderedDict()  # threads ended in this run, bounded
+        self.opened_by: dict[str, str] = {}  # live threads opened in this run: by whom
+        self.idleness = Idleness(config.limits.idle_timeout)
+        self._idle_check: asyncio.Task[None] | None = None
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -190,11 +196,17 @@ class ChatBot:
         thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
         self.threads[root] = thread
         asyncio.get_running_loop().create_task(self._forget_when_over(thread))
+        self.idleness.active(root, time.monotonic())
+        if self._idle_check is None and self.idleness.timeout > 0:
+            care = end_idle_threads(self.threads, self.idleness, self.config.limits, self.log)
+            self._idle_check = asyncio.create_task(care)
         return thread
 
     async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
         await thread.ended.wait()
         self.threads.pop(thread.root, None)
+        self.opened_by.pop(thread.root, None)
+        self.idleness.forget(thread.root)
         self.over[thread.root] = None  # ended, while the state file may not say so yet
         while len(self.over) > MAX_EARLY:
             self.over.popitem(last=False)
@@ -284,10 +296,19 @@ class ChatBot:
             words = what.why if isinstance(what, Unknown) else HELP_TEXT
             await self._reply(room, said, ENDED_TEXT if isinstance(what, Ended) else words)
             return
+        if isinstance(what, Share | Open):
+            refusal = self.config.limits.refusal(
+                said.sender, {root: self.opened_by.get(root) for root in self.threads}
+            )
+            if refusal is not None:
+                self.log.info("thread refused: a cap is reached", by=said.sender, room=room)
+                await self._reply(room, said, refusal)
+                return
         if isinstance(what, Share):
             await self._share(room, said, what)
             return
         if isinstance(what, Open):
+            self.opened_by[said.event_id] = said.sender
             url = self.config.dial.url
             self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, time.time())
             opened = self._thread(room, said.event_id)
@@ -296,6 +317,7 @@ class ChatBot:
             return
         assert said.thread is not None
         thread = self.threads[said.thread]
+        self.idleness.active(said.thread, time.monotonic())
         if isinstance(thread, WatchThread):
             if isinstance(what, End):
                 thread.end(safe_line(said.sender))
@@ -303,7 +325,10 @@ class ChatBot:
                 thread.showing.say("This thread follows the editor's session: prompt there.")
             return
         if isinstance(what, Answer):
-            await self._answer(room, said, thread, what.number)
+            power = await self._power(room)
+            why = await answer_by_number(thread, said.sender, what.number, self.access, power)
+            if why is not None:
+                await self._reply(room, said, f"{safe_line(said.sender)}: {why}")
         elif isinstance(what, Prompt):
             await thread._carry_out(thread.session.prompt(what.text))
         elif isinstance(what, Cancel):
@@ -313,28 +338,6 @@ class ChatBot:
             await thread.showing.cancelled(step.cancelled, words)
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
-
-    async def _answer(
-        self, room: str, said: Message, thread: SessionThread | WatchThread, number: int
-    ) -> None:
-        """``!answer N``: the thread's latest pending request answered with its option N, by
-        the sender's user id and the rules, exactly as a tap on its keycap."""
-        if not self.access.may_approve(said.sender, await self._power(room)):
-            approvers = self.access.approvers_text()
-            await self._reply(room, said, f"{safe_line(said.sender)}: only approvers "
-                              f"({approvers}) answer permission requests here.")  # fmt: skip
-            return
-        pending = list(thread.showing.requests.values())
-        if not pending:
-            await self._reply(room, said, "No permission request is pending in this thread.")
-            return
-        options = pending[-1].request.options
-        if not 1 <= number <= len(options):
-            await self._reply(room, said, f"!answer takes 1 to {len(options)}.")
-            return
-        option = options[number - 1]
-        words = chosen(option, said.sender, now_text(), f"in the chat (!answer {number})")
-        await thread.showing.decide(pending[-1], option, words)
 
     async def _share(self, room: str, said: Message, share: Share) -> None:
         """Follow an editor's connection in a new thread rooted at ``said``: always on the
@@ -358,6 +361,7 @@ class ChatBot:
         self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time())
         self.state.connected(said.event_id, share.connection, "", 0.0)
         watch = self._watch(room, said.event_id, share.connection, url, said.sender)
+        self.opened_by[said.event_id] = said.sender
         if watch is None:
             self.state.end_thread(said.event_id)
             needs = "share needs the bot started with --watch-ticket-command"

@@ -364,3 +364,43 @@ async def test_help_unknown_commands_answer_n_and_an_ended_thread_are_answered(
             await running.stop()
         assert len(running.events("thread opened")) == 1
     assert not has(done, "picked o1 ")
+
+
+async def test_threads_past_a_persons_cap_or_the_bots_cap_are_refused_with_a_reply(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """--max-threads 2 --max-threads-per-person 1: a person's second thread is refused, a
+    second person's first opens, a third person's is refused for the bot's cap; each
+    refusal is a reply naming its option, and opens no connection."""
+    bot, alice, bob, carol = (homeserver.register(n) for n in ("bot", "alice", "bob", "carol"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as second,
+        person(homeserver, carol) as third,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id, carol.user_id])
+        await second.join(room)
+        await third.join(room)
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id, bob.user_id, carol.user_id],
+            extra=["--max-threads", "2", "--max-threads-per-person", "1"],
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            first = await lead.say(room, f"{bot.user_id} one")
+            await lead.until_thread(room, first, lambda t: has(t, "End of turn: end_turn"))
+            again = await lead.say(room, f"{bot.user_id} two")
+            await lead.until_thread(room, again, lambda t: has(
+                t, "you have 1 threads running", "--max-threads-per-person 1"))  # fmt: skip
+            theirs = await second.say(room, f"{bot.user_id} three")
+            await lead.until_thread(room, theirs, lambda t: has(t, "End of turn: end_turn"))
+            full = await third.say(room, f"{bot.user_id} four")
+            await lead.until_thread(
+                room, full, lambda t: has(t, "this bot's most (--max-threads 2)")
+            )
+            await running.stop()
+        assert len(running.events("thread opened")) == 2
+        assert len(running.events("thread refused: a cap is reached")) == 2
