@@ -60,3 +60,16 @@ def test_a_thread_kept_counts_the_lines_kept_after_its_checkpoint_as_sent(tmp_pa
     state.checkpoint("$root", 4, 6, 4, {})  # the relay acknowledged them all
     assert [row.sent for row in state.live_threads()] == [4]
     state.close()
+
+
+def test_an_ended_thread_is_known_as_ended_across_a_reopening(tmp_path: Path) -> None:
+    """ended_thread: yes for a thread the bot ended (after a restart too), no for a live one
+    or a root it never ran."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$gone", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    state.add_thread("$live", "!r", ThreadKind.SESSION, "ws://x/acp", 2.0)
+    state.end_thread("$gone")
+    state.close()
+    again = State(str(tmp_path / "chat.sqlite"))
+    assert [again.ended_thread(r) for r in ("$gone", "$live", "$other")] == [True, False, False]
+    again.close()

@@ -195,3 +195,25 @@ async def test_only_approvers_share_and_the_control_plane_hears_who_asks(
             assert await running.stop() == 0
     assert not any(bob.user_id in line and "may not watch" in line for line in running.lines)
     assert not any("7f3a" in e["content"].get("body", "") for e in lead.room_messages(room))
+
+
+async def test_share_is_refused_where_each_thread_has_a_box_of_its_own(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """With --connect-command there is no relay of the bot's to follow a connection on: a
+    share gets a reply saying so, and no watcher's ticket is minted."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        extra = ["--connect-command", "false", "--watch-ticket-command", WATCH_TICKETS]
+        async with chat_bot(
+            homeserver, bot, None, folder=tmp_path, rooms=[room], approvers=[alice.user_id],
+            extra=extra,
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} share {uuid.uuid4()}")
+            await lead.until_thread(room, root, lambda t: has(t, "a box of its own"))
+            assert await running.stop() == 0
+        assert not running.events("share opened")
