@@ -318,18 +318,19 @@ class ChatBot:
         assert said.thread is not None
         thread = self.threads[said.thread]
         self.idleness.active(said.thread, time.monotonic())
+        if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
+            power = await self._power(room)
+            why = await answer_by_number(thread, said.sender, what.number, self.access, power)
+            if why is not None:
+                await self._reply(room, said, f"{safe_line(said.sender)}: {why}")
+            return
         if isinstance(thread, WatchThread):
             if isinstance(what, End):
                 thread.end(safe_line(said.sender))
             else:
                 thread.showing.say("This thread follows the editor's session: prompt there.")
             return
-        if isinstance(what, Answer):
-            power = await self._power(room)
-            why = await answer_by_number(thread, said.sender, what.number, self.access, power)
-            if why is not None:
-                await self._reply(room, said, f"{safe_line(said.sender)}: {why}")
-        elif isinstance(what, Prompt):
+        if isinstance(what, Prompt):
             await thread._carry_out(thread.session.prompt(what.text))
         elif isinstance(what, Cancel):
             step = thread.session.cancel()
