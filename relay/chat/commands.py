@@ -2,10 +2,14 @@
 
 Pure. In a served room, a message outside any thread that mentions the bot (its user id
 at the start of the body, or in ``m.mentions``) opens a thread whose first prompt is the
-rest of the text, or, for ``share CONNECTION_ID [URL]``, follows that connection of the
-relay as a watcher. In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
-the session, anything else is the next prompt. Edits are never prompts, nor the bot's
-own messages, nor notices (other bots).
+rest of the text, or, for ``share CONNECTION_ID``, follows that connection of the bot's
+relay as a watcher (a URL after it is kept only to be refused: a ticket never goes to a
+URL said in the chat). In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
+the session, ``!answer N`` answers the pending permission request with its option N,
+anything else is the next prompt. ``!help`` (in a thread, or after a mention) asks what the
+bot understands; any other ``!word`` is an unknown command, said so, and ``!!text`` is the
+prompt ``!text``. A message in a thread whose session has ended is said to be too late.
+Edits are never prompts, nor the bot's own messages, nor notices (other bots).
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from relay.chat.events import NOTICE, Message
+from relay.chat.text import safe_line
 
 CANCEL = "!cancel"
 END = "!end"
-SHARE = "share"  # "@bot share CONNECTION_ID [URL]": follow an editor's connection
+HELP = "!help"
+ANSWER = "!answer"
+SHARE = "share"  # "@bot share CONNECTION_ID": follow an editor's connection
 
 
 @dataclass(frozen=True)
@@ -28,8 +35,8 @@ class Open:
 
 @dataclass(frozen=True)
 class Share:
-    """Follow connection ``connection`` of the relay (at ``url``, else the bot's) in a new
-    thread, as its watcher."""
+    """Follow connection ``connection`` of the bot's relay in a new thread, as its watcher
+    (``url``: a URL the message named, which the bot refuses)."""
 
     connection: str
     url: str | None = None
@@ -53,18 +60,55 @@ class End:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """Answer the thread's pending permission request with its option ``number`` (1-based),
+    as a keycap would."""
+
+    number: int
+
+
+@dataclass(frozen=True)
+class Help:
+    """Say what the bot understands (:data:`HELP_TEXT`)."""
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A ``!word`` the bot does not know (``why``: what to say)."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A message in a thread of the bot whose session has ended."""
+
+
+@dataclass(frozen=True)
 class Ignore:
     """Nothing to do (why, for the debug log)."""
 
     why: str
 
 
-Meaning = Open | Share | Prompt | Cancel | End | Ignore
+Meaning = Open | Share | Prompt | Cancel | End | Answer | Help | Unknown | Ended | Ignore
+
+HELP_TEXT = (
+    "In the room, mention me with a prompt to open a thread (one agent session), or with "
+    "'share CONNECTION_ID' to follow an editor's connection here. In a thread: anything you "
+    "write is the next prompt; !cancel cancels the turn; !end ends the session; !answer N "
+    "answers the pending permission request with its option N (approvers; as a tap on its "
+    "keycap does); !help shows this. A prompt that starts with ! is written !!text (the "
+    "first ! is dropped)."
+)
+ENDED_TEXT = "This thread's session has ended: mention me in the room to start another."
 
 
-def meaning(message: Message, *, bot: str, thread_known: bool) -> Meaning:
-    """What ``message`` asks of the bot ``bot`` (``thread_known``: its thread is one of the
-    bot's)."""
+def meaning(
+    message: Message, *, bot: str, thread_known: bool, thread_ended: bool = False
+) -> Meaning:
+    """What ``message`` asks of the bot ``bot`` (``thread_known``: its thread is one the bot
+    runs; ``thread_ended``: one it ran, whose session has ended)."""
     if message.sender == bot:
         return Ignore("the bot's own message")
     if message.edit:
@@ -72,14 +116,14 @@ def meaning(message: Message, *, bot: str, thread_known: bool) -> Meaning:
     if message.msgtype == NOTICE:
         return Ignore("a notice (bots send those)")
     if message.thread is not None:
+        if thread_ended:
+            return Ended()
         if not thread_known:
             return Ignore("a thread the bot does not run")
-        word = message.body.strip()
-        if word.lower() == CANCEL:
-            return Cancel()
-        if word.lower() == END:
-            return End()
-        return Prompt(message.body.strip()) if word else Ignore("an empty message")
+        body = message.body.strip()
+        if body.startswith("!"):
+            return _command(body, Prompt)
+        return Prompt(body) if body else Ignore("an empty message")
     text = _after_mention(message.body, bot)
     if text is None and bot not in message.mentions:
         return Ignore("does not mention the bot")
@@ -87,7 +131,38 @@ def meaning(message: Message, *, bot: str, thread_known: bool) -> Meaning:
     words = prompt.split()
     if len(words) in (2, 3) and words[0].lower() == SHARE:
         return Share(words[1], words[2] if len(words) == 3 else None)
+    if prompt.startswith("!"):
+        what = _command(prompt, Open)
+        return what if isinstance(what, Help | Unknown | Open) else Unknown(_not_here(prompt))
     return Open(prompt) if prompt else Ignore("a mention without a prompt")
+
+
+def _command(text: str, then: type[Prompt] | type[Open]) -> Meaning:
+    """A message that starts with ``!``: a command, or (``!!``) a prompt ``then`` carries."""
+    if text.startswith("!!"):
+        return then(text[1:])
+    words = text.split()
+    name = words[0].lower()
+    if name == HELP:
+        return Help()
+    if name == CANCEL and len(words) == 1:
+        return Cancel()
+    if name == END and len(words) == 1:
+        return End()
+    if name == ANSWER:
+        if len(words) == 2 and words[1].isdigit() and words[1].isascii():
+            return Answer(int(words[1]))
+        return Unknown("!answer takes one number: the option, e.g. !answer 11.")
+    return Unknown(f"Unknown command {_quoted(words[0])}: !help lists the commands (a prompt "
+                   f"that starts with ! is written !{_quoted(words[0])}).")  # fmt: skip
+
+
+def _not_here(text: str) -> str:
+    return f"{_quoted(text.split()[0])} is a command for a thread: !help lists the commands."
+
+
+def _quoted(word: str) -> str:
+    return safe_line(word, 40)
 
 
 def _after_mention(body: str, bot: str) -> str | None:

@@ -3,10 +3,11 @@
 Pure. The agent's ``session/request_permission`` names a tool call (title, kind, what it
 will do: the command, or the file and a bounded excerpt of the diff) and its options;
 the message shows each option behind a keycap digit in the request's order (1️⃣ for the
-first, …, 🔟 for the tenth; more options cannot be chosen here). A reaction with a
-keycap from an approver becomes the JSON-RPC answer to the agent; the message is then
-edited to say what was decided, by whom, when and from where. Nothing is ever chosen
-automatically: a timeout answers ``cancelled``.
+first, …, 🔟 for the tenth; the eleventh on are numbered, answered with ``!answer N`` in
+the thread). A reaction with a keycap (or an ``!answer``) from an approver becomes the
+JSON-RPC answer to the agent; the message is then edited to say what was decided, by
+whom, when and from where. Nothing is ever chosen automatically: a timeout answers
+``cancelled``.
 """
 
 from __future__ import annotations
@@ -128,9 +129,12 @@ def request_text(request: Request, approvers: str) -> tuple[str, str]:
     head = f"🔐 Permission requested: {request.title} ({request.kind})"
     options = [f"{KEYCAPS[i]} {safe_line(o.name)} ({safe_line(o.kind, 40)})"
                for i, o in enumerate(request.options[: len(KEYCAPS)])]  # fmt: skip
-    options += [f"• {safe_line(o.name)} (answer in the editor)"
-                for o in request.options[len(KEYCAPS) :]]  # fmt: skip
-    foot = f"React with a number to answer. Approvers: {safe_line(approvers, 400)}"
+    more = enumerate(request.options[len(KEYCAPS) :], len(KEYCAPS) + 1)
+    options += [f"{n}. {safe_line(o.name)} ({safe_line(o.kind, 40)}): write !answer {n}"
+                for n, o in more]  # fmt: skip
+    typed = len(request.options) > len(KEYCAPS)
+    how = "React with a number" + (" (or write !answer N)" if typed else "")
+    foot = f"{how} to answer. Approvers: {safe_line(approvers, 400)}"
     body = "\n".join([head, *([request.detail] if request.detail else []), *options, foot])
     detail_html = f"<pre><code>{to_html(request.detail)}</code></pre>" if request.detail else ""
     html = (

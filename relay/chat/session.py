@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from relay.acp.refusals import id_key
-from relay.chat.permissions import Request, read_request
+from relay.chat.permissions import Request, read_request, request_of, request_state
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
 from relay.core import strictjson
@@ -37,6 +37,7 @@ class Step:
     requests: list[Request] = field(default_factory=list)  # permission requests to show
     answered: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)  # (id, params)
     failed: str | None = None  # the session cannot go on: why
+    cancelled: list[Request] = field(default_factory=list)  # to answer `cancelled` (a cancel)
 
 
 class ChatSession:
@@ -51,6 +52,7 @@ class ChatSession:
         self.waiting: dict[Any, str] = {}  # our requests' keys -> method
         self.queue: deque[str] = deque()
         self.turn_running = False
+        self.asked: list[Request] = []  # the permission requests of the turn that runs
 
     # -- the thread asks ----------------------------------------------------------------
 
@@ -78,7 +80,9 @@ class ChatSession:
         return Step()
 
     def cancel(self) -> Step:
-        """``session/cancel`` for the turn that runs (queued prompts are dropped too)."""
+        """``session/cancel`` for the turn that runs (queued prompts are dropped too), and
+        every permission request of the turn to be answered ``cancelled``, as ACP asks of a
+        client that cancels (those already decided stay as they are)."""
         dropped = len(self.queue)
         self.queue.clear()
         if not self.turn_running or self.session_id is None:
@@ -87,7 +91,9 @@ class ChatSession:
         more = f" ({dropped} queued prompts dropped)" if dropped else ""
         self.view.note(f"⏹ Cancelling the turn{more}.")
         params = {"sessionId": self.session_id}
-        return Step(send=[_line({"jsonrpc": "2.0", "method": "session/cancel", "params": params})])
+        cancel = _line({"jsonrpc": "2.0", "method": "session/cancel", "params": params})
+        asked, self.asked = self.asked, []
+        return Step(send=[cancel], cancelled=asked)
 
     def snapshot(self) -> dict[str, Any]:
         """Everything this session's client holds, as JSON values (for the state file)."""
@@ -95,6 +101,7 @@ class ChatSession:
             "session": self.session_id, "next": self.next_id, "queue": list(self.queue),
             "running": self.turn_running, "view": self.view.snapshot(),
             "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
+            "asked": [request_state(request) for request in self.asked],
         }  # fmt: skip
 
     def restore(self, kept: dict[str, Any]) -> None:
@@ -107,6 +114,7 @@ class ChatSession:
             for kind, value, method in kept["waiting"]
         }
         self.view.restore(kept["view"])
+        self.asked = [request_of(state) for state in kept.get("asked", [])]
 
     # -- the agent says -------------------------------------------------------------------
 
@@ -130,6 +138,7 @@ class ChatSession:
         if method == PERMISSION:
             request = read_request(message)
             if request is not None:
+                self.asked.append(request)
                 return Step(requests=[request])
             return Step(send=[_error(message["id"], -32602, "a permission request without "
                                      "options cannot be answered from the chat")])  # fmt: skip
@@ -163,6 +172,7 @@ class ChatSession:
             return self._next_prompt()
         if method == "session/prompt":
             self.turn_running = False
+            self.asked.clear()
             if error is not None:
                 self.view.note(f"⚠️ The turn failed: {_error_text(error)}")
             else:

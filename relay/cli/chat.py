@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import uvloop
 
 from relay.chat.access import Access
+from relay.chat.limits import Limits
 from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
 from relay.config.chatoptions import BOXES_URL, OPTIONS, TOKEN_ENV, resolve_chat
@@ -33,6 +34,8 @@ from relay.streams.filereader import read_named
 
 if TYPE_CHECKING:
     from relay.client.chatbot.bot import ChatConfig
+
+CHAT_EXTRA = ("mautrix", "aiohttp", "yarl", "multidict")  # what `pip install acp-relay[chat]` adds
 
 LOGGING: tuple[Option, ...] = (
     Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
@@ -89,7 +92,13 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatConfig, str]:
     """The bot's configuration and its access token; UsageError saying the fix."""
-    from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+    try:
+        from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in CHAT_EXTRA:
+            raise
+        raise UsageError(f"acp-relay chat needs the chat extra ({exc.name} is missing): "
+                         f"pip install 'acp-relay[chat]'") from None  # fmt: skip
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
     text = read_named(path, "--config") if path else None
@@ -130,6 +139,8 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         cwd=values["cwd"] or os.getcwd(), state=values["state"],
         thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
         watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
+        limits=Limits(values["max_threads"], values["max_threads_per_person"],
+                      values["idle_timeout"]),
     )  # fmt: skip
     return config, token
 

@@ -73,6 +73,18 @@ def watch_command(me: str, url: str, secret_file: Path, audience: str | None) ->
     return f"{me} watch {url} --ticket-command {shlex.quote(mint)}"
 
 
+def chat_command(me: str, url: str, secret_file: Path, audience: str | None) -> str:
+    """``chat`` against this relay: its ticket and watch-ticket commands mint with the run's
+    secret (by full paths: no PATH or secret needed); the Matrix side is the reader's."""
+    mint = mint_command(me, secret_file, audience)
+    return (
+        f"{me} chat {url} --ticket-command {shlex.quote(mint)} --watch-ticket-command "
+        f"{shlex.quote(mint + ' --may-answer --watch')} --homeserver http://127.0.0.1:8008 "
+        "--user @relay-bot:localhost --token-file bot.token --room '!ROOM_ID:localhost' "
+        "--approver @alice:localhost --state chat.sqlite"
+    )
+
+
 def print_dev_banner(
     url: str, secret: str, settings: Settings, config: RelayConfig, dev: DevFolder
 ) -> None:
@@ -112,6 +124,9 @@ def print_dev_banner(
         f"  More tickets:\n    {more}\n"
         "  Watch a connection (CONNECTION_ID: its whole connection_id in the log below, or "
         "the console's share):\n"
-        f"    {watch_command(me, url, secret_file, audience)}\n",
+        f"    {watch_command(me, url, secret_file, audience)}\n"
+        "  Team chat (needs the chat extra; your homeserver, bot, token file, room and "
+        "approver in place of these):\n"
+        f"    {chat_command(me, url, secret_file, audience)}\n",
         flush=True,
     )

@@ -96,6 +96,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("share-by", "who may attach a room to an editor's connection with share: "
            "approvers or prompters (its approvers may then answer that editor's requests)",
            "approvers", "WHO", convert.one_of(*SHARE_BY)),
+    Option("max-threads", "the most threads the bot runs at once (each is a relay "
+           "connection and an agent); a mention past it is refused with a reply", 16, "N",
+           convert.positive_int),
+    Option("max-threads-per-person", "the most live threads one person may have opened",
+           4, "N", convert.positive_int),
+    Option("idle-timeout", "end a thread's session after this many seconds without a "
+           "prompt or agent activity (0: never)", 3600.0, "SECONDS", convert.seconds),
 )  # fmt: skip
 
 REQUIRED = ("homeserver", "user", "room", "state")

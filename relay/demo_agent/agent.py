@@ -20,7 +20,8 @@ stderr only) and exits 0 when stdin closes.
     ``{"demo": {"method", "sessionId", "cwd", "cwdExists", "additionalDirectories",
     "mcpServers", "agentCwd"}}`` (plus ``"forkedFrom"`` for a fork); see :func:`session_report`.
     Once that response is written, the agent sends one ``agent_message_chunk`` whose text is
-    ``session started in <cwd> with MCP servers: <comma-separated names or (none)>``.
+    ``session started in <cwd> with MCP servers: <comma-separated names or (none)>`` and a
+    newline.
 
 ``session/prompt``
     Streams the prompt back as several ``agent_message_chunk`` updates, one word (with its

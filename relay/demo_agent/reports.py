@@ -97,9 +97,11 @@ def session_report(
 
 
 def report_text(report: dict[str, Any]) -> str:
-    """Return the text of the update that follows a session response."""
+    """Return the text of the update that follows a session response: a line of its own,
+    so that a client showing the words of its first reply after it (a chat thread) does not
+    run the two together."""
     names = ", ".join(report["mcpServers"]) or "(none)"
-    return f"session started in {report['cwd']} with MCP servers: {names}"
+    return f"session started in {report['cwd']} with MCP servers: {names}\n"
 
 
 def describe_block(block: ContentBlock) -> str:

@@ -1,6 +1,19 @@
 import pytest
 
-from relay.chat.commands import Cancel, End, Ignore, Meaning, Open, Prompt, Share, meaning
+from relay.chat.commands import (
+    Answer,
+    Cancel,
+    End,
+    Ended,
+    Help,
+    Ignore,
+    Meaning,
+    Open,
+    Prompt,
+    Share,
+    Unknown,
+    meaning,
+)
 from relay.chat.events import Message
 
 BOT = "@bot:t"
@@ -35,8 +48,28 @@ def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
         (said("and then?", thread="$r"), False, Ignore("a thread the bot does not run")),
         (said("@bot:t new", thread="$r"), False, Ignore("a thread the bot does not run")),
         (said("  ", thread="$r"), True, Ignore("an empty message")),
+        (said("!help", thread="$r"), True, Help()),
+        (said("@bot:t !HELP"), False, Help()),
+        (said("!answer 11", thread="$r"), True, Answer(11)),
+        (said("!answer x", thread="$r"), True,
+         Unknown("!answer takes one number: the option, e.g. !answer 11.")),
+        (said("!frob it", thread="$r"), True, Unknown(
+            "Unknown command !frob: !help lists the commands (a prompt that starts with ! is "
+            "written !!frob).")),
+        (said("!!frob it", thread="$r"), True, Prompt("!frob it")),
+        (said("@bot:t !!important: fix it"), False, Open("!important: fix it")),
+        (said("@bot:t !cancel"), False,
+         Unknown("!cancel is a command for a thread: !help lists the commands.")),
+        (said("!cancel", thread="$r"), False, Ignore("a thread the bot does not run")),
     ],
 )  # fmt: skip
 def test_what_a_message_asks_of_the_bot(message: Message, known: bool, expected: Meaning) -> None:
     """Mentions open threads; in a thread: prompts, !cancel, !end; the rest is ignored."""
     assert meaning(message, bot=BOT, thread_known=known) == expected
+
+
+def test_a_message_in_an_ended_thread_is_said_to_be_too_late() -> None:
+    """Any message in a thread whose session ended, a command too, gets Ended."""
+    for body in ("and then?", "!help", "!end"):
+        assert meaning(said(body, thread="$r"), bot=BOT, thread_known=False,
+                       thread_ended=True) == Ended()  # fmt: skip

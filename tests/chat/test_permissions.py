@@ -131,9 +131,11 @@ def test_an_answer_taken_elsewhere_names_its_option() -> None:
 
 
 def test_more_options_than_keycaps_are_listed_without_a_key() -> None:
-    """An eleventh option is shown, but cannot be chosen from the chat."""
+    """An eleventh option is shown numbered, to be answered with !answer 11 in the thread."""
     options = [{"optionId": f"o{n}", "name": f"O{n}", "kind": "allow_once"} for n in range(11)]
     request = asking({"title": "t", "kind": "edit"}, options)
     body, _ = request_text(request, "x")
     assert request.keycaps() == list(KEYCAPS)
-    assert "• O10 (answer in the editor)" in body
+    assert "11. O10 (allow_once): write !answer 11" in body
+    assert "answer in the editor" not in body
+    assert "React with a number (or write !answer N) to answer." in body

@@ -70,6 +70,27 @@ def test_cancel_sends_session_cancel_only_while_a_turn_runs() -> None:
     assert cancel == {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s-1"}}
 
 
+def test_cancel_carries_the_turns_permission_requests_to_answer_cancelled() -> None:
+    """A cancel's step names the turn's permission requests (kept over a restore), for the
+    thread to answer them ``cancelled``; the next turn starts with none."""
+    session = opened()
+    session.prompt("one")
+    for request_id in (7, 8):
+        session.agent_line(line({"jsonrpc": "2.0", "id": request_id,
+                                 "method": "session/request_permission",
+                                 "params": {"sessionId": "s-1", "toolCall": {"title": "Write"},
+                                            "options": [{"optionId": "a", "name": "A",
+                                                         "kind": "allow_once"}]}}))  # fmt: skip
+    again = ChatSession("/work/app", version="1.0")
+    again.restore(json.loads(json.dumps(session.snapshot())))
+    step = again.cancel()
+    assert [r.request_id for r in step.cancelled] == [strictjson.Number("7"),
+                                                      strictjson.Number("8")]  # fmt: skip
+    assert [m["method"] for m in sent(step)] == ["session/cancel"]
+    again.prompt("two")
+    assert again.cancel().cancelled == []
+
+
 def test_a_permission_request_is_handed_to_the_thread() -> None:
     """The request read, with its id as the agent sent it."""
     session = opened()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,31 @@ def test_a_token_the_homeserver_refuses_is_exit_2(homeserver: Homeserver, tmp_pa
     assert other.returncode == 2
     assert f"the access token is {bot.user_id}'s" in other.stderr
     assert bot.token not in other.stderr + other.stdout
+
+
+HIDE_CHAT_EXTRA = """
+import runpy, sys
+class Hidden:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("mautrix", "aiohttp"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Hidden())
+sys.argv = ["acp-relay", *sys.argv[1:]]
+runpy.run_module("relay", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_without_the_chat_extra_the_start_is_one_line_with_the_install_command(
+    tmp_path: Path,
+) -> None:
+    """mautrix and aiohttp hidden (as after the README's .[demo] install): exit 2 and one
+    line on stderr naming pip install 'acp-relay[chat]', no traceback."""
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_CHAT_EXTRA, *BASE, "--state", str(tmp_path / "c.sqlite")],
+        env=clean_env(ACP_RELAY_MATRIX_TOKEN="t"), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=20, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("acp-relay: acp-relay chat needs the chat extra (")
+    assert line.endswith(" is missing): pip install 'acp-relay[chat]'")

@@ -16,13 +16,17 @@ import pytest
 from websockets.asyncio.client import connect
 
 from relay.core.tickets import verify
+from tests.support.chatbot import token_file
 from tests.support.cli import RelayRun, dev_banner, dev_workspace, run_async, serve
 from tests.support.clients import ChunkClient
 from tests.support.connect import Editor, launched
 from tests.support.env import clean_env
 from tests.support.live import SECRET
+from tests.support.matrix import has, person
 from tests.support.netcut import NetCut
 from tests.support.sockets import refused
+from tests.support.synapse import Homeserver
+from tests.support.waiting import until
 
 
 @pytest.mark.slow
@@ -246,3 +250,32 @@ CWD_REPORTER = (
     "print(json.dumps({'cwd': os.getcwd(), 'listing': os.listdir('.')}), flush=True)\n"
     "sys.stdin.read()\n"
 )
+
+
+async def test_dev_banner_chat_line_runs_a_bot_whose_thread_reaches_the_dev_relay(
+    homeserver: Homeserver, tmp_path: Path
+) -> None:
+    """The banner's team chat line, run as printed with only the Matrix side filled in (no
+    PATH, no secret of one's own): a mention opens a thread that the dev relay's demo
+    agent answers, the ticket minted by the line's --ticket-command."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    async with serve("--dev", env=clean_env()) as relay, person(homeserver, alice) as lead:
+        await dev_banner(relay)
+        argv = shlex.split(banner_entry(relay, "Team chat"))
+        assert argv[:5] == [sys.executable, "-m", "relay", "chat", relay.url]
+        room = await lead.create_room([bot.user_id])
+        given = {"--homeserver": homeserver.url, "--user": bot.user_id, "--room": room,
+                 "--token-file": str(token_file(tmp_path, bot)), "--approver": alice.user_id,
+                 "--state": str(tmp_path / "chat.sqlite")}  # fmt: skip
+        for flag, value in given.items():
+            argv[argv.index(flag) + 1] = value
+        async with launched(argv, env=clean_env()) as chat:
+            await until(lambda: any(e.get("type") == "m.room.member" and e.get("state_key") ==
+                                    bot.user_id for e in lead.events.get(room, [])),
+                        seconds=20, what="the bot joined")  # fmt: skip
+            root = await lead.say(room, f"{bot.user_id} hello from the banner")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
+            assert has(lead.thread(room, root), "hello from the banner")
+            chat.proc.terminate()
+        assert await relay.stop() == 0
+    assert len(relay.events("connection opened")) == 1

@@ -151,7 +151,7 @@ async def test_new_session_reports_what_arrived(tmp_path: Path) -> None:
                 "agentCwd": agent.cwd,
             }
         }
-        text = f"session started in {work} with MCP servers: files, web"
+        text = f"session started in {work} with MCP servers: files, web\n"
         await agent.client.wait_for(lambda: agent.client.texts(sid) == [text])
         answered, _ = agent.result("sessionId", sid)
         assert answered < agent.position(sid, text)
@@ -166,7 +166,7 @@ async def test_new_session_reports_what_arrived(tmp_path: Path) -> None:
             [],
             [],
         )
-        text = f"session started in {missing} with MCP servers: (none)"
+        text = f"session started in {missing} with MCP servers: (none)\n"
         await agent.client.wait_for(lambda: agent.client.texts(other.session_id) == [text])
 
 
@@ -174,7 +174,7 @@ async def test_load_resume_and_fork_report(tmp_path: Path) -> None:
     """session/load, session/resume and session/fork report like session/new."""
     server = McpServerStdio(name="files", command="/bin/true", args=[], env=[])
     cwd = str(tmp_path)
-    text = f"session started in {cwd} with MCP servers: files"
+    text = f"session started in {cwd} with MCP servers: files\n"
     async with asyncio.timeout(TIMEOUT), demo_agent(tmp_path) as agent:
         await agent.conn.initialize(protocol_version=PROTOCOL_VERSION)
         loaded = await agent.conn.load_session(cwd=cwd, session_id="old-1", mcp_servers=[server])

@@ -156,7 +156,7 @@ async def test_demo_agent_through_relay_with_acp_sdk() -> None:
     assert init.agent_info is not None
     assert init.agent_info.name == "acp-relay-demo"
     assert reply.stop_reason == "end_turn"
-    assert "session started in /tmp with MCP servers: (none)" in updates
+    assert "session started in /tmp with MCP servers: (none)\n" in updates
     assert "".join(u for u in updates if not u.startswith("session started")) == (
         "hello relay world"
     )

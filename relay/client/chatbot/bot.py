@@ -16,15 +16,30 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mautrix.errors import MatrixRequestError
 
 from relay import __version__
 from relay.chat.access import Access
-from relay.chat.commands import Cancel, End, Ignore, Open, Prompt, Share, meaning
+from relay.chat.commands import (
+    ENDED_TEXT,
+    HELP_TEXT,
+    Answer,
+    Cancel,
+    End,
+    Ended,
+    Help,
+    Ignore,
+    Open,
+    Prompt,
+    Share,
+    Unknown,
+    meaning,
+)
 from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
+from relay.chat.limits import Idleness, Limits
 from relay.chat.permissions import request_of
 from relay.chat.session import ChatSession
 from relay.chat.text import safe_line
@@ -34,6 +49,7 @@ from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
+from relay.client.chatbot.threadcare import answer_by_number, end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
@@ -74,6 +90,7 @@ class ChatConfig:
     edit_interval: float = 1.0
     watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
     connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
+    limits: Limits = field(default_factory=Limits)
 
 
 class ChatBot:
@@ -95,6 +112,10 @@ class ChatBot:
         self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
         self.tasks = Tasks(log)
+        self.over: OrderedDict[str, None] = OrderedDict()  # threads ended in this run, bounded
+        self.opened_by: dict[str, str] = {}  # live threads opened in this run: by whom
+        self.idleness = Idleness(config.limits.idle_timeout)
+        self._idle_check: asyncio.Task[object] | None = None
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -137,6 +158,8 @@ class ChatBot:
 
     def restore_threads(self) -> None:
         for row in self.state.live_threads():
+            if row.opened_by is not None:  # counted toward its opener's cap after a restart too
+                self.opened_by[row.root] = row.opened_by
             if row.kind is ThreadKind.WATCH and row.connection is not None:
                 self._restore_watch(row)
                 continue
@@ -197,11 +220,21 @@ class ChatBot:
         thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
         self.threads[root] = thread
         self.tasks.spawn(self._forget_when_over(thread), "forget the thread once over")
+        self.idleness.active(root, time.monotonic())
+        if self._idle_check is None and self.idleness.timeout > 0:
+            care = end_idle_threads(self.threads, self.idleness, self.config.limits, self.log)
+            self._idle_check = self.tasks.spawn(care, "end idle threads")
         return thread
 
     async def _forget_when_over(self, thread: SessionThread | WatchThread) -> None:
         await thread.ended.wait()
         self.threads.pop(thread.root, None)
+        self.opened_by.pop(thread.root, None)
+        self.idleness.forget(thread.root)
+        self.over[thread.root] = None  # ended, while the state file may not say so yet
+        while len(self.over) > MAX_EARLY:
+            self.over.popitem(last=False)
+        self.log.info("thread over", thread=thread.root)
 
     # -- a sync's answer -------------------------------------------------------------------------
 
@@ -278,16 +311,34 @@ class ChatBot:
 
     async def _message(self, room: str, said: Message) -> None:
         known = said.thread is not None and said.thread in self.threads
-        what = meaning(said, bot=self.config.user, thread_known=known)
+        ended = (
+            said.thread is not None
+            and not known
+            and (said.thread in self.over or self.state.ended_thread(said.thread))
+        )
+        what = meaning(said, bot=self.config.user, thread_known=known, thread_ended=ended)
         if isinstance(what, Ignore):
             return
         if not self.access.may_prompt(said.sender, await self._power(room)):
             await self._refuse(room, said)
             return
+        if isinstance(what, Help | Unknown | Ended):
+            words = what.why if isinstance(what, Unknown) else HELP_TEXT
+            await self._reply(room, said, ENDED_TEXT if isinstance(what, Ended) else words)
+            return
+        if isinstance(what, Share | Open):
+            refusal = self.config.limits.refusal(
+                said.sender, {root: self.opened_by.get(root) for root in self.threads}
+            )
+            if refusal is not None:
+                self.log.info("thread refused: a cap is reached", by=said.sender, room=room)
+                await self._reply(room, said, refusal)
+                return
         if isinstance(what, Share):
             await self._share(room, said, what)
             return
         if isinstance(what, Open):
+            self.opened_by[said.event_id] = said.sender
             url, at = self.config.dial.url, time.time()
             self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, at,
                                   said.sender, what.prompt)  # fmt: skip
@@ -297,6 +348,13 @@ class ChatBot:
             return
         assert said.thread is not None
         thread = self.threads[said.thread]
+        self.idleness.active(said.thread, time.monotonic())
+        if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
+            power = await self._power(room)
+            why = await answer_by_number(thread, said.sender, what.number, self.access, power)
+            if why is not None:
+                await self._reply(room, said, f"{safe_line(said.sender)}: {why}")
+            return
         if isinstance(thread, WatchThread):
             if isinstance(what, End):
                 thread.end(safe_line(said.sender))
@@ -308,7 +366,7 @@ class ChatBot:
         if isinstance(what, Prompt):
             thread.prompt(what.text)
         elif isinstance(what, Cancel):
-            thread.cancel()
+            thread.cancel(safe_line(said.sender))
         elif isinstance(what, End):
             thread.end(safe_line(said.sender))
 

@@ -28,7 +28,7 @@ from websockets.frames import CloseCode
 
 from relay.chat.session import ChatSession, Step
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
-from relay.client.chatbot.showing import Bot, Showing
+from relay.client.chatbot.showing import Bot, Showing, now_text
 from relay.client.chatbot.state import ThreadRow
 from relay.client.link.dialing import DialConfig, close_failure, ticket_for
 from relay.client.link.opening import OPEN, resumable_socket, welcomed
@@ -126,15 +126,22 @@ class SessionThread:
         first), in the order prompts and cancels came."""
         self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text)), "a prompt")
 
-    def cancel(self) -> None:
-        """``!cancel``, carried out once the link is up, in order with the prompts."""
-        self.tasks.spawn(self._once_linked(self.session.cancel), "a cancel")
+    def cancel(self, by: str) -> None:
+        """``!cancel`` by ``by``, carried out once the link is up, in order with the prompts:
+        the turn's pending permission requests are answered ``cancelled`` as ACP asks, their
+        messages saying so."""
+        self.tasks.spawn(self._once_linked(self.session.cancel, by), "a cancel")
 
-    async def _once_linked(self, step: Callable[[], Step]) -> None:
+    async def _once_linked(self, step: Callable[[], Step], cancelled_by: str = "") -> None:
         await self.ready.wait()
         async with self._asking:  # tasks woken in the order they waited: prompts in order
-            if not self.ended.is_set():
-                await self._carry_out(step())
+            if self.ended.is_set():
+                return
+            done = step()
+            await self._carry_out(done)
+            if done.cancelled:
+                words = f"⏹ Cancelled with the turn by {cancelled_by} at {now_text()}"
+                await self.showing.cancelled(done.cancelled, words)
 
     def end(self, by: str) -> None:
         """End the session (``!end``): the connection is closed, the agent goes."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from relay.acp.refusals import id_key
 from relay.chat.access import Access
 from relay.chat.events import in_thread, message, reaction, replacing
 from relay.chat.pacing import Pacer
@@ -264,6 +265,14 @@ class Showing:
         if pending is not None and pending.timer is not None:
             pending.timer.cancel()
         self.bot.owns_request(event_id, None)
+
+    async def cancelled(self, requests: list[Request], words: str) -> None:
+        """Requests of a cancelled turn: each still pending is answered ``cancelled`` (once,
+        as a tap would be) and its message says ``words``."""
+        ids = {id_key(request.request_id) for request in requests}
+        for pending in list(self.requests.values()):
+            if id_key(pending.request.request_id) in ids:
+                await self.decide(pending, None, words)
 
     async def no_longer_pending(self, why: str) -> None:
         """Every request still shown as pending says it no longer is (the turn or the

@@ -204,6 +204,11 @@ class State:
         ).fetchone()
         return int(row[0])
 
+    def ended_thread(self, root: str) -> bool:
+        """Whether ``root`` is a thread this bot ran, whose session has ended."""
+        row = self.db.execute("SELECT 1 FROM threads WHERE root = ? AND ended = 1", (root,))
+        return row.fetchone() is not None
+
     def live_threads(self) -> list[ThreadRow]:
         rows = self.db.execute(
             "SELECT root, room, kind, url, connection, secret, grace, "

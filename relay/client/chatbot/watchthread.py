@@ -4,7 +4,10 @@ answers the agent's permission requests beside the editor.
 Dials the relay as ``watch`` does (:mod:`relay.client.link.dialing`, offering the watch
 profile), with
 a watcher's ticket from ``--watch-ticket-command`` (given the connection id as its last
-argument; each attach needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
+argument, and the Matrix id of the person who asked for the share in
+``$ACP_RELAY_CHAT_REQUESTER``, so that a control plane may refuse: it then exits non-zero,
+and the thread says the share was refused while its words stay in the log; each attach
+needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
 requests to the thread's :class:`relay.client.chatbot.showing.Showing`. An approver's
 keycap sends the answer as a watcher; the relay takes the first answer, the editor's or
 the team's, and its notice decides what the request's message finally says.

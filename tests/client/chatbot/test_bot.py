@@ -3,6 +3,7 @@ people as client-library sessions."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -254,3 +255,152 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
     bot.owns_request("$req", cast(Showing, thread))
     await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
     state.close()
+
+
+async def test_cancel_answers_a_pending_request_cancelled_and_a_later_tap_changes_nothing(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!cancel with a permission request pending: the request is answered cancelled (its
+    message says so), the turn ends cancelled; an approver's tap after it changes nothing."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room], approvers=[alice.user_id]
+        ) as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            await lead.say(room, "!cancel", thread=root)
+            await lead.until_thread(room, root, lambda t: has(
+                t, f"Cancelled with the turn by {alice.user_id}", "permission: cancelled",
+                "End of turn: cancelled"))  # fmt: skip
+            await lead.react(room, request.event_id, "1️⃣")
+            await lead.say(room, "after the tap", thread=root)
+            done = await lead.until_thread(room, root, lambda t: any(
+                s.body == "after the tap" and s.sender == bot.user_id for s in t))  # fmt: skip
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
+            await running.stop()
+    decided = next(seen for seen in done if seen.event_id == request.event_id)
+    assert "Cancelled with the turn" in decided.body
+    assert not has(done, "chosen by")
+    assert not has(done, "permission: allow")
+
+
+TWELVE_OPTIONS = """
+import json, sys
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+    sys.stdout.flush()
+prompt = None
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": 1}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": message["id"], "result": {"sessionId": "s-1"}})
+    elif method == "session/prompt":
+        prompt = message["id"]
+        options = [{"optionId": f"o{n}", "name": f"Choice {n}", "kind": "allow_once"}
+                   for n in range(1, 13)]
+        send({"jsonrpc": "2.0", "id": "perm", "method": "session/request_permission",
+              "params": {"sessionId": "s-1", "options": options,
+                         "toolCall": {"toolCallId": "t", "title": "Pick", "kind": "other"}}})
+    elif message.get("id") == "perm":
+        picked = message["result"]["outcome"].get("optionId", "cancelled")
+        send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s-1",
+              "update": {"sessionUpdate": "agent_message_chunk",
+                         "content": {"type": "text", "text": f"picked {picked}"}}}})
+        send({"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
+"""
+
+
+async def test_help_unknown_commands_answer_n_and_an_ended_thread_are_answered(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """!help is answered (outside a thread and in one), an unknown !word is said unknown and
+    reaches no agent; a twelfth option is answered with !answer 12 by an approver only
+    (a prompter's is refused); a message in an ended thread says how to start another."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay((sys.executable, "-c", TWELVE_OPTIONS)) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id],
+            extra=["--prompter", alice.user_id, "--prompter", bob.user_id],
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            asked = await lead.say(room, f"{bot.user_id} !help")
+            await lead.until_thread(room, asked, lambda t: has(t, "!answer N answers"))
+            root = await lead.say(room, f"{bot.user_id} pick one")
+            await lead.until_thread(room, root, lambda t: has(
+                t, "12. Choice 12 (allow_once): write !answer 12"))  # fmt: skip
+            await other.say(room, "!answer 12", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "only approvers"))
+            await lead.say(room, "!frobnicate", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "Unknown command !frobnicate"))
+            await lead.say(room, "!help", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "!cancel cancels the turn"))
+            await lead.say(room, "!answer 12", thread=root)
+            chose = f"chosen by {alice.user_id} in the chat (!answer 12)"
+            done = await lead.until_thread(room, root, lambda t: has(t, "picked o12", chose))
+            await lead.say(room, "!end", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "Session ended by"))
+            await running.logged("thread over")
+            await lead.say(room, "and then?", thread=root)
+            await lead.until_thread(room, root, lambda t: has(t, "session has ended"))
+            await running.stop()
+        assert len(running.events("thread opened")) == 1
+    assert not has(done, "picked o1 ")
+
+
+async def test_threads_past_a_persons_cap_or_the_bots_cap_are_refused_with_a_reply(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """--max-threads 2 --max-threads-per-person 1: a person's second thread is refused, a
+    second person's first opens, a third person's is refused for the bot's cap; each
+    refusal is a reply naming its option, and opens no connection."""
+    bot, alice, bob, carol = (homeserver.register(n) for n in ("bot", "alice", "bob", "carol"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as second,
+        person(homeserver, carol) as third,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id, carol.user_id])
+        await second.join(room)
+        await third.join(room)
+        async with chat_bot(
+            homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+            approvers=[alice.user_id, bob.user_id, carol.user_id],
+            extra=["--max-threads", "2", "--max-threads-per-person", "1"],
+        ) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            first = await lead.say(room, f"{bot.user_id} one")
+            await lead.until_thread(room, first, lambda t: has(t, "End of turn: end_turn"))
+            again = await lead.say(room, f"{bot.user_id} two")
+            await lead.until_thread(room, again, lambda t: has(
+                t, "you have 1 threads running", "--max-threads-per-person 1"))  # fmt: skip
+            theirs = await second.say(room, f"{bot.user_id} three")
+            await lead.until_thread(room, theirs, lambda t: has(t, "End of turn: end_turn"))
+            full = await third.say(room, f"{bot.user_id} four")
+            await lead.until_thread(
+                room, full, lambda t: has(t, "this bot's most (--max-threads 2)")
+            )
+            await running.stop()
+        assert len(running.events("thread opened")) == 2
+        assert len(running.events("thread refused: a cap is reached")) == 2

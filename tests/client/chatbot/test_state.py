@@ -120,3 +120,16 @@ def test_a_threads_posts_are_numbered_across_a_reopening(tmp_path: Path) -> None
     again = State(str(tmp_path / "chat.sqlite"))
     assert again.next_post("$a") == 3
     again.close()
+
+
+def test_an_ended_thread_is_known_as_ended_across_a_reopening(tmp_path: Path) -> None:
+    """ended_thread: yes for a thread the bot ended (after a restart too), no for a live one
+    or a root it never ran."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$gone", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    state.add_thread("$live", "!r", ThreadKind.SESSION, "ws://x/acp", 2.0)
+    state.end_thread("$gone")
+    state.close()
+    again = State(str(tmp_path / "chat.sqlite"))
+    assert [again.ended_thread(r) for r in ("$gone", "$live", "$other")] == [True, False, False]
+    again.close()
