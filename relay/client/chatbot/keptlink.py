@@ -53,13 +53,28 @@ class KeptLink:
         self.state = state
         self.root = root
         self._sending = asyncio.Lock()  # a line's number is the link's next until it is sent
+        # Lines kept after the last checkpoint: the session restored from that checkpoint
+        # makes them again as the relay replays what came after it; kept (and sent, or sent
+        # again by resend) already, they are not sent a second time.
+        self.replayed: list[bytes] = []
 
     async def run(self, upstream: asyncio.Task[None], stop: asyncio.Event) -> bool:
         """Carry the connection until the thread ends (True) or it cannot go on (False)."""
         return await self.link.run(upstream, stop)
 
     async def send(self, lines: list[bytes]) -> None:
-        """Keep each line in the state file, then send it (numbered as the link numbers it)."""
+        """Keep each line in the state file, then send it (numbered as the link numbers it);
+        a line the restored session made again is not sent twice."""
+        fresh = []
+        for line in lines:
+            if line in self.replayed:
+                self.replayed.remove(line)
+            else:
+                fresh.append(line)
+        await self.resend(fresh)
+
+    async def resend(self, lines: list[bytes]) -> None:
+        """Keep and send ``lines`` as they are: what the relay lacks after a restart."""
         link = self.link
         async with self._sending:
             for line in lines:

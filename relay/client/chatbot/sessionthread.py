@@ -139,6 +139,7 @@ class SessionThread:
                 return
             done = step()
             await self._carry_out(done)
+            self.checkpoint()  # a prompt's effect on the session, kept with its line
             if done.cancelled:
                 words = f"⏹ Cancelled with the turn by {cancelled_by} at {now_text()}"
                 await self.showing.cancelled(done.cancelled, words)
@@ -190,10 +191,13 @@ class SessionThread:
         self.welcomed(welcome)
         link = self._linked(ws, welcome, Kept(row.received))
         link.sent.last = welcome.received  # what the relay has: later lines are numbered after
-        again = self.bot.state.unacknowledged(self.root, welcome.received)
+        keeping = self.link
+        assert isinstance(keeping, KeptLink)
+        keeping.replayed = [line for _, line in self.bot.state.unacknowledged(
+            self.root, row.checkpointed)]  # fmt: skip
+        again = [line for _, line in self.bot.state.unacknowledged(self.root, welcome.received)]
         if again:
-            lines = [line for _, line in again]
-            self.tasks.spawn(self.link.send(lines), "send again what the relay lacks")
+            self.tasks.spawn(keeping.resend(again), "send again what the relay lacks")
 
     async def _welcome_back(self, ws: ClientConnection, first: dict[str, Any]) -> Welcome | None:
         """The relay's welcome to the resume of a connection kept over a restart; None when

@@ -194,9 +194,10 @@ class Showing:
         """Show ``request`` (after what came before it) and put its keycaps under it."""
         await self.round()
         record = request_state(request)
-        shown = self.bot.state.shown_request(self.root, record["id"])
-        if shown is not None:  # shown before a restart, its record read again
-            self.watch_request(request, shown)
+        kept = self.bot.state.request_message(self.root, record["id"])
+        if kept is not None:  # shown before a restart, the agent's line read again
+            if not kept[1]:  # else answered already: the answer is kept until the relay has it
+                self.watch_request(request, kept[0])
             return
         body, html = request_text(request, self.bot.access.approvers_text())
         event_id, _ = await self.post(message(body, html=html), f"request {record['id']}")

@@ -52,6 +52,7 @@ class ThreadRow:
     ended: bool
     opened_by: str | None = None
     first_prompt: str | None = None  # a thread recorded, not yet opened: its first prompt
+    checkpointed: int = 0  # the last line sent at the last checkpoint (later ones were kept)
 
 
 class State:
@@ -213,7 +214,7 @@ class State:
         rows = self.db.execute(
             "SELECT root, room, kind, url, connection, secret, grace, "
             "MAX(sent, COALESCE((SELECT MAX(seq) FROM outbox o WHERE o.root = t.root), 0)), "
-            "received, view, ended, opened_by, first_prompt FROM threads t WHERE ended = 0 "
+            "received, view, ended, opened_by, first_prompt, sent FROM threads t WHERE ended = 0 "
             "ORDER BY opened_at"
         ).fetchall()
         return [self._row(r) for r in rows]
@@ -239,6 +240,7 @@ class State:
             bool(r[10]),
             r[11],
             r[12],
+            int(r[13]),
         )
 
     # -- what a thread shows -----------------------------------------------------------------
@@ -280,8 +282,10 @@ class State:
     # -- permission requests -------------------------------------------------------------------
 
     def request_shown(self, root: str, event_id: str, request: dict[str, Any]) -> None:
+        """A request's message (shown again after a kill, the homeserver answering the same
+        transaction with the first event, it keeps its decision: it is answered once)."""
         self.db.execute(
-            "INSERT OR REPLACE INTO requests (root, event_id, request) VALUES (?, ?, ?)",
+            "INSERT OR IGNORE INTO requests (root, event_id, request) VALUES (?, ?, ?)",
             (root, event_id, json.dumps(request)),
         )
 
@@ -309,6 +313,19 @@ class State:
                     (answer[0], answer[1], event_id),
                 )
             return True
+
+    def request_message(self, root: str, request_id: str) -> tuple[str, bool] | None:
+        """The message of the request with JSON id ``request_id`` in the thread, whether
+        pending or decided, and whether it is decided; None if it was never shown."""
+        rows = self.db.execute(
+            "SELECT event_id, request, decided IS NOT NULL FROM requests WHERE root = ? "
+            "ORDER BY rowid DESC",
+            (root,),
+        )
+        for event_id, text, decided in rows:
+            if json.loads(text).get("id") == request_id:
+                return str(event_id), bool(decided)
+        return None
 
     def shown_request(self, root: str, request_id: str) -> str | None:
         """The message of the pending request with JSON id ``request_id``, if it was shown."""
