@@ -23,7 +23,7 @@ import uvloop
 
 from relay.cli.devfolder import PREFIX, stale_folders
 from relay.observe import logs
-from tests.system import INSTALLED
+from tests.system import INSTALLED, use_terminal
 
 pytest_plugins = [
     "tests.support.audit",  # the log audit's fixtures: audit, audit_figures
@@ -48,6 +48,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    use_terminal(config)  # first-use installs say so on it before they start
     config.addinivalue_line(
         "markers", f"soak: long reliability test, skipped unless --soak or {SOAK_ENV}=1"
     )

@@ -73,6 +73,7 @@ from relay.core.connectionevents import (
     WatcherArrived,
     WatcherLeft,
 )
+from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION
 
 INTERNAL_ERROR = 1011  # websockets' CloseCode.INTERNAL_ERROR (pure modules import no websockets)
 GOING_AWAY = 1001  # websockets' CloseCode.GOING_AWAY
@@ -163,10 +164,14 @@ class Lifecycle:
 
     def handle(self, event: Event) -> tuple[Step, ...]:
         """The steps that follow ``event``, in order; none once the connection ended, but
-        for a watcher's refusal."""
+        for a watcher's refusal and a late socket's close."""
         if self.phase is Phase.ENDED:
             if isinstance(event, WatcherArrived):
                 return (RefuseWatcher(1000, CONNECTION_ENDED),)
+            if isinstance(event, SocketAttached):
+                # A resume accepted as the grace ran out (its welcome was under way): no
+                # agent is left for it, so its socket is closed saying so, never left open.
+                return (CloseSocket(CANNOT_RESUME, NO_CONNECTION),)
             return ()
         match event:
             case AgentStarted():

@@ -136,6 +136,8 @@ WATCHERS_AWAY = ShutdownWatchers()
 FAILED = CloseSocket(INTERNAL_ERROR, "relay error: KeyError")
 ENDS = (CloseWatchers(), End())
 EXPIRED = (GraceExpired(GRACE), STOP, *ENDS)
+NO_LONGER = CloseSocket(4404, "this relay no longer has the connection")
+LATE_ANSWERED = ("watcher arrived", "socket attached", "socket resumed")
 
 Expected = tuple[tuple[Step, ...], Phase] | type[LifecycleError]
 A, D, FL, E, S = Phase.ATTACHED, Phase.DETACHED, Phase.FLUSHING, Phase.ENDED, Phase.STARTING
@@ -264,8 +266,11 @@ TABLE: dict[tuple[str, str], Expected] = {
     ("flushing, resumable", "watcher arrived"): (ADMIT, FL),
     ("flushing, resumable", "watcher left"): ERROR,
     # ended: late events change nothing; a watcher is told the connection ended
-    **{("ended", name): ((), E) for name in EVENTS if name != "watcher arrived"},
+    **{("ended", name): ((), E) for name in EVENTS if name not in LATE_ANSWERED},
     ("ended", "watcher arrived"): ((RefuseWatcher(1000, "the connection ended"),), E),
+    # a socket attached as the grace ran out (its welcome under way) is closed, saying so
+    ("ended", "socket attached"): ((NO_LONGER,), E),
+    ("ended", "socket resumed"): ((NO_LONGER,), E),
 }  # fmt: skip
 
 
@@ -507,7 +512,8 @@ ANY_EVENT = st.one_of(
 @given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
 def test_a_connection_ends_once_and_then_stays_ended(resumable: bool, events: list[Event]) -> None:
     """Whatever happens, End comes at most once, last of its steps, and nothing follows it
-    but refusals of watchers; the agent is stopped or gone before the end."""
+    but refusals of watchers and closes of late sockets; the agent is stopped or gone
+    before the end."""
     lifecycle = starting(resumable)
     ends = 0
     stopped = False
@@ -517,7 +523,7 @@ def test_a_connection_ends_once_and_then_stays_ended(resumable: bool, events: li
         except LifecycleError:
             continue
         if ends:
-            assert all(isinstance(step, RefuseWatcher) for step in steps)
+            assert all(isinstance(step, RefuseWatcher | CloseSocket) for step in steps)
         stopped = stopped or lifecycle.exited or any(isinstance(s, StopAgent) for s in steps)
         if End() in steps:
             ends += 1

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.system import announce
+
 INSTALL_TIMEOUT = 300.0  # seconds npm has to install one agent
 
 
@@ -70,6 +72,7 @@ def installed(agent: NpmAgent) -> Path:
     if command.exists():
         return command
     target.parent.mkdir(parents=True, exist_ok=True)
+    announce(f"npmagents: installing {agent.spec} from npm (first use) into {target}")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{agent.slug}-") as scratch:
         try:
             result = subprocess.run(

@@ -37,6 +37,7 @@ from typing import Any
 import pytest
 
 from tests.support.sockets import free_port
+from tests.system import announce
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 VENV = ROOT / "tests" / ".synapse"
@@ -132,6 +133,7 @@ def ensure_venv() -> Path:
     stamp = VENV / "synapse.txt"
     if stamp.exists() and stamp.read_text() == PINS.read_text() and python.exists():
         return python
+    announce(f"synapse: installing Synapse for the chat's tests (pinned: {PINS}) into {VENV}")
     steps = [
         [sys.executable, "-m", "venv", "--clear", str(VENV)],
         [str(python), "-m", "pip", "install", "-q", "-r", str(PINS)],

@@ -393,8 +393,11 @@ class Connection:
         old, self.controller, self.latest = self.controller, attachment, attachment
         if old is not None and old is not attachment:
             asyncio.get_running_loop().create_task(self.carrier.fence(old))
-        self.tell(SocketAttached(resumed=isinstance(first, Resume)))
+        steps = self.tell(SocketAttached(resumed=isinstance(first, Resume)))
         try:
+            if self.lifecycle.ended:  # the grace ran out as the welcome went: its close
+                await self._close(next(s for s in steps if isinstance(s, CloseSocket)))
+                return
             await self._receive(attachment, self.agent)
         except Exception as exc:  # a bug of the relay's: the lifecycle ends the connection
             self._failed(exc)

@@ -18,15 +18,18 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
 from relay.core.redaction import Redactor
+from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION, Open, Resume
 from relay.observe import logs
 from relay.observe.observer import ConnectionObserver
 from relay.server.agents.process import AgentProcess
+from relay.server.connections.attachments import Attachment
 from relay.server.connections.connection import Connection
 from relay.server.connections.sharing import Watching
 from relay.server.http.edge import GuardedConnection
 from tests.support.agents import AGENTS, DIES_BY_SIGNAL, FAILS_LOUDLY, STUBBORN
 from tests.support.http import upgrade_request
-from tests.support.live import live_relay, make_ticket, until_idle
+from tests.support.live import live_relay, make_ticket, until_detached, until_idle
+from tests.support.netcut import NetCut
 from tests.support.processes import agents_running, bytes_written
 from tests.support.resume import ResumeClient
 from tests.support.sockets import closed_with, one_echo
@@ -271,3 +274,28 @@ async def test_ended_connections_are_freed_without_the_cycle_collector() -> None
             await until(lambda: not _still_held(), seconds=5, what=lambda: f"{_still_held()} gone")
         finally:
             gc.enable()
+
+
+async def test_a_resume_welcomed_as_the_grace_ends_is_closed_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A resume welcomed as the grace ends is closed 4404 'no longer', never left open."""
+    async with live_relay(resume_grace=0.5, kill_grace=0.3) as live, NetCut(live.relay.port) as net:
+        client = await ResumeClient.open(net.url() + "?ticket=" + make_ticket())
+        [connection] = live.relay.connections.values()
+        net.reset()
+        await until_detached(live)
+        welcome = connection.carrier.attached
+
+        async def welcome_as_the_grace_ends(
+            attachment: Attachment, first: Open | Resume | None
+        ) -> str | None:
+            problem = await welcome(attachment, first)
+            await until(lambda: connection.ended, seconds=5)  # the grace ends meanwhile
+            return problem
+
+        monkeypatch.setattr(connection.carrier, "attached", welcome_as_the_grace_ends)
+        again = await ResumeClient.open(live.url(make_ticket()), client.state)
+        async with asyncio.timeout(5):
+            await again.ws.wait_closed()
+        assert (again.ws.close_code, again.ws.close_reason) == (CANNOT_RESUME, NO_CONNECTION)
