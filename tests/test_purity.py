@@ -158,6 +158,7 @@ TICKETS_SIGNER = (
         ("import sys as s\nout = s\nout.stderr.write('x')", ["line 3: uses sys.stderr"]),
         # 2. an attribute read by name
         ("import os\ngetattr(os, 'environ')", ["line 2: uses os.environ"]),
+        ("import os\ng = getattr\ng(os, 'environ')", ["line 3: uses os.environ"]),
         ("import os\nname = 'environ'\ngetattr(os, name)",
          ["line 3: reads os by a computed name: getattr(os, name)"]),
         ("from datetime import datetime\ngetattr(datetime, 'now')()",
@@ -217,9 +218,10 @@ def test_the_purity_check_follows_each_name_to_what_it_reaches(
         "from json import loads\ngetattr(loads, '__name__')",
         "class Settings:\n    port = 1\ngetattr(Settings(), 'port')",
         "from collections import abc\nfrom urllib import parse\nparse.urlsplit('x')",
+        "from pathlib import PurePath\np = PurePath('a/b')\nwhile p.name:\n    p = p.parent",
     ],
     ids=["tickets", "parser", "group", "path", "fromtimestamp", "status", "untimed", "errors",
-         "getattr-function", "getattr-object", "listed-submodules"],
+         "getattr-function", "getattr-object", "listed-submodules", "rebound"],
 )  # fmt: skip
 def test_the_purity_check_accepts_the_forms_the_pure_modules_use(source: str) -> None:
     """The forms the relay's pure modules use are not reported (no false positives)."""

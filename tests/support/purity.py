@@ -48,6 +48,7 @@ PURE_STDLIB = frozenset({
     *("os", "os.path", "sys", "pathlib", "tomllib"),  # in part: IN_PART
 })  # fmt: skip
 PURE_THIRD_PARTY = frozenset({"itsdangerous"})
+STDLIB_ROOTS = frozenset(name.partition(".")[0] for name in PURE_STDLIB)
 # Modules a pure module may use only in part: the names it may take of them.
 IN_PART = {
     "os": frozenset({"path", "sep"}),
@@ -95,6 +96,7 @@ CLOCKED_SIGNERS = frozenset(
     }
 )
 CALLERS_CLOCK = "<a TimestampSigner whose get_timestamp is the caller's>"
+GETATTR = "builtins.getattr"
 CLAIMS_PURITY = re.compile(r"^Pure\b(?! but)", re.MULTILINE)
 
 
@@ -146,9 +148,7 @@ def _unlisted_submodule(module: str, name: str) -> bool:
     """Whether ``module.name`` is a standard-library submodule the allow-list does not list
     (``http.client``: ``http`` is listed, its client is not)."""
     whole = f"{module}.{name}"
-    if whole in PURE_STDLIB or module.partition(".")[0] not in {
-        m.partition(".")[0] for m in PURE_STDLIB
-    }:
+    if whole in PURE_STDLIB or module.partition(".")[0] not in STDLIB_ROOTS:
         return False
     try:
         return importlib.util.find_spec(whole) is not None
@@ -191,7 +191,7 @@ def _forbidden_call(call: ast.Call, bound: dict[str, str]) -> str | None:
     """A forbidden attribute read by name (``getattr(os, "environ")``, or by a computed
     name), or a signer that reads the clock."""
     func = _dotted(call.func, bound)
-    if isinstance(call.func, ast.Name) and call.func.id == "getattr" and len(call.args) >= 2:
+    if func == GETATTR and len(call.args) >= 2:
         owner, name = _dotted(call.args[0], bound), call.args[1]
         if isinstance(name, ast.Constant) and isinstance(name.value, str):
             return _forbidden(owner, name.value, ast.unparse(call))
@@ -206,13 +206,14 @@ def _forbidden_call(call: ast.Call, bound: dict[str, str]) -> str | None:
 
 def _bindings(tree: ast.Module) -> dict[str, str]:
     """The names the source binds to modules and their attributes (and instances: ``()``),
-    with what each names, followed through aliases until nothing new is bound."""
+    with what each names, followed through aliases until nothing new is bound (a name keeps
+    the first thing it is bound to)."""
     bound = _imported_names(tree)
     while True:
         before = dict(bound)
         for node in ast.walk(tree):
             for name, what in _aliases(node, bound):
-                bound[name] = what
+                bound.setdefault(name, what)  # the first binding kept: p = p.parent ends
         if bound == before:
             return bound
 
@@ -244,7 +245,7 @@ def _aliases(node: ast.AST, bound: dict[str, str]) -> Iterator[tuple[str, str]]:
 def _imported_names(tree: ast.Module) -> dict[str, str]:
     """The names the imports bind, with what each names (``import os.path as p``: p is
     os.path; ``from datetime import date as D``: D is datetime.date)."""
-    bound: dict[str, str] = {}
+    bound = {"getattr": GETATTR}  # the builtin, followed like any name (g = getattr)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
