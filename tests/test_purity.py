@@ -163,6 +163,8 @@ TICKETS_SIGNER = (
          ["line 3: reads os by a computed name: getattr(os, name)"]),
         ("from datetime import datetime\ngetattr(datetime, 'now')()",
          ["line 2: reads the clock: getattr(datetime, 'now')"]),
+        ("import os\ndef f(m):\n    return m.environ\nf(os)", ["line 4: passes os on: os"]),
+        ("from os import path\nPLACES = [path]", ["line 2: passes os.path on: path"]),
         # 3. a submodule outside the allow-list, from its listed package
         ("from http import client", ["line 1: imports http.client"]),
         ("import http\nhttp.client.HTTPConnection('x')", ["line 2: uses http.client"]),

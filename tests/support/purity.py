@@ -159,6 +159,7 @@ def _unlisted_submodule(module: str, name: str) -> bool:
 def _impure_uses(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """Each use, through whatever name, of what the allow-list keeps out of a pure module."""
     bound = _bindings(tree)
+    yield from _modules_passed_on(tree, bound)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in IO_BUILTINS and isinstance(node.ctx, ast.Load):
             yield node.lineno, f"uses the builtin {node.id}"
@@ -168,6 +169,23 @@ def _impure_uses(tree: ast.Module) -> Iterator[tuple[int, str]]:
                 yield node.lineno, why
         elif isinstance(node, ast.Call) and (why := _forbidden_call(node, bound)) is not None:
             yield node.lineno, why
+
+
+def _modules_passed_on(tree: ast.Module, bound: dict[str, str]) -> Iterator[tuple[int, str]]:
+    """A module used only in part (IN_PART) handed on as a value (``f(os)``, ``[sys]``):
+    what is done with it there is out of sight. Reading an attribute of it, ``getattr`` on it
+    and an alias of it (followed) are the only uses."""
+    seen: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Attribute, ast.Assign, ast.AnnAssign, ast.NamedExpr)):
+            seen.add(id(node.value))
+        elif isinstance(node, ast.Call) and _dotted(node.func, bound) == GETATTR and node.args:
+            seen.add(id(node.args[0]))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
+            owner = _dotted(node, bound)
+            if owner in IN_PART and id(node) not in seen:
+                yield node.lineno, f"passes {owner} on: {ast.unparse(node)}"
 
 
 def _forbidden(owner: str | None, attr: str, shown: str) -> str | None:
