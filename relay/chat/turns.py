@@ -65,6 +65,10 @@ class TurnView:
         self._order: OrderedDict[str, None] = OrderedDict()  # slots, in the order made
         self._changed: set[str] = set()
         self._frozen: dict[str, Shown] = {}  # slots that will not change again
+        # Slots handed out by take() whose round has not shown them yet: a snapshot taken
+        # meanwhile (another round's, an agent line's) keeps them as changed, so that a bot
+        # killed before they are shown shows them after its restart.
+        self._in_flight: dict[str, Shown] = {}
         self._notes = 0
 
     # -- what comes in ------------------------------------------------------------------
@@ -115,10 +119,16 @@ class TurnView:
         changed = [slot for slot in self._order if slot in self._changed]
         self._changed.clear()
         shown = [self._render(slot) for slot in changed]
+        self._in_flight.update((each.slot, each) for each in shown)
         for slot in [slot for slot in self._order if not self._live(slot)]:
             del self._order[slot]  # it will not change again: remember it no more
             self._frozen.pop(slot, None)
         return shown
+
+    def shown(self, slots: list[str]) -> None:
+        """The round that took ``slots`` has shown them (or given up on them)."""
+        for slot in slots:
+            self._in_flight.pop(slot, None)
 
     @property
     def pending(self) -> bool:
@@ -146,6 +156,7 @@ class TurnView:
             "tools": [[k, t.title, t.kind, t.status] for k, t in self.tools.items()],
             "order": list(self._order), "changed": sorted(self._changed),
             "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
+            "flight": [[s.slot, s.body, s.html, s.msgtype] for s in self._in_flight.values()],
         }  # fmt: skip
 
     def restore(self, kept: dict[str, Any]) -> None:
@@ -159,6 +170,11 @@ class TurnView:
         self._changed = set(kept["changed"])
         self._frozen = {slot: Shown(slot, body, html, kind)
                         for slot, body, html, kind in kept["frozen"]}  # fmt: skip
+        for slot, body, html, kind in kept.get("flight", []):  # taken, maybe not shown
+            if slot not in self._order:  # not live: its last words are these
+                self._frozen[slot] = Shown(slot, body, html, kind)
+                self._order[slot] = None
+            self._changed.add(slot)
 
     # -- the slots --------------------------------------------------------------------------
 

@@ -95,10 +95,13 @@ class Showing:
         self.answer_agent: Callable[[bytes, str, str], Awaitable[bool]] | None = None
         self.checkpoint: Callable[[], None] = lambda: None
         self.tasks = Tasks(bot.log.bind(thread=root))
+        self._rounding = asyncio.Lock()
         self._rounds: asyncio.Task[object] | None = None
 
     def start(self) -> None:
         self._rounds = self.tasks.spawn(self._round_loop(), "the thread's rounds of edits")
+        if self.view.pending:  # restored with changes a killed bot had not shown yet
+            self.wake()
 
     async def stop(self) -> None:
         """No more rounds (what is pending is shown first)."""
@@ -136,12 +139,17 @@ class Showing:
             await self.round()
 
     async def round(self) -> None:
-        """Show what changed now: a message per new slot, an edit per changed one."""
-        for shown in self.view.take():
-            await self._show(shown)
-        self.pacer.went(time.monotonic())
-        self._forget_finished()
-        self.checkpoint()
+        """Show what changed now: a message per new slot, an edit per changed one. One round
+        at a time (the paced loop's, a request's, the thread's last), so that messages are
+        posted in the order their slots were made."""
+        async with self._rounding:
+            taken = self.view.take()
+            for shown in taken:
+                await self._show(shown)
+            self.view.shown([shown.slot for shown in taken])
+            self.pacer.went(time.monotonic())
+            self._forget_finished()
+            self.checkpoint()
 
     async def _show(self, shown: Shown) -> None:
         if self.bodies.get(shown.slot) == shown.body and shown.slot in self.slots:
