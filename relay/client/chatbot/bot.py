@@ -92,6 +92,7 @@ class ChatBot:
         self.early: OrderedDict[str, list[tuple[str, Reaction]]] = OrderedDict()
         self.encrypted: set[str] = set()
         self.tasks = Tasks(log)
+        self.first_start = 0  # ms since the epoch: nothing older is acted on
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -108,10 +109,11 @@ class ChatBot:
         self.restore_threads()
         since = self.state.sync_token()
         first = since is None
+        self.first_start = self.state.first_start(int(time.time() * 1000) if first else None)
         batches = 0
         try:
             while not stop.is_set():
-                answer = await _unless(self.matrix.sync(since, 0 if first else None), stop)
+                answer = await unless(self.matrix.sync(since, 0 if first else None), stop)
                 if answer is None:
                     break
                 await self.handle(answer, act=not first)
@@ -205,17 +207,25 @@ class ChatBot:
                 self.log.info("invitation to a room not served: ignored", room=room)
         joined = rooms.get("join")
         for room, data in joined.items() if isinstance(joined, dict) else []:
-            if room not in self.config.rooms or not isinstance(data, dict):
-                continue
-            timeline = _events(data.get("timeline"))
-            for event in [*_events(data.get("state")), *timeline]:
-                await self._state_event(room, event)
-            if act:
-                for event in timeline:
-                    try:
-                        await self._timeline_event(room, event)
-                    except MatrixRequestError as exc:  # costs this event, never the bot
-                        self.matrix.refused("the homeserver refused a request", exc, room=room)
+            if room in self.config.rooms and isinstance(data, dict):
+                await self._room(room, data, act=act)
+
+    async def _room(self, room: str, data: dict[str, Any], *, act: bool) -> None:
+        """One room's part of a batch, in the homeserver's order: the state block (the state
+        before the timeline), then each timeline event at its place, a power-level change
+        taking effect for what follows it only."""
+        for event in _events(data.get("state")):
+            await self._state_event(room, event)
+        timeline = _events(data.get("timeline"))
+        joined_at = _own_join(timeline, self.config.user)
+        for place, event in enumerate(timeline):
+            await self._state_event(room, event)
+            if not act or place <= joined_at:
+                continue  # the first sync, or what was said before the bot joined
+            try:
+                await self._timeline_event(room, event)
+            except MatrixRequestError as exc:  # costs this event, never the bot
+                self.matrix.refused("the homeserver refused a request", exc, room=room)
 
     async def _state_event(self, room: str, event: dict[str, Any]) -> None:
         if event.get("type") == "m.room.power_levels" and event.get("state_key") == "":
@@ -236,6 +246,10 @@ class ChatBot:
     async def _timeline_event(self, room: str, event: dict[str, Any]) -> None:
         event_id = event.get("event_id")
         if not isinstance(event_id, str) or event.get("sender") == self.config.user:
+            return
+        stamp = event.get("origin_server_ts")
+        if not isinstance(stamp, int) or stamp < self.first_start:
+            self.log.debug("event from before the first start: not acted on", event_id=event_id)
             return
         if not self.state.first_handling(event_id, int(time.time() * 1000)):
             return  # handled before a restart
@@ -344,7 +358,7 @@ class ChatBot:
         )
 
 
-async def _unless(call: Any, stop: asyncio.Event) -> Any:
+async def unless(call: Any, stop: asyncio.Event) -> Any:
     """Await ``call`` unless ``stop`` comes first (None then)."""
     task = asyncio.ensure_future(call)
     stopping = asyncio.create_task(stop.wait())
@@ -366,3 +380,19 @@ def _keys(value: Any) -> list[str]:
 def _events(value: Any) -> list[dict[str, Any]]:
     events = value.get("events") if isinstance(value, dict) else None
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _own_join(timeline: list[dict[str, Any]], user: str) -> int:
+    """The place of the bot's own join in ``timeline`` (-1 if it is not there): what comes
+    before it was said before the bot was in the room."""
+    for place in range(len(timeline) - 1, -1, -1):
+        event = timeline[place]
+        content = event.get("content")
+        if (
+            event.get("type") == "m.room.member"
+            and event.get("state_key") == user
+            and isinstance(content, dict)
+            and content.get("membership") == "join"
+        ):
+            return place
+    return -1

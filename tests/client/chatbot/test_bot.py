@@ -228,16 +228,15 @@ class Reacted:
     """Stands for a thread's requests: records the reactions routed to it."""
 
     seen: list[tuple[str, str, str]] = field(default_factory=list)
+    powers: list[Any] = field(default_factory=list)
 
     async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
         self.seen.append((sender, target, key))
+        self.powers.append(power)
 
 
-async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
-    tmp_path: Path,
-) -> None:
-    """The sync can bring a reaction on a request's message before the bot's send of that
-    message has returned: the reaction waits (bounded) and reaches the request once kept."""
+def offline_bot(tmp_path: Path) -> tuple[ChatBot, State]:
+    """A bot whose homeserver is never asked: its batches are handed to it."""
     dial = DialConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
     config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
                         rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
@@ -245,10 +244,48 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
     state = State(config.state)
     log = logs.get_logger("test")
     bot = ChatBot(config, MatrixSession(config.homeserver, config.user, "x", log), state, log)
+    return bot, state
+
+
+def power_event(event_id: str, level: int) -> dict[str, Any]:
+    return {"type": "m.room.power_levels", "state_key": "", "event_id": event_id,
+            "sender": "@a:t", "origin_server_ts": 1,
+            "content": {"users": {"@a:t": 100, "@b:t": level}}}  # fmt: skip
+
+
+def reaction_event(event_id: str, sender: str) -> dict[str, Any]:
+    return {"type": "m.reaction", "event_id": event_id, "sender": sender, "origin_server_ts": 1,
+            "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
+                                         "key": "1️⃣"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 100), (100, 0)])
+async def test_a_power_level_change_counts_from_its_place_in_the_batch(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    """A reaction made before a promotion (or a demotion) in the same sync batch is judged
+    with the power levels before the change, the state block being the state before it."""
+    bot, state = offline_bot(tmp_path)
+    thread = Reacted()
+    bot.owns_request("$req", cast(Showing, thread))
+    timeline = [reaction_event("$x", "@b:t"), power_event("$p2", after),
+                reaction_event("$y", "@b:t")]  # fmt: skip
+    batch = {"rooms": {"join": {"!r": {"state": {"events": [power_event("$p1", before)]},
+                                       "timeline": {"events": timeline}}}}}  # fmt: skip
+    await bot.handle(batch, act=True)
+    levels = [power["users"]["@b:t"] for power in thread.powers]
+    assert levels == [before, after]
+    state.close()
+
+
+async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
+    tmp_path: Path,
+) -> None:
+    """The sync can bring a reaction on a request's message before the bot's send of that
+    message has returned: the reaction waits (bounded) and reaches the request once kept."""
+    bot, state = offline_bot(tmp_path)
     bot.power["!r"] = {"users": {}}
-    event = {"type": "m.reaction", "event_id": "$x", "sender": "@a:t",
-             "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
-                                          "key": "1️⃣"}}}  # fmt: skip
+    event = reaction_event("$x", "@a:t")
     await bot._timeline_event("!r", event)
     thread = Reacted()
     bot.owns_request("$req", cast(Showing, thread))
