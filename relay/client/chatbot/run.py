@@ -64,6 +64,7 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
     """The first contact (bounded by --open-timeout), the token checked, the served rooms
     joined; 0, or the exit status after saying what is wrong."""
     seconds, where = config.dial.open_timeout, config.homeserver
+    log.info("contacting the homeserver", homeserver=where, open_timeout=seconds)
     try:
         who = await matrix.first_contact(seconds)
     except TimeoutError:
