@@ -291,3 +291,27 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
     bot.owns_request("$req", cast(Showing, thread))
     await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
     state.close()
+
+
+async def test_first_starts_act_on_nothing_said_before_them(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """Three first starts (a fresh state file each) with mentions made before each, the
+    first before the bot had even joined: none opens a thread; a mention after each does."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        before = [await lead.say(room, f"{bot.user_id} said before start 0")]
+        for start in range(3):
+            async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                                approvers=[alice.user_id],
+                                state=tmp_path / f"chat-{start}.sqlite") as running:  # fmt: skip
+                audit.watch(running.lines)
+                await running.logged("first start: acting on what comes from now on")
+                root = await lead.say(room, f"{bot.user_id} said after start {start}")
+                await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+                assert [r["thread"] for r in running.events("thread opened")] == [root]
+                assert await running.stop() == 0
+            before.append(await lead.say(room, f"{bot.user_id} said before start {start + 1}"))
+        assert all(s.sender == alice.user_id for old in before for s in lead.thread(room, old))

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.agents import DEMO_AGENT
+from tests.support.audit import LogAudit
 from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import live_relay
+from tests.support.matrix import has, person
 from tests.support.sockets import free_port
 from tests.support.synapse import Homeserver
 
@@ -129,3 +131,45 @@ async def test_a_homeserver_url_that_is_not_matrix_is_said_so(
     assert f"{url}/_matrix/client/versions answered HTTP 404" in line
     assert "not a Matrix homeserver" in line
     assert "token" not in line
+
+
+async def test_a_room_the_bot_is_not_in_and_cannot_join_stops_the_start(
+    homeserver: Homeserver, tmp_path: Path
+) -> None:
+    """A --room the bot is not in and not invited to (or a typo) cannot be served: exit 2,
+    one line naming it and the fix, and an error in the log."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    async with person(homeserver, alice) as lead:
+        room = await lead.create_room([])
+        async with chat_bot(homeserver, bot, "ws://127.0.0.1:1/acp", folder=tmp_path,
+                            rooms=[room], approvers=[alice.user_id]) as running:  # fmt: skip
+            assert await exit_status(running) == 2
+    [line] = said(running)
+    assert line.startswith(f"acp-relay: --room {room}: the bot is not in this room and cannot ")
+    assert f"invite {bot.user_id} to it first, or check the room id" in line
+    assert [r["room"] for r in running.events("a served room cannot be joined")] == [room]
+
+
+async def test_an_invitation_ignored_by_an_earlier_run_is_accepted_once_its_room_is_served(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A run that does not serve a room ignores its invitation; the next start, the room
+    added to --room, joins it and serves it (the bot under Synapse's default rate limits)."""
+    bot, alice = homeserver.register("bot", unlimited=False), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        served, later = await lead.create_room([bot.user_id]), await lead.create_room([bot.user_id])
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[served],
+                            approvers=[alice.user_id]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            await running.logged("invitation to a room not served: ignored")
+            await running.logged("first start: acting on what comes from now on")
+            assert await running.stop() == 0
+        async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[served, later],
+                            approvers=[alice.user_id]) as running:  # fmt: skip
+            audit.watch(running.lines)
+            [joined] = await running.logged("joined a served room at start")
+            assert joined["room"] == later
+            root = await lead.say(later, f"{bot.user_id} hello")
+            await lead.until_thread(later, root, lambda t: has(t, "End of turn"))
+            assert await running.stop() == 0
