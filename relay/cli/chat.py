@@ -15,6 +15,7 @@ import asyncio
 import os
 import shlex
 import signal
+import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -136,6 +137,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
 
 def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if token_file is not None:
+        _private(token_file)
         token = read_named(token_file, "--token-file").strip()
         where = f"--token-file {token_file}"
     else:
@@ -146,3 +148,15 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if not (token.isascii() and token.isprintable()) or " " in token:
         raise UsageError(f"{where} is not one access token: it has spaces or control characters")
     return token
+
+
+def _private(path: str) -> None:
+    """A token file others may read is refused, as the state file is: the token is the bot."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # read_named says what is wrong with it
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise UsageError(f"--token-file {path} is readable by others (mode "
+                         f"{stat.S_IMODE(mode):o}): it holds the bot's access token; "
+                         f"chmod 600 {path}")  # fmt: skip

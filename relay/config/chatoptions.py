@@ -31,10 +31,15 @@ def _user_id(value: object) -> str:
     return text
 
 
+ROOM_ID_HOW = "in Element: Room settings → Advanced → Internal room ID"
+
+
 def _room_id(value: object) -> str:
     text = convert.text(value).strip()
     if not text.startswith("!") or len(text) < 2 or any(c.isspace() for c in text):
-        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}")
+        alias = " (that is an alias)" if text.startswith("#") else ""
+        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}"
+                         f"{alias}; a room's id is {ROOM_ID_HOW}")  # fmt: skip
     return text
 
 
@@ -46,9 +51,15 @@ def _homeserver(value: object) -> str:
 
 
 def _level(value: object) -> int:
-    number = int(convert.text(value)) if isinstance(value, str) else value
+    number: object = value
+    if isinstance(value, str):
+        try:
+            number = int(convert.text(value).strip())
+        except ValueError:
+            number = None
     if not isinstance(number, int) or isinstance(number, bool):
-        raise ValueError(f"expected a power level (an integer), got {value!r}")
+        raise ValueError(f"expected a power level, an integer such as 50 (moderators) or 100 "
+                         f"(admins), got {value!r}")  # fmt: skip
     return number
 
 

@@ -73,7 +73,7 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
     except Unreachable as exc:
         return _fail(f"cannot use the homeserver {where}: {exc}")
     except MatrixRequestError as exc:
-        return _fail(f"the homeserver {where} refused the access token ({exc.errcode}): "
+        return _fail(f"the homeserver refused the access token ({exc.errcode}): "
                      "give the bot's token in --token-file")  # fmt: skip
     if who != config.user:
         return _fail(f"the access token is {who}'s, not --user {config.user}'s")
