@@ -104,22 +104,31 @@ class ChatBot:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Sync and act until ``stop``; the threads' connections are then kept for a restart."""
+    async def run(self, stop: asyncio.Event, started_ms: int | None = None) -> None:
+        """Sync and act until ``stop``; the threads' connections are then kept for a restart.
+        ``started_ms``: when the process started (before it joined any room), in ms."""
         self.restore_threads()
         since = self.state.sync_token()
         first = since is None
-        self.first_start = self.state.first_start(int(time.time() * 1000) if first else None)
+        now = started_ms if started_ms is not None else int(time.time() * 1000)
+        self.first_start = self.state.first_start(now if first else None)
         batches = 0
         try:
             while not stop.is_set():
                 answer = await unless(self.matrix.sync(since, 0 if first else None), stop)
                 if answer is None:
                     break
-                await self.handle(answer, act=not first)
+                # The first sync too: what it brings from before the first start (its events'
+                # origin_server_ts) or from before the bot joined is not acted on, whatever
+                # position the homeserver answered it from.
+                await self.handle(answer, act=True)
                 since = (
                     answer.get("next_batch") if isinstance(answer.get("next_batch"), str) else since
                 )
+                # Our own sync loop rather than mautrix's Client.start(): the position is kept
+                # only once the whole batch is handled (each event id noted before it is acted
+                # on), so a kill mid-batch sees the batch again and loses none of it, where the
+                # library's sync store may keep the position before its handlers have run.
                 if since is not None:
                     self.state.save_sync_token(since)
                 if first:

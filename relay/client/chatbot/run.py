@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -33,6 +34,7 @@ REVOKED = (
 async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None]) -> int:
     """Run the bot until the stop event ``on_stop`` arms is set; the exit status."""
     log = logs.get_logger("relay.chat", user=config.user)
+    started_ms = int(time.time() * 1000)  # before any room is joined: see ChatBot.run
     try:
         state = State(config.state)
     except StateError as exc:
@@ -50,7 +52,7 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
                 return int(started)
             log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url)
             with suppress(TokenRevoked):
-                await ChatBot(config, matrix, state, log).run(stop)
+                await ChatBot(config, matrix, state, log).run(stop, started_ms)
             if matrix.revoked is not None:
                 print(REVOKED.format(matrix.revoked.errcode), file=sys.stderr)
                 return 1
@@ -79,6 +81,7 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
         return _fail(f"the access token is {who}'s, not --user {config.user}'s")
     joined = await matrix.joined_rooms()
     for room in sorted(config.rooms - joined):
+        log.info("invited to a served room: joining", room=room, at_start=True)
         try:
             await matrix.join(room)  # an invitation an earlier run saw and ignored
         except MatrixRequestError as exc:
