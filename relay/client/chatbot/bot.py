@@ -231,6 +231,10 @@ class ChatBot:
             await self._state_event(room, event)
             if not act or place <= joined_at:
                 continue  # the first sync, or what was said before the bot joined
+            if room not in self.power and isinstance(event.get("event_id"), str):
+                # Not known yet (a restart): the levels at this event, not the latest ones,
+                # which may come from a change made after it.
+                self.power[room] = await self.matrix.power_levels(room, at=event["event_id"])
             try:
                 await self._timeline_event(room, event)
             except MatrixRequestError as exc:  # costs this event, never the bot

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
 import aiohttp
-from mautrix.api import HTTPAPI
+from mautrix.api import HTTPAPI, Method, Path
 from mautrix.client import ClientAPI
 from mautrix.errors import (
     MatrixConnectionError,
@@ -253,10 +253,13 @@ class MatrixSession:
         rooms = await self._retried("joined rooms", self._client().get_joined_rooms)
         return {str(room) for room in rooms}
 
-    async def power_levels(self, room: str) -> dict[str, Any] | None:
-        """The room's ``m.room.power_levels`` content (None if it cannot be read)."""
+    async def power_levels(self, room: str, at: str | None = None) -> dict[str, Any] | None:
+        """The room's ``m.room.power_levels`` content, now or as it was at the event ``at``
+        (None if it cannot be read)."""
         client = self._client()
         try:
+            if at is not None:
+                return await self._power_levels_at(room, at)
             content = await self._retried(
                 "power levels",
                 lambda: client.get_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS),
@@ -265,3 +268,21 @@ class MatrixSession:
             return None
         serialized = content.serialize() if isinstance(content, Serializable) else content
         return serialized if isinstance(serialized, dict) else None
+
+    async def _power_levels_at(self, room: str, event_id: str) -> dict[str, Any] | None:
+        """The power levels in the room's state at ``event_id`` (its context's state)."""
+        api = self._client().api
+        path = Path.v3.rooms[room].context[event_id]
+        answer = await self._retried(
+            "power levels", lambda: api.request(Method.GET, path, query_params={"limit": "0"})
+        )
+        state = answer.get("state") if isinstance(answer, dict) else None
+        for event in state if isinstance(state, list) else []:
+            if (
+                isinstance(event, dict)
+                and event.get("type") == "m.room.power_levels"
+                and event.get("state_key") == ""
+                and isinstance(event.get("content"), dict)
+            ):
+                return dict(event["content"])
+        return None

@@ -3,11 +3,13 @@ people as client-library sessions."""
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from mautrix.types import EventType, PowerLevelStateEventContent, RoomID, UserID
 
 from relay.chat.access import Access
 from relay.client.chatbot.bot import ChatBot, ChatConfig
@@ -19,9 +21,9 @@ from relay.client.link.ticketsource import TicketSource
 from relay.observe import logs
 from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import chat_bot
+from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import live_relay, until_idle
-from tests.support.matrix import has, person
+from tests.support.matrix import Person, has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
@@ -315,3 +317,61 @@ async def test_first_starts_act_on_nothing_said_before_them(
                 assert await running.stop() == 0
             before.append(await lead.say(room, f"{bot.user_id} said before start {start + 1}"))
         assert all(s.sender == alice.user_id for old in before for s in lead.thread(room, old))
+
+
+async def set_power(lead: Person, room: str, user: str, level: int) -> None:
+    """``lead`` (the room's admin) sets ``user``'s power level."""
+    levels = await lead.api.get_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS)
+    assert isinstance(levels, PowerLevelStateEventContent)
+    levels.users[UserID(user)] = level
+    await lead.api.send_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS, levels)
+
+
+@pytest.mark.parametrize(("before", "after", "counted"), [(0, 50, False), (50, 0, True)])
+async def test_a_reaction_made_before_a_power_change_is_judged_by_the_power_before_it(
+    homeserver: Homeserver,
+    tmp_path: Path,
+    audit: LogAudit,
+    before: int,
+    after: int,
+    counted: bool,
+) -> None:
+    """While the bot is down, bob taps a request, then his power level changes: the batch of
+    the restart holds both, in that order; a tap made before a promotion does not count, one
+    made before a demotion does (--approver-level 50)."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        await set_power(lead, room, bob.user_id, before)
+
+        def start() -> AbstractAsyncContextManager[BotRun]:
+            extra = ["--approver-level", "50", "--prompter", alice.user_id]
+            return chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[], extra=extra, state=state)  # fmt: skip
+
+        async with start() as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            assert await running.stop() == 0
+        await other.react(room, request.event_id, "1️⃣")
+        await set_power(lead, room, bob.user_id, after)
+        async with start() as running:
+            audit.watch(running.lines)
+            if counted:
+                await lead.until_thread(room, root, lambda t: has(t, "permission: allow"))
+                assert has(lead.thread(room, root), f"chosen by {bob.user_id}")
+            else:
+                await lead.until_thread(room, root, lambda t: has(t, "not counted"))
+                assert not has(lead.thread(room, root), "chosen by")
+            assert await running.stop() == 0
