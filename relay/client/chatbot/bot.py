@@ -207,11 +207,13 @@ class ChatBot:
         rooms = rooms if isinstance(rooms, dict) else {}
         for room in _keys(rooms.get("invite")):
             if room in self.config.rooms:
-                self.log.info("invited to a served room: joining", room=room)
                 try:
                     await self.matrix.join(room)
                 except MatrixRequestError as exc:
                     self.matrix.refused("could not join a served room", exc, room=room)
+                    continue
+                # Said once joined: what was said before the join is not acted on.
+                self.log.info("invited to a served room: joining", room=room)
             else:
                 self.log.info("invitation to a room not served: ignored", room=room)
         joined = rooms.get("join")

@@ -81,7 +81,6 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
         return _fail(f"the access token is {who}'s, not --user {config.user}'s")
     joined = await matrix.joined_rooms()
     for room in sorted(config.rooms - joined):
-        log.info("invited to a served room: joining", room=room, at_start=True)
         try:
             await matrix.join(room)  # an invitation an earlier run saw and ignored
         except MatrixRequestError as exc:
@@ -89,6 +88,8 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
             return _fail(f"--room {room}: the bot is not in this room and cannot join it "
                          f"({exc.errcode or exc.http_status}): invite {config.user} to it "
                          "first, or check the room id")  # fmt: skip
+        # Said once joined: what is said in the room from then on is served.
+        log.info("invited to a served room: joining", room=room, at_start=True)
         log.info("joined a served room at start", room=room)
     return 0
 
