@@ -4,8 +4,9 @@ Pure. What goes out: a message (``m.notice`` for the bot's own lines, ``m.text``
 agent's words) with ``m.mentions`` empty (it pings nobody, whatever its text says),
 placed in a thread (``m.thread``, with the reply fallback for clients without threads),
 an edit (``m.replace`` with ``m.new_content``) and a reaction (``m.annotation``). What
-comes in: a timeline event from ``/sync`` read into :class:`Message`, :class:`Reaction`
-or :class:`Other`, each field checked, since any room member can send anything.
+comes in: a timeline event from ``/sync`` read into :class:`Message` (text and notices
+only), :class:`Reaction` or :class:`Other`, each field checked, since any room member can
+send anything.
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def read_event(event: Mapping[str, Any]) -> Incoming:
         return Other(event_id)
     if kind != "m.room.message" or not isinstance(content.get("body"), str):
         return Other(event_id)
+    if content.get("msgtype") not in (TEXT, NOTICE):
+        return Other(event_id)  # an emote, a file, an unknown type: no prompt (notices: bots')
     thread = _text(relates.get("event_id")) if relates.get("rel_type") == "m.thread" else ""
     return Message(
         event_id=event_id,

@@ -15,6 +15,7 @@ import asyncio
 import os
 import shlex
 import signal
+import stat
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ from relay.observe import logs
 from relay.streams.filereader import read_named
 
 if TYPE_CHECKING:
-    from relay.client.chatbot.bot import ChatConfig
+    from relay.client.chatbot.botconfig import ChatConfig
 
 CHAT_EXTRA = ("mautrix", "aiohttp", "yarl", "multidict")  # what `pip install acp-relay[chat]` adds
 
@@ -93,7 +94,8 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatConfig, str]:
     """The bot's configuration and its access token; UsageError saying the fix."""
     try:
-        from relay.client.chatbot.bot import ChatConfig  # mautrix and aiohttp: only to run
+        from relay.client.chatbot import bot  # noqa: F401  mautrix and aiohttp: only to run
+        from relay.client.chatbot.botconfig import ChatConfig
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in CHAT_EXTRA:
             raise
@@ -140,13 +142,14 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
         watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
         limits=Limits(values["max_threads"], values["max_threads_per_person"],
-                      values["idle_timeout"]),
+                      values["idle_timeout"]), keep_ended_days=values["keep_ended"],
     )  # fmt: skip
     return config, token
 
 
 def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if token_file is not None:
+        _private(token_file)
         token = read_named(token_file, "--token-file").strip()
         where = f"--token-file {token_file}"
     else:
@@ -157,3 +160,15 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if not (token.isascii() and token.isprintable()) or " " in token:
         raise UsageError(f"{where} is not one access token: it has spaces or control characters")
     return token
+
+
+def _private(path: str) -> None:
+    """A token file others may read is refused, as the state file is: the token is the bot."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # read_named says what is wrong with it
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise UsageError(f"--token-file {path} is readable by others (mode "
+                         f"{stat.S_IMODE(mode):o}): it holds the bot's access token; "
+                         f"chmod 600 {path}")  # fmt: skip

@@ -31,10 +31,15 @@ def _user_id(value: object) -> str:
     return text
 
 
+ROOM_ID_HOW = "in Element: Room settings → Advanced → Internal room ID"
+
+
 def _room_id(value: object) -> str:
     text = convert.text(value).strip()
     if not text.startswith("!") or len(text) < 2 or any(c.isspace() for c in text):
-        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}")
+        alias = " (that is an alias)" if text.startswith("#") else ""
+        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}"
+                         f"{alias}; a room's id is {ROOM_ID_HOW}")  # fmt: skip
     return text
 
 
@@ -46,9 +51,15 @@ def _homeserver(value: object) -> str:
 
 
 def _level(value: object) -> int:
-    number = int(convert.text(value)) if isinstance(value, str) else value
+    number: object = value
+    if isinstance(value, str):
+        try:
+            number = int(convert.text(value).strip())
+        except ValueError:
+            number = None
     if not isinstance(number, int) or isinstance(number, bool):
-        raise ValueError(f"expected a power level (an integer), got {value!r}")
+        raise ValueError(f"expected a power level, an integer such as 50 (moderators) or 100 "
+                         f"(admins), got {value!r}")  # fmt: skip
     return number
 
 
@@ -101,6 +112,9 @@ OPTIONS: tuple[Option, ...] = (
            convert.positive_int),
     Option("max-threads-per-person", "the most live threads one person may have opened",
            4, "N", convert.positive_int),
+    Option("keep-ended", "days the state file keeps an ended thread and a decided "
+           "permission request (the thread's secret and view go when it ends)", 30.0, "DAYS",
+           convert.seconds),
     Option("idle-timeout", "end a thread's session after this many seconds without a "
            "prompt or agent activity (0: never)", 3600.0, "SECONDS", convert.seconds),
 )  # fmt: skip

@@ -121,3 +121,23 @@ def test_streamed_words_are_shown_exactly_in_pages(pieces: list[str], takes: lis
     pages = [latest[f"1.words.{n}"] for n in range(1, len(latest) + 1)]
     assert "".join(pages) == "".join(view.pages)
     assert all(text_size(page) <= WORDS_PAGE_BYTES for page in pages)
+
+
+def test_slots_taken_but_not_yet_shown_survive_a_restart_as_changed() -> None:
+    """A snapshot taken while a round shows what it took (another round's, an agent
+    line's) keeps those slots as changed: a bot killed before they were shown shows them
+    after its restart, a frozen one (the turn's end) with its words."""
+    view = TurnView()
+    view.start_turn()
+    view.update({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}})
+    view.end_turn("end_turn")
+    taken = view.take()
+    kept = view.snapshot()  # the round has not shown them yet
+    again = TurnView()
+    again.restore(kept)
+    assert again.pending
+    assert [s.body for s in again.take()] == [s.body for s in taken]
+    view.shown([s.slot for s in taken])
+    done = TurnView()
+    done.restore(view.snapshot())
+    assert not done.pending

@@ -45,6 +45,7 @@ def test_a_token_the_homeserver_refuses_is_exit_2(homeserver: Homeserver, tmp_pa
     bot = homeserver.register("bot")
     token = tmp_path / "bot.token"
     token.write_text("syt_not_a_token")
+    token.chmod(0o600)
     args = ("chat", "ws://127.0.0.1:1/acp", "--homeserver", homeserver.url, "--user",
             bot.user_id, "--room", "!r", "--approver", "@a:t", "--ticket-command", "true",
             "--state", str(tmp_path / "chat.sqlite"), "--token-file", str(token))  # fmt: skip
@@ -85,3 +86,17 @@ def test_without_the_chat_extra_the_start_is_one_line_with_the_install_command(
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("acp-relay: acp-relay chat needs the chat extra (")
     assert line.endswith(" is missing): pip install 'acp-relay[chat]'")
+
+
+def test_a_token_file_others_may_read_is_refused(tmp_path: Path) -> None:
+    """A --token-file readable by group or others: exit 2 with the chmod that fixes it,
+    the token never echoed."""
+    token = tmp_path / "bot.token"
+    token.write_text("syt_secret_token_value")
+    token.chmod(0o644)
+    result = run_cli(*BASE, "--state", str(tmp_path / "chat.sqlite"), "--token-file",
+                     str(token), env=clean_env())  # fmt: skip
+    assert result.returncode == 2
+    assert f"--token-file {token} is readable by others (mode 644)" in result.stderr
+    assert f"chmod 600 {token}" in result.stderr
+    assert "syt_secret_token_value" not in result.stderr + result.stdout

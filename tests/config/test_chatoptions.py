@@ -37,6 +37,16 @@ def test_relative_paths_are_taken_against_the_working_directory() -> None:
     [
         ({**BASE, "user": "bot"}, None, "flag --user: expected a Matrix user id"),
         ({**BASE, "room": ["#alias:t"]}, None, "flag --room: expected a room id"),
+        (
+            {**BASE, "room": ["#alias:t"]},
+            None,
+            "that is an alias.*Room settings → Advanced → Internal room ID",
+        ),
+        (
+            {**BASE, "approver_level": "high"},
+            None,
+            "flag --approver-level: expected a power level, an integer such as 50",
+        ),
         ({**BASE, "homeserver": "matrix.example.org"}, None, "expected the homeserver's"),
         ({**BASE, "thoughts": "loud"}, None, "flag --thoughts"),
         ({k: v for k, v in BASE.items() if k != "state"}, None, "needs --state"),

@@ -13,57 +13,33 @@ connection was live is resumed (:meth:`SessionThread.restore`).
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from mautrix.errors import MatrixRequestError
 
 from relay import __version__
-from relay.chat.access import Access
-from relay.chat.commands import (
-    ENDED_TEXT,
-    HELP_TEXT,
-    Answer,
-    Cancel,
-    End,
-    Ended,
-    Help,
-    Ignore,
-    Open,
-    Prompt,
-    Share,
-    Unknown,
-    meaning,
-)
-from relay.chat.events import Encryption, Message, Reaction, in_thread, message, read_event
-from relay.chat.limits import Idleness, Limits
+from relay.chat.events import Encryption, Message, Reaction, message, read_event
+from relay.chat.limits import Idleness
 from relay.chat.permissions import request_of
 from relay.chat.session import ChatSession
-from relay.chat.text import safe_line
-from relay.chat.turns import Thoughts
 from relay.chat.watched import Watched
+from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.messages import on_message
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
-from relay.client.chatbot.threadcare import answer_by_number, end_idle_threads
+from relay.client.chatbot.threadcare import end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread
-from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
 from relay.observe.tasks import Tasks
 
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
-CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
-SHARE_NO_URL = (
-    "share takes a connection id only: the bot follows connections on the relay its "
-    "operator configured (or the one its control plane names), never at a URL given here, "
-    "which would receive a ticket that can answer the editor's requests."
-)
 RESTARTED_BEFORE_OPENING = (
     "↻ The bot restarted before this session opened: opening it now, with the first prompt."
 )
@@ -71,26 +47,6 @@ ENCRYPTED_WORDS = (
     "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
     "(it cannot read what is said here). Use a room without encryption."
 )
-
-
-@dataclass(frozen=True)
-class ChatConfig:
-    """What the bot needs, resolved (the token read from its file or the environment)."""
-
-    homeserver: str
-    user: str
-    token: str
-    rooms: frozenset[str]
-    access: Access
-    dial: DialConfig
-    cwd: str
-    state: str
-    thoughts: Thoughts = "folded"
-    approval_timeout: float | None = None
-    edit_interval: float = 1.0
-    watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
-    connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
-    limits: Limits = field(default_factory=Limits)
 
 
 class ChatBot:
@@ -116,6 +72,7 @@ class ChatBot:
         self.opened_by: dict[str, str] = {}  # live threads opened in this run: by whom
         self.idleness = Idleness(config.limits.idle_timeout)
         self._idle_check: asyncio.Task[object] | None = None
+        self.first_start = 0  # ms since the epoch: nothing older is acted on
 
     def owns_request(self, event_id: str, showing: Showing | None) -> None:
         if showing is None:
@@ -127,21 +84,32 @@ class ChatBot:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Sync and act until ``stop``; the threads' connections are then kept for a restart."""
+    async def run(self, stop: asyncio.Event, started_ms: int | None = None) -> None:
+        """Sync and act until ``stop``; the threads' connections are then kept for a restart.
+        ``started_ms``: when the process started (before it joined any room), in ms."""
+        self.forget_what_is_old()
         self.restore_threads()
         since = self.state.sync_token()
         first = since is None
+        now = started_ms if started_ms is not None else int(time.time() * 1000)
+        self.first_start = self.state.first_start(now if first else None)
         batches = 0
         try:
             while not stop.is_set():
-                answer = await _unless(self.matrix.sync(since, 0 if first else None), stop)
+                answer = await unless(self.matrix.sync(since, 0 if first else None), stop)
                 if answer is None:
                     break
-                await self.handle(answer, act=not first)
+                # The first sync too: what it brings from before the first start (its events'
+                # origin_server_ts) or from before the bot joined is not acted on, whatever
+                # position the homeserver answered it from.
+                await self.handle(answer, act=True)
                 since = (
                     answer.get("next_batch") if isinstance(answer.get("next_batch"), str) else since
                 )
+                # Our own sync loop rather than mautrix's Client.start(): the position is kept
+                # only once the whole batch is handled (each event id noted before it is acted
+                # on), so a kill mid-batch sees the batch again and loses none of it, where the
+                # library's sync store may keep the position before its handlers have run.
                 if since is not None:
                     self.state.save_sync_token(since)
                 if first:
@@ -149,12 +117,21 @@ class ChatBot:
                 first = False
                 batches += 1
                 if batches % PRUNE_EVERY == 0:
-                    self.state.forget_old_events()
+                    self.forget_what_is_old()
         finally:
             for thread in list(self.threads.values()):
                 await thread.stop_for_restart()
             await self.tasks.stop()
-            self.state.forget_old_events()
+            self.forget_what_is_old()
+
+    def forget_what_is_old(self) -> None:
+        """The handled events' ids past their bound, and ended threads and decided requests
+        past --keep-ended."""
+        self.state.forget_old_events()
+        days = self.config.keep_ended_days
+        forgotten = self.state.prune(time.time() - days * 86_400)
+        if forgotten:
+            self.log.info("ended threads forgotten", threads=forgotten, keep_ended_days=days)
 
     def restore_threads(self) -> None:
         for row in self.state.live_threads():
@@ -169,7 +146,7 @@ class ChatBot:
             if row.kind is not ThreadKind.SESSION or row.connection is None or row.secret is None:
                 self.state.end_thread(row.root)
                 continue
-            thread = self._thread(row.room, row.root, row.url)
+            thread = self.open_thread(row.room, row.root, row.url)
             if row.view is not None:
                 thread.session.restore(row.view)
             for event_id, record in self.state.pending_requests(row.root):
@@ -180,14 +157,14 @@ class ChatBot:
     def _reopen(self, row: ThreadRow, first_prompt: str) -> None:
         """A thread recorded but not yet connected when the bot stopped: opened now, with
         its first prompt, rather than ended without a word."""
-        thread = self._thread(row.room, row.root)
+        thread = self.open_thread(row.room, row.root)
         thread.showing.say(RESTARTED_BEFORE_OPENING)
         thread.open(first_prompt)
         self.log.info("thread opened again after a restart", thread=row.root, by=row.opened_by)
 
     def _restore_watch(self, row: ThreadRow) -> None:
         assert row.connection is not None
-        watch = self._watch(row.room, row.root, row.connection, row.opened_by)
+        watch = self.follow(row.room, row.root, row.connection, row.opened_by)
         if watch is None:
             self.state.end_thread(row.root)
             return
@@ -196,7 +173,7 @@ class ChatBot:
         watch.restore(self.state.pending_requests(row.root))
         self.log.info("watch thread restored", thread=row.root, connection=row.connection)
 
-    def _watch(
+    def follow(
         self, room: str, root: str, connection: str, requester: str | None
     ) -> WatchThread | None:
         command = self.config.watch_ticket_command
@@ -210,7 +187,7 @@ class ChatBot:
         self.tasks.spawn(self._forget_when_over(watch), "forget the watch once over")
         return watch
 
-    def _thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
+    def open_thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
         session = ChatSession(self.config.cwd, version=__version__, thoughts=self.config.thoughts)
         dial = self.config.dial
         if self.config.connect_command is not None and url is not None:  # a box's, resumed
@@ -243,26 +220,40 @@ class ChatBot:
         rooms = rooms if isinstance(rooms, dict) else {}
         for room in _keys(rooms.get("invite")):
             if room in self.config.rooms:
-                self.log.info("invited to a served room: joining", room=room)
                 try:
                     await self.matrix.join(room)
                 except MatrixRequestError as exc:
                     self.matrix.refused("could not join a served room", exc, room=room)
+                    continue
+                # Said once joined: what was said before the join is not acted on.
+                self.log.info("invited to a served room: joining", room=room)
             else:
                 self.log.info("invitation to a room not served: ignored", room=room)
         joined = rooms.get("join")
         for room, data in joined.items() if isinstance(joined, dict) else []:
-            if room not in self.config.rooms or not isinstance(data, dict):
-                continue
-            timeline = _events(data.get("timeline"))
-            for event in [*_events(data.get("state")), *timeline]:
-                await self._state_event(room, event)
-            if act:
-                for event in timeline:
-                    try:
-                        await self._timeline_event(room, event)
-                    except MatrixRequestError as exc:  # costs this event, never the bot
-                        self.matrix.refused("the homeserver refused a request", exc, room=room)
+            if room in self.config.rooms and isinstance(data, dict):
+                await self._room(room, data, act=act)
+
+    async def _room(self, room: str, data: dict[str, Any], *, act: bool) -> None:
+        """One room's part of a batch, in the homeserver's order: the state block (the state
+        before the timeline), then each timeline event at its place, a power-level change
+        taking effect for what follows it only."""
+        for event in _events(data.get("state")):
+            await self._state_event(room, event)
+        timeline = _events(data.get("timeline"))
+        joined_at = _own_join(timeline, self.config.user)
+        for place, event in enumerate(timeline):
+            await self._state_event(room, event)
+            if not act or place <= joined_at:
+                continue  # the first sync, or what was said before the bot joined
+            if room not in self.power and isinstance(event.get("event_id"), str):
+                # Not known yet (a restart): the levels at this event, not the latest ones,
+                # which may come from a change made after it.
+                self.power[room] = await self.matrix.power_levels(room, at=event["event_id"])
+            try:
+                await self._timeline_event(room, event)
+            except MatrixRequestError as exc:  # costs this event, never the bot
+                self.matrix.refused("the homeserver refused a request", exc, room=room)
 
     async def _state_event(self, room: str, event: dict[str, Any]) -> None:
         if event.get("type") == "m.room.power_levels" and event.get("state_key") == "":
@@ -284,6 +275,10 @@ class ChatBot:
         event_id = event.get("event_id")
         if not isinstance(event_id, str) or event.get("sender") == self.config.user:
             return
+        stamp = event.get("origin_server_ts")
+        if not isinstance(stamp, int) or stamp < self.first_start:
+            self.log.debug("event from before the first start: not acted on", event_id=event_id)
+            return
         if not self.state.first_handling(event_id, int(time.time() * 1000)):
             return  # handled before a restart
         incoming = read_event(event)
@@ -301,125 +296,19 @@ class ChatBot:
             await self._encrypted(room)
 
     async def _reaction(self, owner: Showing, room: str, reaction: Reaction) -> None:
-        power = await self._power(room)
+        power = await self.levels(room)
         await owner.reacted(reaction.sender, reaction.target, reaction.key, power)
 
-    async def _power(self, room: str) -> dict[str, Any] | None:
+    async def levels(self, room: str) -> dict[str, Any] | None:
         if room not in self.power:
             self.power[room] = await self.matrix.power_levels(room)
         return self.power[room]
 
     async def _message(self, room: str, said: Message) -> None:
-        known = said.thread is not None and said.thread in self.threads
-        ended = (
-            said.thread is not None
-            and not known
-            and (said.thread in self.over or self.state.ended_thread(said.thread))
-        )
-        what = meaning(said, bot=self.config.user, thread_known=known, thread_ended=ended)
-        if isinstance(what, Ignore):
-            return
-        if not self.access.may_prompt(said.sender, await self._power(room)):
-            await self._refuse(room, said)
-            return
-        if isinstance(what, Help | Unknown | Ended):
-            words = what.why if isinstance(what, Unknown) else HELP_TEXT
-            await self._reply(room, said, ENDED_TEXT if isinstance(what, Ended) else words)
-            return
-        if isinstance(what, Share | Open):
-            refusal = self.config.limits.refusal(
-                said.sender, {root: self.opened_by.get(root) for root in self.threads}
-            )
-            if refusal is not None:
-                self.log.info("thread refused: a cap is reached", by=said.sender, room=room)
-                await self._reply(room, said, refusal)
-                return
-        if isinstance(what, Share):
-            await self._share(room, said, what)
-            return
-        if isinstance(what, Open):
-            self.opened_by[said.event_id] = said.sender
-            url, at = self.config.dial.url, time.time()
-            self.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, at,
-                                  said.sender, what.prompt)  # fmt: skip
-            opened = self._thread(room, said.event_id)
-            self.log.info("thread opened", thread=said.event_id, by=said.sender)
-            opened.open(what.prompt)
-            return
-        assert said.thread is not None
-        thread = self.threads[said.thread]
-        self.idleness.active(said.thread, time.monotonic())
-        if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
-            power = await self._power(room)
-            why = await answer_by_number(thread, said.sender, what.number, self.access, power)
-            if why is not None:
-                await self._reply(room, said, f"{safe_line(said.sender)}: {why}")
-            return
-        if isinstance(thread, WatchThread):
-            if isinstance(what, End):
-                thread.end(safe_line(said.sender))
-            else:
-                thread.showing.say("This thread follows the editor's session: prompt there.")
-            return
-        self.log.debug("message handled", thread=said.thread, by=said.sender,
-                       meaning=type(what).__name__)  # fmt: skip
-        if isinstance(what, Prompt):
-            thread.prompt(what.text)
-        elif isinstance(what, Cancel):
-            thread.cancel(safe_line(said.sender))
-        elif isinstance(what, End):
-            thread.end(safe_line(said.sender))
-
-    async def _share(self, room: str, said: Message, share: Share) -> None:
-        """Follow an editor's connection in a new thread rooted at ``said``: on the relay the
-        operator configured (or the one --watch-ticket-command names), never at a URL from
-        the chat, which would receive the watcher's ticket."""
-        if not self.access.may_share(said.sender, await self._power(room)):
-            who = "approvers" if self.access.share_by == "approvers" else "prompters"
-            await self._reply(room, said, f"share: only {who} may attach this room to an "
-                                          "editor's connection.")  # fmt: skip
-            return
-        if share.url is not None:
-            await self._reply(room, said, SHARE_NO_URL)
-            return
-        if self.config.watch_ticket_command is None:
-            await self._reply(room, said, "share needs the bot started with "
-                                          "--watch-ticket-command")  # fmt: skip
-            return
-        if not CONNECTION_ID.fullmatch(share.connection):
-            await self._reply(room, said, "share: expected a connection id (letters, digits "
-                                          "and dashes, as the relay's logs show it)")  # fmt: skip
-            return
-        url = self.config.dial.url
-        self.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time(), said.sender)
-        self.state.connected(said.event_id, share.connection, "", 0.0)
-        watch = self._watch(room, said.event_id, share.connection, said.sender)
-        assert watch is not None
-        self.log.info("share opened", thread=said.event_id, by=said.sender,
-                      connection=share.connection)  # fmt: skip
-        watch.start()
-
-    async def _reply(self, room: str, said: Message, words: str) -> None:
-        content = in_thread(message(words), said.thread or said.event_id, said.event_id)
-        await self.matrix.send_or_log(room, "m.room.message", content, f"reply-{said.event_id}")
-
-    async def _refuse(self, room: str, said: Message) -> None:
-        """Someone not allowed to prompt: a reply saying so, in the thread it was in."""
-        root = said.thread or said.event_id
-        words = (
-            f"{safe_line(said.sender)}: you may not prompt the agent here; ask an "
-            "approver to add you with --prompter."
-        )
-        self.log.info("prompt from someone not allowed to prompt", user=said.sender, room=room)
-        await self.matrix.send_or_log(
-            room,
-            "m.room.message",
-            in_thread(message(words), root, said.event_id),
-            f"refused-{said.event_id}",
-        )
+        await on_message(self, room, said)
 
 
-async def _unless(call: Any, stop: asyncio.Event) -> Any:
+async def unless(call: Any, stop: asyncio.Event) -> Any:
     """Await ``call`` unless ``stop`` comes first (None then)."""
     task = asyncio.ensure_future(call)
     stopping = asyncio.create_task(stop.wait())
@@ -441,3 +330,19 @@ def _keys(value: Any) -> list[str]:
 def _events(value: Any) -> list[dict[str, Any]]:
     events = value.get("events") if isinstance(value, dict) else None
     return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _own_join(timeline: list[dict[str, Any]], user: str) -> int:
+    """The place of the bot's own join in ``timeline`` (-1 if it is not there): what comes
+    before it was said before the bot was in the room."""
+    for place in range(len(timeline) - 1, -1, -1):
+        event = timeline[place]
+        content = event.get("content")
+        if (
+            event.get("type") == "m.room.member"
+            and event.get("state_key") == user
+            and isinstance(content, dict)
+            and content.get("membership") == "join"
+        ):
+            return place
+    return -1

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from mautrix.api import HTTPAPI, Method, Path
@@ -29,7 +29,7 @@ from mautrix.errors import (
     MatrixRequestError,
     MLimitExceeded,
 )
-from mautrix.types import SyncToken, UserID
+from mautrix.types import EventContent, EventType, RoomID, Serializable, SyncToken, UserID
 
 from relay.chat.pacing import Hold
 from relay.observe.logs import Logger
@@ -172,10 +172,36 @@ class MatrixSession:
 
     # -- what the bot does ------------------------------------------------------------------
 
-    async def whoami(self) -> str:
-        """The user the token belongs to (raises MatrixRequestError for a bad token)."""
-        answer = await self._retried("whoami", self._client().whoami)
+    async def first_contact(self, seconds: float) -> str:
+        """The user the token belongs to, asked within ``seconds`` (TimeoutError after):
+        :class:`Unreachable` with what happened when the homeserver cannot be reached or is
+        not a Matrix homeserver; MatrixRequestError when it does not take the token."""
+        async with asyncio.timeout(seconds):
+            try:
+                await self._versions()
+                answer = await self._client().whoami()
+            except (MatrixConnectionError, aiohttp.ClientError, OSError) as exc:
+                if isinstance(exc, TimeoutError):
+                    raise
+                raise Unreachable(str(exc)[:200] or type(exc).__name__) from None
         return str(answer.user_id)
+
+    async def _versions(self) -> None:
+        """``/_matrix/client/versions``, which every Matrix homeserver answers without a
+        token: anything else is not one (a wrong port, the relay itself, a web site)."""
+        assert self._http is not None
+        url = f"{self.homeserver}/_matrix/client/versions"
+        async with self._http.get(url) as response:
+            body = await response.read()
+        try:
+            versions = json.loads(body).get("versions")
+        except (ValueError, AttributeError):
+            versions = None
+        if response.status != 200 or not isinstance(versions, list):
+            raise Unreachable(
+                f"not a Matrix homeserver: {url} answered HTTP {response.status} "
+                f"({response.content_type or 'no content type'}) instead of its versions"
+            )
 
     async def sync(self, since: str | None, timeout_ms: int | None = None) -> dict[str, Any]:
         client = self._client()
@@ -186,17 +212,15 @@ class MatrixSession:
 
     async def send(self, room: str, kind: str, content: dict[str, Any], txn: str) -> str:
         """Send an event (``txn``: its transaction id, the same on a retry); its event id."""
-        path = Path.v3.rooms[room].send[kind][txn]
-        api = self._client().api
-
-        async def put() -> Any:
-            return await api.request(Method.PUT, path, content, metrics_method="send")
-
-        answer = await self._retried("send", put)
-        event_id = answer.get("event_id") if isinstance(answer, dict) else None
-        if not isinstance(event_id, str):
-            raise MatrixConnectionError("no event_id in the homeserver's answer")
-        return event_id
+        client = self._client()
+        event_type = EventType.find(kind, EventType.Class.MESSAGE)
+        sent = await self._retried(
+            "send",
+            lambda: client.send_message_event(
+                RoomID(room), event_type, cast(EventContent, content), txn_id=txn
+            ),
+        )
+        return str(sent)
 
     async def send_or_log(
         self, room: str, kind: str, content: dict[str, Any], txn: str, **where: str
@@ -221,16 +245,44 @@ class MatrixSession:
         )
 
     async def join(self, room: str) -> None:
-        api = self._client().api
-        path = Path.v3.rooms[room].join
-        await self._retried("join", lambda: api.request(Method.POST, path, {}))
+        client = self._client()
+        await self._retried("join", lambda: client.join_room_by_id(RoomID(room)))
 
-    async def power_levels(self, room: str) -> dict[str, Any] | None:
-        """The room's ``m.room.power_levels`` content (None if it cannot be read)."""
-        api = self._client().api
-        path = Path.v3.rooms[room].state["m.room.power_levels"]
+    async def joined_rooms(self) -> set[str]:
+        """The rooms the bot is a member of."""
+        rooms = await self._retried("joined rooms", self._client().get_joined_rooms)
+        return {str(room) for room in rooms}
+
+    async def power_levels(self, room: str, at: str | None = None) -> dict[str, Any] | None:
+        """The room's ``m.room.power_levels`` content, now or as it was at the event ``at``
+        (None if it cannot be read)."""
+        client = self._client()
         try:
-            answer = await self._retried("power levels", lambda: api.request(Method.GET, path))
+            if at is not None:
+                return await self._power_levels_at(room, at)
+            content = await self._retried(
+                "power levels",
+                lambda: client.get_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS),
+            )
         except MatrixRequestError:
             return None
-        return answer if isinstance(answer, dict) else None
+        serialized = content.serialize() if isinstance(content, Serializable) else content
+        return serialized if isinstance(serialized, dict) else None
+
+    async def _power_levels_at(self, room: str, event_id: str) -> dict[str, Any] | None:
+        """The power levels in the room's state at ``event_id`` (its context's state)."""
+        api = self._client().api
+        path = Path.v3.rooms[room].context[event_id]
+        answer = await self._retried(
+            "power levels", lambda: api.request(Method.GET, path, query_params={"limit": "0"})
+        )
+        state = answer.get("state") if isinstance(answer, dict) else None
+        for event in state if isinstance(state, list) else []:
+            if (
+                isinstance(event, dict)
+                and event.get("type") == "m.room.power_levels"
+                and event.get("state_key") == ""
+                and isinstance(event.get("content"), dict)
+            ):
+                return dict(event["content"])
+        return None

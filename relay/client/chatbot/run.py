@@ -1,24 +1,29 @@
 """The bot's process: the Matrix session and the state file opened, the token checked, the
 bot run until stopped.
 
-A token the homeserver does not take, or one that is not ``--user``'s, stops the start
-with exit status 2 and the fix; a homeserver that cannot be reached is waited for (with
-backoff, said in the log).
+The first contact is bounded by ``--open-timeout``: a homeserver that cannot be reached,
+is not a Matrix homeserver, does not take the token, or whose token is not ``--user``'s,
+stops the start with one line and exit status 2, as does a ``--room`` the bot is not in
+and cannot join (a typo, or no invitation). A stop signal ends the start at any point.
+Once running, an outage is waited for (with backoff, said in the log).
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
 from mautrix.errors import MatrixRequestError
 
-from relay.client.chatbot.bot import ChatBot, ChatConfig
-from relay.client.chatbot.matrix import MatrixSession, TokenRevoked
+from relay.client.chatbot.bot import ChatBot, unless
+from relay.client.chatbot.botconfig import ChatConfig
+from relay.client.chatbot.matrix import MatrixSession, TokenRevoked, Unreachable
 from relay.client.chatbot.state import State, StateError
 from relay.observe import logs
+from relay.observe.logs import Logger
 
 USAGE = 2
 REVOKED = (
@@ -30,6 +35,7 @@ REVOKED = (
 async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None]) -> int:
     """Run the bot until the stop event ``on_stop`` arms is set; the exit status."""
     log = logs.get_logger("relay.chat", user=config.user)
+    started_ms = int(time.time() * 1000)  # before any room is joined: see ChatBot.run
     try:
         state = State(config.state)
     except StateError as exc:
@@ -40,19 +46,14 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
     try:
         matrix = MatrixSession(config.homeserver, config.user, config.token, log, stop.set)
         async with matrix:
-            try:
-                who = await matrix.whoami()
-            except (MatrixRequestError, TokenRevoked) as exc:
-                print(f"acp-relay: the homeserver refused the access token ({exc.errcode}): "
-                      "give the bot's token in --token-file", file=sys.stderr)  # fmt: skip
-                return USAGE
-            if who != config.user:
-                print(f"acp-relay: the access token is {who}'s, not --user {config.user}'s",
-                      file=sys.stderr)  # fmt: skip
-                return USAGE
+            started = await unless(_start(config, matrix, log), stop)
+            if started is None:
+                return 0  # stopped while starting
+            if started != 0:
+                return int(started)
             log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url)
             with suppress(TokenRevoked):
-                await ChatBot(config, matrix, state, log).run(stop)
+                await ChatBot(config, matrix, state, log).run(stop, started_ms)
             if matrix.revoked is not None:
                 print(REVOKED.format(matrix.revoked.errcode), file=sys.stderr)
                 return 1
@@ -60,3 +61,40 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
             return 0
     finally:
         state.close()
+
+
+async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
+    """The first contact (bounded by --open-timeout), the token checked, the served rooms
+    joined; 0, or the exit status after saying what is wrong."""
+    seconds, where = config.dial.open_timeout, config.homeserver
+    log.info("contacting the homeserver", homeserver=where, open_timeout=seconds)
+    try:
+        who = await matrix.first_contact(seconds)
+    except TimeoutError:
+        return _fail(f"the homeserver {where} did not answer within {seconds:g} s "
+                     "(--open-timeout)")  # fmt: skip
+    except Unreachable as exc:
+        return _fail(f"cannot use the homeserver {where}: {exc}")
+    except MatrixRequestError as exc:
+        return _fail(f"the homeserver refused the access token ({exc.errcode}): "
+                     "give the bot's token in --token-file")  # fmt: skip
+    if who != config.user:
+        return _fail(f"the access token is {who}'s, not --user {config.user}'s")
+    joined = await matrix.joined_rooms()
+    for room in sorted(config.rooms - joined):
+        try:
+            await matrix.join(room)  # an invitation an earlier run saw and ignored
+        except MatrixRequestError as exc:
+            log.error("a served room cannot be joined", room=room, errcode=exc.errcode or "")
+            return _fail(f"--room {room}: the bot is not in this room and cannot join it "
+                         f"({exc.errcode or exc.http_status}): invite {config.user} to it "
+                         "first, or check the room id")  # fmt: skip
+        # Said once joined: what is said in the room from then on is served.
+        log.info("invited to a served room: joining", room=room, at_start=True)
+        log.info("joined a served room at start", room=room)
+    return 0
+
+
+def _fail(words: str) -> int:
+    print(f"acp-relay: {words}", file=sys.stderr)
+    return USAGE

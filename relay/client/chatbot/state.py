@@ -76,6 +76,14 @@ class State:
     def save_sync_token(self, token: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES ('since', ?)", (token,))
 
+    def first_start(self, now_ms: int | None) -> int:
+        """When the bot first started with this file, in ms (``now_ms`` at its first start;
+        0 for a file kept before it was noted)."""
+        if now_ms is not None:
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('first_start', ?)", (str(now_ms),))
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'first_start'").fetchone()
+        return 0 if row is None else int(row[0])
+
     def first_handling(self, event_id: str, at: int) -> bool:
         """Note ``event_id`` as handled; False when it already was (do nothing)."""
         done = self.db.execute("INSERT OR IGNORE INTO handled VALUES (?, ?)", (event_id, at))

@@ -4,14 +4,17 @@ people as client-library sessions."""
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from mautrix.types import EventType, PowerLevelStateEventContent, RoomID, UserID
 
 from relay.chat.access import Access
-from relay.client.chatbot.bot import ChatBot, ChatConfig
+from relay.client.chatbot.bot import ChatBot
+from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State
@@ -20,9 +23,9 @@ from relay.client.link.ticketsource import TicketSource
 from relay.observe import logs
 from tests.support.agents import CHATTY, DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import chat_bot
+from tests.support.chatbot import BotRun, chat_bot
 from tests.support.live import live_relay, until_idle
-from tests.support.matrix import has, person
+from tests.support.matrix import Person, has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
@@ -229,9 +232,11 @@ class Reacted:
     """Stands for a thread's requests: records the reactions routed to it."""
 
     seen: list[tuple[str, str, str]] = field(default_factory=list)
+    powers: list[Any] = field(default_factory=list)
 
     async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
         self.seen.append((sender, target, key))
+        self.powers.append(power)
 
 
 async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
@@ -239,17 +244,9 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
 ) -> None:
     """The sync can bring a reaction on a request's message before the bot's send of that
     message has returned: the reaction waits (bounded) and reaches the request once kept."""
-    dial = DialConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
-    config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
-                        rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
-                        dial=dial, cwd="/", state=str(tmp_path / "chat.sqlite"))  # fmt: skip
-    state = State(config.state)
-    log = logs.get_logger("test")
-    bot = ChatBot(config, MatrixSession(config.homeserver, config.user, "x", log), state, log)
+    bot, state = offline_bot(tmp_path)
     bot.power["!r"] = {"users": {}}
-    event = {"type": "m.reaction", "event_id": "$x", "sender": "@a:t",
-             "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
-                                          "key": "1️⃣"}}}  # fmt: skip
+    event = reaction_event("$x", "@a:t")
     await bot._timeline_event("!r", event)
     thread = Reacted()
     bot.owns_request("$req", cast(Showing, thread))
@@ -404,3 +401,128 @@ async def test_threads_past_a_persons_cap_or_the_bots_cap_are_refused_with_a_rep
             await running.stop()
         assert len(running.events("thread opened")) == 2
         assert len(running.events("thread refused: a cap is reached")) == 2
+
+
+def offline_bot(tmp_path: Path) -> tuple[ChatBot, State]:
+    """A bot whose homeserver is never asked: its batches are handed to it."""
+    dial = DialConfig(url="ws://127.0.0.1:1/acp", ticket=TicketSource(value="t" * 20))
+    config = ChatConfig(homeserver="http://127.0.0.1:1", user="@bot:t", token="x",
+                        rooms=frozenset({"!r"}), access=Access(frozenset({"@a:t"})),
+                        dial=dial, cwd="/", state=str(tmp_path / "chat.sqlite"))  # fmt: skip
+    state = State(config.state)
+    log = logs.get_logger("test")
+    bot = ChatBot(config, MatrixSession(config.homeserver, config.user, "x", log), state, log)
+    return bot, state
+
+
+def power_event(event_id: str, level: int) -> dict[str, Any]:
+    return {"type": "m.room.power_levels", "state_key": "", "event_id": event_id,
+            "sender": "@a:t", "origin_server_ts": 1,
+            "content": {"users": {"@a:t": 100, "@b:t": level}}}  # fmt: skip
+
+
+def reaction_event(event_id: str, sender: str) -> dict[str, Any]:
+    return {"type": "m.reaction", "event_id": event_id, "sender": sender, "origin_server_ts": 1,
+            "content": {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$req",
+                                         "key": "1️⃣"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 100), (100, 0)])
+async def test_a_power_level_change_counts_from_its_place_in_the_batch(
+    tmp_path: Path, before: int, after: int
+) -> None:
+    """A reaction made before a promotion (or a demotion) in the same sync batch is judged
+    with the power levels before the change, the state block being the state before it."""
+    bot, state = offline_bot(tmp_path)
+    thread = Reacted()
+    bot.owns_request("$req", cast(Showing, thread))
+    timeline = [reaction_event("$x", "@b:t"), power_event("$p2", after),
+                reaction_event("$y", "@b:t")]  # fmt: skip
+    batch = {"rooms": {"join": {"!r": {"state": {"events": [power_event("$p1", before)]},
+                                       "timeline": {"events": timeline}}}}}  # fmt: skip
+    await bot.handle(batch, act=True)
+    levels = [power["users"]["@b:t"] for power in thread.powers]
+    assert levels == [before, after]
+    state.close()
+
+
+async def test_first_starts_act_on_nothing_said_before_them(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """Three first starts (a fresh state file each) with mentions made before each, the
+    first before the bot had even joined: none opens a thread; a mention after each does."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
+        room = await lead.create_room([bot.user_id])
+        before = [await lead.say(room, f"{bot.user_id} said before start 0")]
+        for start in range(3):
+            async with chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                                approvers=[alice.user_id],
+                                state=tmp_path / f"chat-{start}.sqlite") as running:  # fmt: skip
+                audit.watch(running.lines)
+                await running.logged("first start: acting on what comes from now on")
+                root = await lead.say(room, f"{bot.user_id} said after start {start}")
+                await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+                assert [r["thread"] for r in running.events("thread opened")] == [root]
+                assert await running.stop() == 0
+            before.append(await lead.say(room, f"{bot.user_id} said before start {start + 1}"))
+        assert all(s.sender == alice.user_id for old in before for s in lead.thread(room, old))
+
+
+async def set_power(lead: Person, room: str, user: str, level: int) -> None:
+    """``lead`` (the room's admin) sets ``user``'s power level."""
+    levels = await lead.api.get_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS)
+    assert isinstance(levels, PowerLevelStateEventContent)
+    levels.users[UserID(user)] = level
+    await lead.api.send_state_event(RoomID(room), EventType.ROOM_POWER_LEVELS, levels)
+
+
+@pytest.mark.parametrize(("before", "after", "counted"), [(0, 50, False), (50, 0, True)])
+async def test_a_reaction_made_before_a_power_change_is_judged_by_the_power_before_it(
+    homeserver: Homeserver,
+    tmp_path: Path,
+    audit: LogAudit,
+    before: int,
+    after: int,
+    counted: bool,
+) -> None:
+    """While the bot is down, bob taps a request, then his power level changes: the batch of
+    the restart holds both, in that order; a tap made before a promotion does not count, one
+    made before a demotion does (--approver-level 50)."""
+    bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as lead,
+        person(homeserver, bob) as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id])
+        await other.join(room)
+        await set_power(lead, room, bob.user_id, before)
+
+        def start() -> AbstractAsyncContextManager[BotRun]:
+            extra = ["--approver-level", "50", "--prompter", alice.user_id]
+            return chat_bot(homeserver, bot, live.url(), folder=tmp_path, rooms=[room],
+                            approvers=[], extra=extra, state=state)  # fmt: skip
+
+        async with start() as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            thread = await lead.until_thread(room, root, lambda t: any(
+                len(s.reactions) == 2 for s in t if "Permission requested" in s.body))  # fmt: skip
+            request = next(seen for seen in thread if "Permission requested" in seen.body)
+            assert await running.stop() == 0
+        await other.react(room, request.event_id, "1️⃣")
+        await set_power(lead, room, bob.user_id, after)
+        async with start() as running:
+            audit.watch(running.lines)
+            if counted:
+                await lead.until_thread(room, root, lambda t: has(t, "permission: allow"))
+                assert has(lead.thread(room, root), f"chosen by {bob.user_id}")
+            else:
+                await lead.until_thread(room, root, lambda t: has(t, "not counted"))
+                assert not has(lead.thread(room, root), "chosen by")
+            assert await running.stop() == 0

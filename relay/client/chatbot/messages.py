@@ -1,0 +1,189 @@
+"""What a person's message in a served room does: open a thread, prompt, command, share.
+
+The pure meaning of a message is :func:`relay.chat.commands.meaning`'s; this carries it
+out for the bot (:class:`relay.client.chatbot.bot.ChatBot`): who may prompt and who may
+share is checked by the sender's user id, the caps on threads are applied, and anything
+refused gets a reply in its thread saying why.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import OrderedDict
+from typing import Any, Protocol
+
+from relay.chat.access import Access
+from relay.chat.commands import (
+    ENDED_TEXT,
+    HELP_TEXT,
+    Answer,
+    Cancel,
+    End,
+    Ended,
+    Help,
+    Ignore,
+    Open,
+    Prompt,
+    Share,
+    Unknown,
+    meaning,
+)
+from relay.chat.events import Message, in_thread, message
+from relay.chat.limits import Idleness
+from relay.chat.text import safe_line
+from relay.client.chatbot.botconfig import ChatConfig
+from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.sessionthread import SessionThread
+from relay.client.chatbot.state import State, ThreadKind
+from relay.client.chatbot.threadcare import answer_by_number
+from relay.client.chatbot.watchthread import WatchThread
+from relay.observe.logs import Logger
+
+
+class Served(Protocol):
+    """What a message needs of the bot (:class:`relay.client.chatbot.bot.ChatBot`)."""
+
+    config: ChatConfig
+    access: Access
+    log: Logger
+    matrix: MatrixSession
+    state: State
+    threads: dict[str, SessionThread | WatchThread]
+    over: OrderedDict[str, None]  # threads ended in this run, the state file maybe not told
+    opened_by: dict[str, str]
+    idleness: Idleness
+
+    async def levels(self, room: str) -> dict[str, Any] | None:
+        """The room's power levels."""
+
+    def open_thread(self, room: str, root: str, url: str | None = None) -> SessionThread:
+        """A new session thread rooted at ``root``."""
+
+    def follow(
+        self, room: str, root: str, connection: str, requester: str | None
+    ) -> WatchThread | None:
+        """A new watch thread following ``connection``."""
+
+
+CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
+SHARE_NO_URL = (
+    "share takes a connection id only: the bot follows connections on the relay its "
+    "operator configured (or the one its control plane names), never at a URL given here, "
+    "which would receive a ticket that can answer the editor's requests."
+)
+
+
+async def on_message(bot: Served, room: str, said: Message) -> None:
+    """A person's message in a served room: what it means, carried out or answered."""
+    known = said.thread is not None and said.thread in bot.threads
+    ended = (
+        said.thread is not None
+        and not known
+        and (said.thread in bot.over or bot.state.ended_thread(said.thread))
+    )
+    what = meaning(said, bot=bot.config.user, thread_known=known, thread_ended=ended)
+    if isinstance(what, Ignore):
+        return
+    if not bot.access.may_prompt(said.sender, await bot.levels(room)):
+        await _refuse(bot, room, said)
+        return
+    if isinstance(what, Help | Unknown | Ended):
+        words = what.why if isinstance(what, Unknown) else HELP_TEXT
+        await reply(bot, room, said, ENDED_TEXT if isinstance(what, Ended) else words)
+        return
+    if isinstance(what, Share | Open):
+        refusal = bot.config.limits.refusal(
+            said.sender, {root: bot.opened_by.get(root) for root in bot.threads}
+        )
+        if refusal is not None:
+            bot.log.info("thread refused: a cap is reached", by=said.sender, room=room)
+            await reply(bot, room, said, refusal)
+            return
+    if isinstance(what, Share):
+        await _share(bot, room, said, what)
+        return
+    if isinstance(what, Open):
+        bot.opened_by[said.event_id] = said.sender
+        url, at = bot.config.dial.url, time.time()
+        bot.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, at,
+                              said.sender, what.prompt)  # fmt: skip
+        opened = bot.open_thread(room, said.event_id)
+        bot.log.info("thread opened", thread=said.event_id, by=said.sender)
+        opened.open(what.prompt)
+        return
+    assert said.thread is not None
+    thread = bot.threads[said.thread]
+    bot.idleness.active(said.thread, time.monotonic())
+    if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
+        power = await bot.levels(room)
+        why = await answer_by_number(thread, said.sender, what.number, bot.access, power)
+        if why is not None:
+            await reply(bot, room, said, f"{safe_line(said.sender)}: {why}")
+        return
+    if isinstance(thread, WatchThread):
+        if isinstance(what, End):
+            thread.end(safe_line(said.sender))
+        else:
+            thread.showing.say("This thread follows the editor's session: prompt there.")
+        return
+    bot.log.debug("message handled", thread=said.thread, by=said.sender,
+                   meaning=type(what).__name__)  # fmt: skip
+    if isinstance(what, Prompt):
+        thread.prompt(what.text)
+    elif isinstance(what, Cancel):
+        thread.cancel(safe_line(said.sender))
+    elif isinstance(what, End):
+        thread.end(safe_line(said.sender))
+
+
+async def _share(bot: Served, room: str, said: Message, share: Share) -> None:
+    """Follow an editor's connection in a new thread rooted at ``said``: on the relay the
+    operator configured (or the one --watch-ticket-command names), never at a URL from
+    the chat, which would receive the watcher's ticket."""
+    if not bot.access.may_share(said.sender, await bot.levels(room)):
+        who = "approvers" if bot.access.share_by == "approvers" else "prompters"
+        await reply(bot, room, said, f"share: only {who} may attach this room to an "
+                                      "editor's connection.")  # fmt: skip
+        return
+    if share.url is not None:
+        await reply(bot, room, said, SHARE_NO_URL)
+        return
+    if bot.config.watch_ticket_command is None:
+        await reply(bot, room, said, "share needs the bot started with "
+                                      "--watch-ticket-command")  # fmt: skip
+        return
+    if not CONNECTION_ID.fullmatch(share.connection):
+        await reply(bot, room, said, "share: expected a connection id (letters, digits "
+                                      "and dashes, as the relay's logs show it)")  # fmt: skip
+        return
+    url = bot.config.dial.url
+    bot.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time(), said.sender)
+    bot.state.connected(said.event_id, share.connection, "", 0.0)
+    watch = bot.follow(room, said.event_id, share.connection, said.sender)
+    assert watch is not None
+    bot.log.info("share opened", thread=said.event_id, by=said.sender,
+                  connection=share.connection)  # fmt: skip
+    watch.start()
+
+
+async def reply(bot: Served, room: str, said: Message, words: str) -> None:
+    """A reply to ``said``, in its thread (or starting one on it)."""
+    content = in_thread(message(words), said.thread or said.event_id, said.event_id)
+    await bot.matrix.send_or_log(room, "m.room.message", content, f"reply-{said.event_id}")
+
+
+async def _refuse(bot: Served, room: str, said: Message) -> None:
+    """Someone not allowed to prompt: a reply saying so, in the thread it was in."""
+    root = said.thread or said.event_id
+    words = (
+        f"{safe_line(said.sender)}: you may not prompt the agent here; ask an "
+        "approver to add you with --prompter."
+    )
+    bot.log.info("prompt from someone not allowed to prompt", user=said.sender, room=room)
+    await bot.matrix.send_or_log(
+        room,
+        "m.room.message",
+        in_thread(message(words), root, said.event_id),
+        f"refused-{said.event_id}",
+    )
