@@ -171,27 +171,27 @@ def _choices(value: Any) -> tuple[Choice, ...]:
 
 
 def _modes(value: Any) -> Control | None:
-    if not isinstance(value, dict):
-        return None
-    choices = tuple(
-        Choice(text_of(m.get("id")), text_of(m.get("name")) or text_of(m.get("id")))
-        for m in list_of(value.get("availableModes"))[:MAX_CHOICES]
-        if isinstance(m, dict) and text_of(m.get("id"))
-    )
-    current = text_of(value.get("currentModeId"))
-    return Control("mode", "Mode", "mode", current, choices) if choices else None
+    """The older ``modes``: ``{currentModeId, availableModes: [{id, name}]}``."""
+    return _older(value, "mode", ("availableModes", "id", "currentModeId"))
 
 
 def _models(value: Any) -> Control | None:
+    """The older ``models``: ``{currentModelId, availableModels: [{modelId, name}]}``."""
+    return _older(value, "model", ("availableModels", "modelId", "currentModelId"))
+
+
+def _older(value: Any, kind: str, keys: tuple[str, str, str]) -> Control | None:
+    """A control the agent offers in its older shape, as one select option."""
     if not isinstance(value, dict):
         return None
+    listed, id_key, current_key = keys
     choices = tuple(
-        Choice(text_of(m.get("modelId")), text_of(m.get("name")) or text_of(m.get("modelId")))
-        for m in list_of(value.get("availableModels"))[:MAX_CHOICES]
-        if isinstance(m, dict) and text_of(m.get("modelId"))
+        Choice(text_of(m.get(id_key)), text_of(m.get("name")) or text_of(m.get(id_key)))
+        for m in list_of(value.get(listed))[:MAX_CHOICES]
+        if isinstance(m, dict) and text_of(m.get(id_key))
     )
-    current = text_of(value.get("currentModelId"))
-    return Control("model", "Model", "model", current, choices) if choices else None
+    current = text_of(value.get(current_key))
+    return Control(kind, kind.capitalize(), kind, current, choices) if choices else None
 
 
 def _commands(value: Any) -> tuple[Choice, ...]:
