@@ -271,7 +271,8 @@ async def test_dev_banner_chat_line_runs_a_bot_whose_thread_reaches_the_dev_rela
             argv[argv.index(flag) + 1] = value
         async with launched(argv, env=clean_env()) as chat:
             await until(lambda: any(e.get("type") == "m.room.member" and e.get("state_key") ==
-                                    bot.user_id for e in lead.events.get(room, [])),
+                                    bot.user_id and e.get("content", {}).get("membership") ==
+                                    "join" for e in lead.events.get(room, [])),
                         seconds=20, what="the bot joined")  # fmt: skip
             root = await lead.say(room, f"{bot.user_id} hello from the banner")
             await lead.until_thread(room, root, lambda t: has(t, "End of turn: end_turn"))
