@@ -149,8 +149,8 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
 
 def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     if token_file is not None:
+        token = read_named(token_file, "--token-file").strip()  # a regular file, bounded
         _private(token_file)
-        token = read_named(token_file, "--token-file").strip()
         where = f"--token-file {token_file}"
     else:
         token, where = env.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
