@@ -168,12 +168,13 @@ class Showing:
         self.bodies[shown.slot] = shown.body
 
     def _forget_finished(self) -> None:
+        """Slots that will not change again are forgotten here; the state file keeps their
+        events until the thread ends: a bot killed before its next checkpoint may restore a
+        view that shows one again, and must then edit its message, not post a second."""
         done = [slot for slot in self.slots if not self.view.is_live(slot)]
         for slot in done:
             del self.slots[slot]
             self.bodies.pop(slot, None)
-        if done:
-            self.bot.state.forget_slots(self.root, done)
 
     async def post(self, content: dict[str, Any], slot: str) -> tuple[str | None, bool]:
         """A new message in the thread for ``slot``: its event id (None: the homeserver

@@ -282,11 +282,6 @@ class State:
         )
         return txn, False
 
-    def forget_slots(self, root: str, slots: list[str]) -> None:
-        self.db.executemany(
-            "DELETE FROM slots WHERE root = ? AND slot = ?", [(root, slot) for slot in slots]
-        )
-
     # -- permission requests -------------------------------------------------------------------
 
     def request_shown(self, root: str, event_id: str, request: dict[str, Any]) -> None:
