@@ -168,10 +168,6 @@ class State:
             self.db.execute("DELETE FROM pages WHERE root = ? AND n >= ?", (root, len(pages)))
         self._pages[root] = list(pages)
 
-    def active(self, root: str, at: float) -> None:
-        """The thread was prompted, or its agent spoke (for --idle-timeout)."""
-        self.db.execute("UPDATE threads SET active_at = ? WHERE root = ?", (at, root))
-
     def next_post(self, root: str) -> int:
         """The number of the thread's next post, kept before it is sent: the same post after
         a restart has the same transaction id, and the homeserver does not post it twice."""
@@ -205,13 +201,6 @@ class State:
                 "DELETE FROM threads WHERE ended = 1 AND ended_at < ?", (before,)
             )
             return gone.rowcount
-
-    def open_threads_by(self, user: str) -> int:
-        """How many live threads ``user`` opened."""
-        row = self.db.execute(
-            "SELECT count(*) FROM threads WHERE ended = 0 AND opened_by = ?", (user,)
-        ).fetchone()
-        return int(row[0])
 
     def ended_thread(self, root: str) -> bool:
         """Whether ``root`` is a thread this bot ran, whose session has ended."""
