@@ -13,16 +13,13 @@ records in the bot's state file; :func:`record_json` and :func:`csv_row` shape o
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from relay.chat.permissions import Option
-from relay.chat.values import list_of, text_of
+from relay.chat.permissions import Option, Request, ToolFacts
 
-MAX_PATHS = 16  # editor-side paths kept per tool call
-MAX_COMMAND_CHARS = 2000
 CSV_COLUMNS = (
     "asked_at",
     "room",
@@ -44,18 +41,7 @@ CSV_COLUMNS = (
     "taps",
 )
 OUTCOMES = ("selected", "timed out", "cancelled", "no longer pending", "pending")
-SOURCES = ("chat", "editor", "timeout", "cancel", "")
-
-
-@dataclass(frozen=True)
-class ToolFacts:
-    """What a tool call will do, as an audit keeps it."""
-
-    title: str
-    kind: str
-    paths: tuple[str, ...] = ()
-    command: str = ""
-    diff_bytes: int = 0
+SOURCES = ("chat", "editor", "watcher", "timeout", "cancel", "")
 
 
 @dataclass(frozen=True)
@@ -86,34 +72,6 @@ class AuditRecord:
     decided_from: str = ""  # one of SOURCES
     decided_at: float | None = None
     taps: tuple[AuditTap, ...] = field(default=())
-
-
-def facts_of(tool: Mapping[str, Any]) -> ToolFacts:
-    """The audit's facts of a ``toolCall`` object (paths as the editor names them)."""
-    paths = [
-        text_of(loc.get("path")) for loc in list_of(tool.get("locations")) if isinstance(loc, dict)
-    ]
-    diffs = [
-        item
-        for item in list_of(tool.get("content"))
-        if isinstance(item, dict) and item.get("type") == "diff"
-    ]
-    paths += [text_of(item.get("path")) for item in diffs]
-    raw = tool.get("rawInput")
-    command = raw.get("command") if isinstance(raw, dict) else None
-    if isinstance(command, list):
-        command = " ".join(text_of(word) for word in command)
-    size = sum(
-        len(text_of(d.get("newText")).encode()) + len(text_of(d.get("oldText")).encode())
-        for d in diffs
-    )
-    return ToolFacts(
-        title=text_of(tool.get("title")) or "a tool call",
-        kind=text_of(tool.get("kind")) or "other",
-        paths=tuple(dict.fromkeys(path for path in paths if path))[:MAX_PATHS],
-        command=(command if isinstance(command, str) else "")[:MAX_COMMAND_CHARS],
-        diff_bytes=size,
-    )
 
 
 def matrix_link(room: str, event_id: str) -> str:
@@ -207,3 +165,51 @@ def since_time(text: str) -> float:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def asked(request: Request, room: str, thread: str, event_id: str, at: float) -> AuditRecord:
+    """The record of ``request``, shown as ``event_id`` in ``thread`` of ``room`` at ``at``."""
+    return AuditRecord(
+        asked_at=at, room=room, thread=thread, event_id=event_id, session=request.session,
+        tool=request.facts, options=request.options,
+    )  # fmt: skip
+
+
+def tapped(record: AuditRecord, tap: AuditTap) -> AuditRecord:
+    """The record with one more tap."""
+    return replace(record, taps=(*record.taps, tap))
+
+
+def decided(
+    record: AuditRecord, outcome: str, option: Option | None, by: str, source: str, at: float
+) -> AuditRecord:
+    """The record once decided (a record decided already keeps its first outcome)."""
+    if record.outcome != "pending":
+        return record
+    return replace(record, outcome=outcome, option=option, decided_by=by,
+                   decided_from=source, decided_at=at)  # fmt: skip
+
+
+def record_of(data: Mapping[str, Any]) -> AuditRecord:
+    """A record back from :func:`record_json` (as the state file keeps it)."""
+    tool = data["tool_call"]
+    options = tuple(Option(o["id"], o["name"], o["kind"]) for o in data["options"])
+    chosen = data.get("option")
+    option = None
+    if isinstance(chosen, dict):
+        option = next((o for o in options if o.option_id == chosen.get("id")), None)
+    return AuditRecord(
+        asked_at=_moment(data["asked_at"]) or 0.0, room=data["room"], thread=data["thread"],
+        event_id=data["request_event"], session=data["session"],
+        tool=ToolFacts(tool["title"], tool["kind"], tuple(tool["paths"]), tool["command"],
+                       int(tool["diff_bytes"])),
+        options=options, outcome=data["outcome"], option=option,
+        decided_by=data["decided_by"], decided_from=data["decided_from"],
+        decided_at=_moment(data["decided_at"]),
+        taps=tuple(AuditTap(t["sender"], t["option"], bool(t["counted"]), t["why_not"],
+                            _moment(t["at"]) or 0.0) for t in data["taps"]),
+    )  # fmt: skip
+
+
+def _moment(text: str) -> float | None:
+    return None if not text else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

@@ -6,6 +6,7 @@ rest of the text, or, for ``share CONNECTION_ID``, follows that connection of th
 relay as a watcher (a URL after it is kept only to be refused: a ticket never goes to a
 URL said in the chat). In a thread the bot runs, ``!cancel`` cancels the turn, ``!end`` ends
 the session, ``!answer N`` answers the pending permission request with its option N,
+``!pending`` (there, or after a mention) lists the room's requests still waiting,
 anything else is the next prompt. ``!help`` (in a thread, or after a mention) asks what the
 bot understands; any other ``!word`` is an unknown command, said so, and ``!!text`` is the
 prompt ``!text``. A message in a thread whose session has ended is said to be too late.
@@ -23,6 +24,7 @@ CANCEL = "!cancel"
 END = "!end"
 HELP = "!help"
 ANSWER = "!answer"
+PENDING = "!pending"
 SHARE = "share"  # "@bot share CONNECTION_ID": follow an editor's connection
 
 
@@ -80,6 +82,11 @@ class Unknown:
 
 
 @dataclass(frozen=True)
+class ListPending:
+    """List the room's permission requests still waiting, with links to them."""
+
+
+@dataclass(frozen=True)
 class Ended:
     """A message in a thread of the bot whose session has ended."""
 
@@ -91,14 +98,17 @@ class Ignore:
     why: str
 
 
-Meaning = Open | Share | Prompt | Cancel | End | Answer | Help | Unknown | Ended | Ignore
+Meaning = (
+    Open | Share | Prompt | Cancel | End | Answer | ListPending | Help | Unknown | Ended | Ignore
+)
 
 HELP_TEXT = (
     "In the room, mention me with a prompt to open a thread (one agent session), or with "
     "'share CONNECTION_ID' to follow an editor's connection here. In a thread: anything you "
     "write is the next prompt; !cancel cancels the turn; !end ends the session; !answer N "
     "answers the pending permission request with its option N (approvers; as a tap on its "
-    "keycap does); !help shows this. A prompt that starts with ! is written !!text (the "
+    "keycap does); !pending (here or after a mention) lists the room's requests still "
+    "waiting; !help shows this. A prompt that starts with ! is written !!text (the "
     "first ! is dropped)."
 )
 ENDED_TEXT = "This thread's session has ended: mention me in the room to start another."
@@ -133,7 +143,9 @@ def meaning(
         return Share(words[1], words[2] if len(words) == 3 else None)
     if prompt.startswith("!"):
         what = _command(prompt, Open)
-        return what if isinstance(what, Help | Unknown | Open) else Unknown(_not_here(prompt))
+        if isinstance(what, Help | Unknown | Open | ListPending):
+            return what
+        return Unknown(_not_here(prompt))
     return Open(prompt) if prompt else Ignore("a mention without a prompt")
 
 
@@ -145,6 +157,8 @@ def _command(text: str, then: type[Prompt] | type[Open]) -> Meaning:
     name = words[0].lower()
     if name == HELP:
         return Help()
+    if name == PENDING and len(words) == 1:
+        return ListPending()
     if name == CANCEL and len(words) == 1:
         return Cancel()
     if name == END and len(words) == 1:

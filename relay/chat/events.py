@@ -1,7 +1,8 @@
 """The Matrix events the bot sends and reads, as plain dicts: threads, edits, reactions.
 
 Pure. What goes out: a message (``m.notice`` for the bot's own lines, ``m.text`` for the
-agent's words) with ``m.mentions`` empty (it pings nobody, whatever its text says),
+agent's words) with ``m.mentions`` empty (it pings nobody, whatever its text says; only a
+permission request's message names, on purpose, the people who may answer it),
 placed in a thread (``m.thread``, with the reply fallback for clients without threads),
 an edit (``m.replace`` with ``m.new_content``) and a reaction (``m.annotation``). What
 comes in: a timeline event from ``/sync`` read into :class:`Message` (text and notices
@@ -11,7 +12,7 @@ send anything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +25,13 @@ EDIT_OVERHEAD = 512  # an edit's own fields and the shortest fallback body, with
 MAX_BODY_BYTES = 65536  # an incoming body is read up to this (an event is at most 64 KiB)
 
 
-def message(body: str, *, html: str | None = None, msgtype: str = NOTICE) -> dict[str, Any]:
+def message(
+    body: str, *, html: str | None = None, msgtype: str = NOTICE, mentions: Sequence[str] = ()
+) -> dict[str, Any]:
     """A message's content: ``body`` (safe text), with ``html`` (built safe) when given;
-    pinging nobody."""
-    content: dict[str, Any] = {"msgtype": msgtype, "body": body, "m.mentions": {}}
+    pinging nobody but the ``mentions`` (user ids, on purpose: a request's approvers)."""
+    pinged = {"user_ids": list(mentions)} if mentions else {}
+    content: dict[str, Any] = {"msgtype": msgtype, "body": body, "m.mentions": pinged}
     if html is not None:
         content["format"] = HTML
         content["formatted_body"] = html

@@ -6,22 +6,27 @@ the message shows each option behind a keycap digit in the request's order (1️
 first, …, 🔟 for the tenth; the eleventh on are numbered, answered with ``!answer N`` in
 the thread). A reaction with a keycap (or an ``!answer``) from an approver becomes the
 JSON-RPC answer to the agent; the message is then edited to say what was decided, by
-whom, when and from where. Nothing is ever chosen automatically: a timeout answers
-``cancelled``.
+whom, when and from where. Nothing is ever allowed automatically: a timeout answers
+the request's reject option (:func:`relay.chat.rules.timeout_option`). What the tool call
+will do is also read as :class:`ToolFacts`, for the audit.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from relay.chat.text import cut, safe, safe_line, to_html
+from relay.chat.values import list_of, text_of
 from relay.core import strictjson
 
 KEYCAPS = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")
 MAX_DIFF_LINES = 40  # of the diff excerpt shown
 MAX_DETAIL_CHARS = 3000  # of a command or a diff excerpt shown
+MAX_PATHS = 16  # editor-side paths an audit keeps per tool call
+MAX_COMMAND_CHARS = 2000  # of a command an audit keeps
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,20 @@ class Option:
 
 
 @dataclass(frozen=True)
+class ToolFacts:
+    """What a tool call will do, as an audit keeps it (paths as the editor names them)."""
+
+    title: str
+    kind: str
+    paths: tuple[str, ...] = ()
+    command: str = ""
+    diff_bytes: int = 0
+
+
+NO_FACTS = ToolFacts("", "")
+
+
+@dataclass(frozen=True)
 class Request:
     """A permission request of the agent, as the thread shows it and answers it."""
 
@@ -42,6 +61,9 @@ class Request:
     kind: str
     detail: str  # what it will do: a command, or a file and an excerpt of its diff
     options: tuple[Option, ...]
+    # For the audit when it is asked (not kept with the request: the audit keeps them).
+    session: str = field(default="", compare=False)
+    facts: ToolFacts = field(default=NO_FACTS, compare=False)
 
     def option_for(self, key: str) -> Option | None:
         """The option behind keycap ``key`` (None for any other reaction)."""
@@ -79,18 +101,48 @@ def read_request(message: dict[str, Any]) -> Request | None:
     tool = params.get("toolCall")
     tool = tool if isinstance(tool, dict) else {}
     options = tuple(
-        Option(_text(o.get("optionId")), _text(o.get("name")), _text(o.get("kind")))
-        for o in _list(params.get("options"))
-        if isinstance(o, dict) and _text(o.get("optionId"))
+        Option(text_of(o.get("optionId")), text_of(o.get("name")), text_of(o.get("kind")))
+        for o in list_of(params.get("options"))
+        if isinstance(o, dict) and text_of(o.get("optionId"))
     )
     if "id" not in message or not options:
         return None
     return Request(
         request_id=message["id"],
-        title=safe_line(_text(tool.get("title")) or "a tool call"),
-        kind=safe_line(_text(tool.get("kind")) or "other", 40),
+        title=safe_line(text_of(tool.get("title")) or "a tool call"),
+        kind=safe_line(text_of(tool.get("kind")) or "other", 40),
         detail=_detail(tool),
         options=options,
+        session=text_of(params.get("sessionId")),
+        facts=facts_of(tool),
+    )
+
+
+def facts_of(tool: Mapping[str, Any]) -> ToolFacts:
+    """The audit's facts of a ``toolCall`` object (paths as the editor names them)."""
+    paths = [
+        text_of(loc.get("path")) for loc in list_of(tool.get("locations")) if isinstance(loc, dict)
+    ]
+    diffs = [
+        item
+        for item in list_of(tool.get("content"))
+        if isinstance(item, dict) and item.get("type") == "diff"
+    ]
+    paths += [text_of(item.get("path")) for item in diffs]
+    raw = tool.get("rawInput")
+    command = raw.get("command") if isinstance(raw, dict) else None
+    if isinstance(command, list):
+        command = " ".join(text_of(word) for word in command)
+    size = sum(
+        len(text_of(d.get("newText")).encode()) + len(text_of(d.get("oldText")).encode())
+        for d in diffs
+    )
+    return ToolFacts(
+        title=text_of(tool.get("title")) or "a tool call",
+        kind=text_of(tool.get("kind")) or "other",
+        paths=tuple(dict.fromkeys(path for path in paths if path))[:MAX_PATHS],
+        command=(command if isinstance(command, str) else "")[:MAX_COMMAND_CHARS],
+        diff_bytes=size,
     )
 
 
@@ -100,23 +152,23 @@ def _detail(tool: dict[str, Any]) -> str:
     raw = tool.get("rawInput")
     command = raw.get("command") if isinstance(raw, dict) else None
     if isinstance(command, list):
-        command = " ".join(_text(word) for word in command)
+        command = " ".join(text_of(word) for word in command)
     if isinstance(command, str) and command:
         parts.append("$ " + command)
-    for item in _list(tool.get("content"))[:4]:
+    for item in list_of(tool.get("content"))[:4]:
         if isinstance(item, dict) and item.get("type") == "diff":
             parts.append(_diff(item))
     if not parts:
-        paths = [_text(loc.get("path")) for loc in _list(tool.get("locations"))[:4]
+        paths = [text_of(loc.get("path")) for loc in list_of(tool.get("locations"))[:4]
                  if isinstance(loc, dict)]  # fmt: skip
         parts.extend(path for path in paths if path)
     return cut(safe("\n".join(parts)), MAX_DETAIL_CHARS)
 
 
 def _diff(item: dict[str, Any]) -> str:
-    path = _text(item.get("path")) or "a file"
-    old = _text(item.get("oldText")).splitlines()
-    new = _text(item.get("newText")).splitlines()
+    path = text_of(item.get("path")) or "a file"
+    old = text_of(item.get("oldText")).splitlines()
+    new = text_of(item.get("newText")).splitlines()
     lines = list(difflib.unified_diff(old, new, "before", "after", lineterm="", n=1))[2:]
     shown = lines[:MAX_DIFF_LINES]
     more = len(lines) - len(shown)
@@ -174,15 +226,5 @@ def outcome_option(request: Request, result: Any) -> Option | None:
     outcome = result.get("outcome") if isinstance(result, dict) else None
     if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
         return None
-    chosen_id = _text(outcome.get("optionId"))
+    chosen_id = text_of(outcome.get("optionId"))
     return next((o for o in request.options if o.option_id == chosen_id), None)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, strictjson.Number):
-        return value.text
-    return value if isinstance(value, str) else ""
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

@@ -80,6 +80,56 @@ def rule_for(rules: Sequence[Rule], kind: str) -> Rule | None:
     return next((rule for rule in rules if kind in rule.kinds), None)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """The bot's approval policy: its rules, and what applies where a rule says nothing
+    (``--approval-timeout``, ``--escalate-after`` with ``--escalate-to``, ``--remind-after``)."""
+
+    rules: tuple[Rule, ...] = ()
+    timeout: float | None = None
+    escalate_after: float | None = None
+    escalate_to: frozenset[str] = frozenset()
+    remind_after: float | None = None
+
+    def rule_for(self, kind: str) -> Rule:
+        """The rule deciding a request of tool kind ``kind``: the first matching one, its
+        timeout and escalation the bot's where it gives none; else the bot's approvers,
+        first tap, under the bot's timeout and escalation."""
+        rule = rule_for(self.rules, kind) or Rule(kinds=frozenset(TOOL_KINDS))
+        if rule.timeout is None:
+            rule = replace(rule, timeout=self.timeout)
+        if rule.escalate_after is None and not rule.escalate_to:
+            rule = replace(rule, escalate_after=self.escalate_after, escalate_to=self.escalate_to)
+        elif not rule.escalate_to:  # its own wait, the bot's people
+            rule = replace(rule, escalate_to=self.escalate_to)
+        return rule
+
+
+def policy_from(
+    value: object,
+    bot: Access,
+    *,
+    timeout: float | None = None,
+    escalate_after: float | None = None,
+    escalate_to: frozenset[str] = frozenset(),
+    remind_after: float | None = None,
+) -> Policy:
+    """The bot's policy from the config file's ``rule`` array and its flags, checked as a
+    whole; RuleError saying the fix."""
+    if escalate_to and escalate_after is None:
+        raise RuleError("--escalate-to needs --escalate-after SECONDS (when to add them)")
+    if escalate_after is not None and not escalate_to:
+        raise RuleError("--escalate-after needs --escalate-to USER_ID (whom to add)")
+    rules = rules_from(value, bot)
+    for number, rule in enumerate(rules, 1):
+        if rule.escalate_after is not None and not (rule.escalate_to or escalate_to):
+            raise RuleError(
+                f"[[rule]] number {number}: escalate-after needs escalate-to = "
+                '["@user:example.org"] (or the bot\'s --escalate-to): whom to add'
+            )
+    return Policy(rules, timeout, escalate_after, escalate_to, remind_after)
+
+
 # -- the rules read from the config file ----------------------------------------------------
 
 
@@ -208,6 +258,15 @@ class Tally:
     prompter: str | None  # who prompted the turn that asked (the self-approval rule's)
     escalated: bool = False
     taps: tuple[Tap, ...] = field(default=())
+    reminded: bool = False
+
+    def counted(self) -> frozenset[str]:
+        """Who has answered in a way that counted."""
+        return frozenset(t.sender for t in self.taps if t.counted)
+
+    def told(self, sender: str) -> bool:
+        """Whether ``sender`` was told already why a tap of theirs did not count."""
+        return any(not t.counted and t.sender == sender for t in self.taps)
 
     def votes(self, option_id: str) -> tuple[str, ...]:
         """The counted approvers who chose ``option_id``, in order."""
@@ -249,6 +308,8 @@ def judge(
     """``sender``'s tap on ``option``, judged by the rule: the tally after it, and what it did."""
     why = _why_not_counted(tally, sender, bot, power)
     if why is not None:
+        if tally.told(sender):  # noted once per person: a flood of taps costs nothing kept
+            return tally, NotCounted(why)
         return _noted(tally, Tap(sender, option.option_id, False, why)), NotCounted(why)
     after = _noted(tally, Tap(sender, option.option_id, True))
     if is_reject(option):
@@ -323,6 +384,7 @@ def tally_state(tally: Tally) -> dict[str, Any]:
     return {
         "prompter": tally.prompter,
         "escalated": tally.escalated,
+        "reminded": tally.reminded,
         "taps": [[t.sender, t.option_id, t.counted, t.why_not] for t in tally.taps],
     }
 
@@ -335,5 +397,9 @@ def tally_of(state: Mapping[str, Any], rule: Rule | None) -> Tally:
     )
     prompter = state.get("prompter")
     return Tally(
-        rule, prompter if isinstance(prompter, str) else None, bool(state.get("escalated")), taps
+        rule,
+        prompter if isinstance(prompter, str) else None,
+        bool(state.get("escalated")),
+        taps,
+        bool(state.get("reminded")),
     )

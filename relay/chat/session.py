@@ -51,6 +51,8 @@ class ChatSession:
         self.next_id = 1
         self.waiting: dict[Any, str] = {}  # our requests' keys -> method
         self.queue: deque[str] = deque()
+        self.queued_by: deque[str | None] = deque()  # who wrote each queued prompt
+        self.turn_by: str | None = None  # who prompted the turn that runs (self-approval)
         self.turn_running = False
         self.asked: list[Request] = []  # the permission requests of the turn that runs
 
@@ -66,14 +68,15 @@ class ChatSession:
         }  # fmt: skip
         return Step(send=[self._request("initialize", params)])
 
-    def prompt(self, text: str) -> Step:
-        """A person's prompt: sent now, or queued while a turn runs (the thread is told)."""
+    def prompt(self, text: str, by: str | None = None) -> Step:
+        """``by``'s prompt: sent now, or queued while a turn runs (the thread is told)."""
         if self.session_id is not None and not self.turn_running:
-            return Step(send=[self._prompt(text)])
+            return Step(send=[self._prompt(text, by)])
         if len(self.queue) >= MAX_QUEUED:
             self.view.note(f"⚠️ {MAX_QUEUED} prompts already wait: this one was not queued.")
             return Step()
         self.queue.append(text)
+        self.queued_by.append(by)
         if self.turn_running:
             self.view.note(f"⏳ Queued: it goes to the agent after this turn ({len(self.queue)} "
                            "waiting).")  # fmt: skip
@@ -85,6 +88,7 @@ class ChatSession:
         client that cancels (those already decided stay as they are)."""
         dropped = len(self.queue)
         self.queue.clear()
+        self.queued_by.clear()
         if not self.turn_running or self.session_id is None:
             self.view.note("No turn runs: nothing to cancel.")
             return Step()
@@ -100,6 +104,7 @@ class ChatSession:
         return {
             "session": self.session_id, "next": self.next_id, "queue": list(self.queue),
             "running": self.turn_running, "view": self.view.snapshot(),
+            "by": self.turn_by, "queued_by": list(self.queued_by),
             "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
             "asked": [request_state(request) for request in self.asked],
         }  # fmt: skip
@@ -109,6 +114,9 @@ class ChatSession:
         self.session_id, self.next_id = kept["session"], kept["next"]
         self.queue = deque(kept["queue"])
         self.turn_running = kept["running"]
+        self.turn_by = kept.get("by")
+        by = list(kept.get("queued_by", []))
+        self.queued_by = deque(by + [None] * (len(self.queue) - len(by)))
         self.waiting = {
             (kind, Decimal(value) if kind == "n" else value): method
             for kind, value, method in kept["waiting"]
@@ -185,11 +193,13 @@ class ChatSession:
 
     def _next_prompt(self) -> Step:
         if self.queue and not self.turn_running and self.session_id is not None:
-            return Step(send=[self._prompt(self.queue.popleft())])
+            by = self.queued_by.popleft() if self.queued_by else None
+            return Step(send=[self._prompt(self.queue.popleft(), by)])
         return Step()
 
-    def _prompt(self, text: str) -> bytes:
+    def _prompt(self, text: str, by: str | None) -> bytes:
         self.turn_running = True
+        self.turn_by = by
         self.view.start_turn()
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
         return self._request("session/prompt", params)

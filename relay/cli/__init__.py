@@ -151,6 +151,10 @@ def _flags_of(parser: argparse.ArgumentParser, command: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
+    if words[:2] == ["chat", "audit"]:  # a subcommand of chat's, beside its URL argument
+        from relay.cli.chataudit import main as audit
+
+        return audit(words[2:])
     if chosen_command(words) == "serve":  # before its modules load: see relay.cli.startsignals
         from relay.cli.startsignals import defer_stop_signals
 

@@ -23,9 +23,10 @@ import uvloop
 
 from relay.chat.access import Access
 from relay.chat.limits import Limits
+from relay.chat.rules import RuleError, policy_from
 from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
-from relay.config.chatoptions import BOXES_URL, OPTIONS, TOKEN_ENV, resolve_chat
+from relay.config.chatoptions import BOXES_URL, OPTIONS, RULES_KEY, TOKEN_ENV, resolve_chat
 from relay.config.dialoptions import DIALING
 from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
@@ -135,14 +136,24 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     if not access.approvers and access.approver_level is None:
         raise UsageError("nobody could answer a permission request: give --approver USER_ID "
                          "or --approver-level LEVEL")  # fmt: skip
+    try:
+        policy = policy_from(
+            values[RULES_KEY], access, timeout=values["approval_timeout"],
+            escalate_after=values["escalate_after"],
+            escalate_to=frozenset(values["escalate_to"]), remind_after=values["remind_after"],
+        )  # fmt: skip
+    except RuleError as exc:
+        where = f"config file {path}: " if path and str(exc).startswith("[[rule]]") else ""
+        raise UsageError(f"{where}{exc}") from None
     config = ChatConfig(
         homeserver=values["homeserver"], user=values["user"], token=token,
         rooms=frozenset(values["room"]), access=access, dial=dial,
         cwd=values["cwd"] or os.getcwd(), state=values["state"],
-        thoughts=values["thoughts"], approval_timeout=values["approval_timeout"],
+        thoughts=values["thoughts"], policy=policy,
         watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
         limits=Limits(values["max_threads"], values["max_threads_per_person"],
                       values["idle_timeout"]), keep_ended_days=values["keep_ended"],
+        audit_retention_days=values["audit_retention"],
     )  # fmt: skip
     return config, token
 

@@ -21,6 +21,7 @@ TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --to
 THOUGHTS = ("folded", "hidden", "shown")
 BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 SHARE_BY = ("approvers", "prompters")
+RULES_KEY = "rule"  # the config file's [[rule]] tables: approval rules per kind of tool call
 
 
 def _user_id(value: object) -> str:
@@ -87,9 +88,22 @@ OPTIONS: tuple[Option, ...] = (
            None, "FILE", convert.non_empty, is_path=True),
     Option("thoughts", "the agent's thoughts: folded, hidden or shown", "folded", "HOW",
            convert.one_of(*THOUGHTS)),
-    Option("approval-timeout", "answer a permission request 'cancelled' after this many "
-           "seconds without an approver's answer (default: wait)", None, "SECONDS",
+    Option("approval-timeout", "refuse a permission request (its reject option, never an "
+           "allow; 'cancelled' only if it has none) after this many seconds without a "
+           "decision (default: wait; a [[rule]]'s timeout wins)", None, "SECONDS",
            convert.positive_seconds),
+    Option("remind-after", "once, after this many seconds without a decision, mention again "
+           "in the thread the people who may answer a request and have not (default: never)",
+           None, "SECONDS", convert.positive_seconds),
+    Option("escalate-after", "after this many seconds without a decision, add the "
+           "--escalate-to people to those who may answer a request, mentioning them "
+           "(default: never; a [[rule]] may set its own)", None, "SECONDS",
+           convert.positive_seconds),
+    Option("escalate-to", "a user added to a request's approvers by --escalate-after", (),
+           "USER_ID", _user_id, repeatable=True),
+    Option("audit-retention", "days the state file keeps a permission request's audit "
+           "record (acp-relay chat audit), whatever became of its thread", 365.0, "DAYS",
+           convert.seconds),
     Option("ticket-command", "command that prints a fresh ticket, split like a shell but "
            "never run by one; run for each connection and each resume", None, "COMMAND",
            convert.text),
@@ -145,6 +159,7 @@ def resolve_chat(
         if option.is_path and isinstance(value, str):
             value = str(PurePath(cwd) / value)
         values[option.dest] = value
+    values[RULES_KEY] = table.get(RULES_KEY)
     missing = [f"--{name}" for name in REQUIRED if values.get(name.replace("-", "_")) in (None, ())]
     if missing:
         raise UsageError(f"acp-relay chat needs {', '.join(missing)} (flag, ACP_RELAY_* or "
@@ -183,8 +198,12 @@ def _file(text: str | None, name: str | None, options: tuple[Option, ...]) -> di
     known = {option.dest: option for option in options}
     table: dict[str, object] = {}
     for key, value in data.items():
+        if key == RULES_KEY:  # [[rule]] tables: read by relay.chat.rules, not an option
+            table[key] = value
+            continue
         if key.replace("-", "_") not in known:
             raise UsageError(f"config file {name}: unknown key {key!r}; valid keys: "
-                             f"{', '.join(o.name for o in options)}")  # fmt: skip
+                             f"{', '.join(o.name for o in options)}, and [[rule]] "
+                             "tables")  # fmt: skip
         table[key.replace("-", "_")] = value
     return table

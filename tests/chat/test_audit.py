@@ -13,49 +13,17 @@ from relay.chat.audit import (
     CSV_COLUMNS,
     AuditRecord,
     AuditTap,
-    ToolFacts,
     csv_row,
-    facts_of,
     iso,
     matrix_link,
     record_json,
     since_time,
 )
-from relay.chat.permissions import Option
+from relay.chat.permissions import Option, ToolFacts
 from relay.core import strictjson
 
 ALLOW = Option("allow", "Allow", "allow_once")
 REJECT = Option("reject", "Reject", "reject_once")
-
-
-def test_the_facts_of_a_command_and_of_diffs() -> None:
-    """A command (a string or argv) and the diffs' paths and sizes, each path once."""
-    tool = strictjson.loads(
-        json.dumps(
-            {
-                "title": "Edit config",
-                "kind": "edit",
-                "rawInput": {"command": ["rm", "-rf", "build"]},
-                "locations": [{"path": "/Users/a/app/x.py"}, {"path": "/Users/a/app/x.py"}],
-                "content": [
-                    {"type": "diff", "path": "/Users/a/app/x.py", "oldText": "ab", "newText": "é"},
-                    {"type": "content", "content": {"type": "text", "text": "ignored"}},
-                ],
-            }
-        ).encode()
-    )
-    assert facts_of(tool) == ToolFacts(
-        "Edit config", "edit", ("/Users/a/app/x.py",), "rm -rf build", diff_bytes=4
-    )
-
-
-@pytest.mark.parametrize(
-    "tool",
-    [{}, {"title": 3, "kind": None, "locations": "x", "content": [1, None], "rawInput": []}],
-)
-def test_the_facts_of_a_tool_call_of_the_wrong_shape_are_empty(tool: dict[str, Any]) -> None:
-    """Fields of the wrong type become the defaults, never an error."""
-    assert facts_of(tool) == ToolFacts("a tool call", "other")
 
 
 def test_a_matrix_to_link_escapes_the_ids() -> None:

@@ -7,9 +7,11 @@ from relay.chat.permissions import (
     KEYCAPS,
     Option,
     Request,
+    ToolFacts,
     answer,
     chosen,
     decided_text,
+    facts_of,
     outcome_option,
     read_request,
     request_text,
@@ -139,3 +141,44 @@ def test_more_options_than_keycaps_are_listed_without_a_key() -> None:
     assert "11. O10 (allow_once): write !answer 11" in body
     assert "answer in the editor" not in body
     assert "React with a number (or write !answer N) to answer." in body
+
+
+def test_the_facts_of_a_command_and_of_diffs() -> None:
+    """A command (a string or argv) and the diffs' paths and sizes, each path once."""
+    tool = strictjson.loads(
+        json.dumps(
+            {
+                "title": "Edit config",
+                "kind": "edit",
+                "rawInput": {"command": ["rm", "-rf", "build"]},
+                "locations": [{"path": "/Users/a/app/x.py"}, {"path": "/Users/a/app/x.py"}],
+                "content": [
+                    {"type": "diff", "path": "/Users/a/app/x.py", "oldText": "ab", "newText": "é"},
+                    {"type": "content", "content": {"type": "text", "text": "ignored"}},
+                ],
+            }
+        ).encode()
+    )
+    assert facts_of(tool) == ToolFacts(
+        "Edit config", "edit", ("/Users/a/app/x.py",), "rm -rf build", diff_bytes=4
+    )
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [{}, {"title": 3, "kind": None, "locations": "x", "content": [1, None], "rawInput": []}],
+)
+def test_the_facts_of_a_tool_call_of_the_wrong_shape_are_empty(tool: dict[str, Any]) -> None:
+    """Fields of the wrong type become the defaults, never an error."""
+    assert facts_of(tool) == ToolFacts("a tool call", "other")
+
+
+def test_a_request_carries_its_session_and_its_tool_calls_facts_for_the_audit() -> None:
+    """The session id and the facts come with the request read, and are not part of its
+    identity (a request read again equals the one kept)."""
+    tool = {"title": "Run", "kind": "execute", "rawInput": {"command": "make"}}
+    request = asking(tool, [ALLOW])
+    assert request.session == "s"
+    assert request.facts == ToolFacts("Run", "execute", command="make")
+    assert request == Request(request.request_id, request.title, request.kind, request.detail,
+                              request.options)  # fmt: skip

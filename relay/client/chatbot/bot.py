@@ -23,14 +23,13 @@ from mautrix.errors import MatrixRequestError
 from relay import __version__
 from relay.chat.events import Encryption, Message, Reaction, message, read_event
 from relay.chat.limits import Idleness
-from relay.chat.permissions import request_of
 from relay.chat.session import ChatSession
 from relay.chat.watched import Watched
+from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.messages import on_message
 from relay.client.chatbot.sessionthread import SessionThread
-from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
 from relay.client.chatbot.threadcare import end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread
@@ -58,10 +57,10 @@ class ChatBot:
         self.state = state
         self.log = log
         self.access = config.access
-        self.approval_timeout = config.approval_timeout
+        self.policy = config.policy
         self.edit_interval = config.edit_interval
         self.threads: dict[str, SessionThread | WatchThread] = {}
-        self.request_owners: dict[str, Showing] = {}
+        self.request_owners: dict[str, Asking] = {}
         self.power: dict[str, dict[str, Any] | None] = {}
         # Reactions on an event no request owns yet: the sync can bring a reaction on a
         # request's message before the send that posted it has returned. Bounded.
@@ -74,13 +73,13 @@ class ChatBot:
         self._idle_check: asyncio.Task[object] | None = None
         self.first_start = 0  # ms since the epoch: nothing older is acted on
 
-    def owns_request(self, event_id: str, showing: Showing | None) -> None:
-        if showing is None:
+    def owns_request(self, event_id: str, asking: Asking | None) -> None:
+        if asking is None:
             self.request_owners.pop(event_id, None)
             return
-        self.request_owners[event_id] = showing
+        self.request_owners[event_id] = asking
         for early in self.early.pop(event_id, []):  # reactions synced before the request was kept
-            self.tasks.spawn(self._reaction(showing, *early), "a reaction that came early")
+            self.tasks.spawn(self._reaction(asking, *early), "a reaction that came early")
 
     # -- running -------------------------------------------------------------------------------
 
@@ -125,13 +124,17 @@ class ChatBot:
             self.forget_what_is_old()
 
     def forget_what_is_old(self) -> None:
-        """The handled events' ids past their bound, and ended threads and decided requests
-        past --keep-ended."""
+        """The handled events' ids past their bound, ended threads and decided requests past
+        --keep-ended, and audit records past --audit-retention."""
         self.state.forget_old_events()
         days = self.config.keep_ended_days
         forgotten = self.state.prune(time.time() - days * 86_400)
         if forgotten:
             self.log.info("ended threads forgotten", threads=forgotten, keep_ended_days=days)
+        kept = self.config.audit_retention_days
+        audited = self.state.prune_audit(time.time() - kept * 86_400)
+        if audited:
+            self.log.info("audit records forgotten", records=audited, audit_retention_days=kept)
 
     def restore_threads(self) -> None:
         for row in self.state.live_threads():
@@ -149,8 +152,8 @@ class ChatBot:
             thread = self.open_thread(row.room, row.root, row.url)
             if row.view is not None:
                 thread.session.restore(row.view)
-            for event_id, record in self.state.pending_requests(row.root):
-                thread.showing.watch_request(request_of(record), event_id)
+            for kept in self.state.pending_requests(row.root):
+                thread.asking.restore_request(kept)
             thread.restore(row)
             self.log.info("thread restored", thread=row.root, connection=row.connection)
 
@@ -159,7 +162,7 @@ class ChatBot:
         its first prompt, rather than ended without a word."""
         thread = self.open_thread(row.room, row.root)
         thread.showing.say(RESTARTED_BEFORE_OPENING)
-        thread.open(first_prompt)
+        thread.open(first_prompt, row.opened_by)
         self.log.info("thread opened again after a restart", thread=row.root, by=row.opened_by)
 
     def _restore_watch(self, row: ThreadRow) -> None:
@@ -295,7 +298,7 @@ class ChatBot:
         elif isinstance(incoming, Encryption):
             await self._encrypted(room)
 
-    async def _reaction(self, owner: Showing, room: str, reaction: Reaction) -> None:
+    async def _reaction(self, owner: Asking, room: str, reaction: Reaction) -> None:
         power = await self.levels(room)
         await owner.reacted(reaction.sender, reaction.target, reaction.key, power)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from relay.chat.access import Access
 from relay.chat.limits import Limits
+from relay.chat.rules import Policy
 from relay.chat.turns import Thoughts
 from relay.client.link.dialing import DialConfig
 
@@ -23,9 +24,10 @@ class ChatConfig:
     cwd: str
     state: str
     thoughts: Thoughts = "folded"
-    approval_timeout: float | None = None
+    policy: Policy = field(default_factory=Policy)  # approval rules, timeouts, escalation
     edit_interval: float = 1.0
     watch_ticket_command: tuple[str, ...] | None = None  # given a connection id: a watcher's ticket
     connect_command: tuple[str, ...] | None = None  # prints "URL TICKET" for each new thread
     limits: Limits = field(default_factory=Limits)
     keep_ended_days: float = 30.0  # ended threads and decided requests, then forgotten
+    audit_retention_days: float = 365.0  # the audit's records, then forgotten

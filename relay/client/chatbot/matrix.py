@@ -253,6 +253,19 @@ class MatrixSession:
         rooms = await self._retried("joined rooms", self._client().get_joined_rooms)
         return {str(room) for room in rooms}
 
+    async def joined_members(self, room: str) -> list[str]:
+        """The room's joined members' user ids (empty if they cannot be read: a request then
+        mentions its approvers listed by id only)."""
+        client = self._client()
+        try:
+            members = await self._retried(
+                "joined members", lambda: client.get_joined_members(RoomID(room))
+            )
+        except MatrixRequestError as exc:
+            self.refused("the room's members could not be read", exc, room=room)
+            return []
+        return sorted(str(user) for user in members)
+
     async def power_levels(self, room: str, at: str | None = None) -> dict[str, Any] | None:
         """The room's ``m.room.power_levels`` content, now or as it was at the event ``at``
         (None if it cannot be read)."""

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from relay.chat.access import Access
+from relay.chat.approvals import pending_text
 from relay.chat.commands import (
     ENDED_TEXT,
     HELP_TEXT,
@@ -23,6 +24,7 @@ from relay.chat.commands import (
     Ended,
     Help,
     Ignore,
+    ListPending,
     Open,
     Prompt,
     Share,
@@ -31,6 +33,7 @@ from relay.chat.commands import (
 )
 from relay.chat.events import Message, in_thread, message
 from relay.chat.limits import Idleness
+from relay.chat.permissions import request_of
 from relay.chat.text import safe_line
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
@@ -92,6 +95,12 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         words = what.why if isinstance(what, Unknown) else HELP_TEXT
         await reply(bot, room, said, ENDED_TEXT if isinstance(what, Ended) else words)
         return
+    if isinstance(what, ListPending):
+        waiting = [(kept.event_id, request_of(kept.record))
+                   for _, kept in bot.state.pending_in_room(room)]  # fmt: skip
+        body, html = pending_text(room, waiting)
+        await reply(bot, room, said, body, html)
+        return
     if isinstance(what, Share | Open):
         refusal = bot.config.limits.refusal(
             said.sender, {root: bot.opened_by.get(root) for root in bot.threads}
@@ -110,14 +119,14 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
                               said.sender, what.prompt)  # fmt: skip
         opened = bot.open_thread(room, said.event_id)
         bot.log.info("thread opened", thread=said.event_id, by=said.sender)
-        opened.open(what.prompt)
+        opened.open(what.prompt, said.sender)
         return
     assert said.thread is not None
     thread = bot.threads[said.thread]
     bot.idleness.active(said.thread, time.monotonic())
     if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
         power = await bot.levels(room)
-        why = await answer_by_number(thread, said.sender, what.number, bot.access, power)
+        why = await answer_by_number(thread, said.sender, what.number, power)
         if why is not None:
             await reply(bot, room, said, f"{safe_line(said.sender)}: {why}")
         return
@@ -130,7 +139,7 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
     bot.log.debug("message handled", thread=said.thread, by=said.sender,
                    meaning=type(what).__name__)  # fmt: skip
     if isinstance(what, Prompt):
-        thread.prompt(what.text)
+        thread.prompt(what.text, said.sender)
     elif isinstance(what, Cancel):
         thread.cancel(safe_line(said.sender))
     elif isinstance(what, End):
@@ -167,9 +176,9 @@ async def _share(bot: Served, room: str, said: Message, share: Share) -> None:
     watch.start()
 
 
-async def reply(bot: Served, room: str, said: Message, words: str) -> None:
+async def reply(bot: Served, room: str, said: Message, words: str, html: str | None = None) -> None:
     """A reply to ``said``, in its thread (or starting one on it)."""
-    content = in_thread(message(words), said.thread or said.event_id, said.event_id)
+    content = in_thread(message(words, html=html), said.thread or said.event_id, said.event_id)
     await bot.matrix.send_or_log(room, "m.room.message", content, f"reply-{said.event_id}")
 
 

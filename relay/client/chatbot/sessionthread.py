@@ -27,6 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from relay.chat.session import ChatSession, Step
+from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
 from relay.client.chatbot.showing import Bot, Showing, now_text
 from relay.client.chatbot.state import ThreadRow
@@ -61,8 +62,10 @@ class SessionThread:
         self.root = root
         self.session = session
         self.showing = Showing(bot, room, root, session.view)
-        self.showing.answer_agent = self.to_agent
+        self.asking = Asking(bot, self.showing)
+        self.asking.answer_agent = self.to_agent
         self.showing.checkpoint = self.checkpoint
+        self.asking.prompter = lambda: self.session.turn_by
         self.log: Logger = bot.log.bind(thread=root)
         self.observer = PumpObserver(self.log, Counters(), Counters())
         self.link: KeptLink | Unlinked = Unlinked(bot.state)
@@ -81,9 +84,9 @@ class SessionThread:
 
     # -- the thread's life ---------------------------------------------------------------
 
-    def open(self, first_prompt: str) -> None:
-        """A new connection and session, ``first_prompt`` as its first prompt."""
-        self.session.prompt(first_prompt)
+    def open(self, first_prompt: str, by: str | None = None) -> None:
+        """A new connection and session, ``first_prompt`` (``by``'s) as its first prompt."""
+        self.session.prompt(first_prompt, by)
         self._start(self._opened())
 
     def restore(self, row: ThreadRow) -> None:
@@ -104,10 +107,11 @@ class SessionThread:
             await self.link.run(upstream, self.ended)
         finally:
             upstream.cancel()
-        await self.showing.no_longer_pending("the connection ended")
+        await self.asking.no_longer_pending("the connection ended")
         self.ended.set()
         await self.showing.round()
         self.bot.state.end_thread(self.root)
+        self.asking.stop()
         await self.showing.stop()
 
     async def stop_for_restart(self) -> None:
@@ -118,13 +122,14 @@ class SessionThread:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self.link.drop()
+        self.asking.stop()
         await self.showing.stop()
         await self.tasks.stop()
 
-    def prompt(self, text: str) -> None:
-        """A person's prompt, carried out once the link is up (a restored thread resumes
+    def prompt(self, text: str, by: str | None = None) -> None:
+        """``by``'s prompt, carried out once the link is up (a restored thread resumes
         first), in the order prompts and cancels came."""
-        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text)), "a prompt")
+        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text, by)), "a prompt")
 
     def cancel(self, by: str) -> None:
         """``!cancel`` by ``by``, carried out once the link is up, in order with the prompts:
@@ -142,7 +147,7 @@ class SessionThread:
             self.checkpoint()  # a prompt's effect on the session, kept with its line
             if done.cancelled:
                 words = f"⏹ Cancelled with the turn by {cancelled_by} at {now_text()}"
-                await self.showing.cancelled(done.cancelled, words)
+                await self.asking.cancelled(done.cancelled, words, cancelled_by)
 
     def end(self, by: str) -> None:
         """End the session (``!end``): the connection is closed, the agent goes."""
@@ -270,7 +275,7 @@ class SessionThread:
         if step.send:
             await self.link.send(step.send)
         for request in step.requests:
-            await self.showing.ask(request)
+            await self.asking.ask(request)
         if step.failed is not None:
             self.showing.say(f"⚠️ {step.failed}")
             self.ended.set()
@@ -298,7 +303,7 @@ class SessionThread:
             step = self.session.agent_line(line)
             await self._carry_out(step)
             if was_running and not self.session.turn_running:
-                await self.showing.no_longer_pending("the turn ended")
+                await self.asking.no_longer_pending("the turn ended")
         finally:
             self._in_record = False
         if self._checkpoint_due or step.requests:

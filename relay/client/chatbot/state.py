@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from relay.chat.audit import AuditRecord, record_json, record_of
 from relay.client.chatbot.statefile import StateError, open_state
 
-__all__ = ["State", "StateError", "ThreadKind", "ThreadRow"]
+__all__ = ["KeptRequest", "State", "StateError", "ThreadKind", "ThreadRow"]
 
 MAX_HANDLED = 20_000  # event ids remembered (the oldest forgotten: sync never goes that far back)
 
@@ -53,6 +54,16 @@ class ThreadRow:
     opened_by: str | None = None
     first_prompt: str | None = None  # a thread recorded, not yet opened: its first prompt
     checkpointed: int = 0  # the last line sent at the last checkpoint (later ones were kept)
+
+
+@dataclass
+class KeptRequest:
+    """A permission request as kept: its message, the request, its tally, when it was asked."""
+
+    event_id: str
+    record: dict[str, Any]
+    tally: dict[str, Any] | None
+    asked_at: float | None
 
 
 class State:
@@ -273,13 +284,65 @@ class State:
 
     # -- permission requests -------------------------------------------------------------------
 
-    def request_shown(self, root: str, event_id: str, request: dict[str, Any]) -> None:
-        """A request's message (shown again after a kill, the homeserver answering the same
-        transaction with the first event, it keeps its decision: it is answered once)."""
+    def request_shown(
+        self,
+        root: str,
+        event_id: str,
+        request: dict[str, Any],
+        tally: dict[str, Any] | None = None,
+        audit: AuditRecord | None = None,
+    ) -> None:
+        """A request's message, its tally and its audit record, kept at once (shown again
+        after a kill, the homeserver answering the same transaction with the first event,
+        it keeps what it had: it is answered once)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "INSERT OR IGNORE INTO requests (root, event_id, request, tally, asked_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (root, event_id, json.dumps(request), _json_or_none(tally), self.clock()),
+            )
+            if audit is not None:
+                self.db.execute(
+                    "INSERT OR IGNORE INTO audit VALUES (?, ?, ?)",
+                    (event_id, audit.asked_at, json.dumps(record_json(audit))),
+                )
+
+    def save_tally(self, event_id: str, tally: dict[str, Any]) -> None:
+        """The request's tally now (a tap counted or noted, an escalation, the reminder)."""
         self.db.execute(
-            "INSERT OR IGNORE INTO requests (root, event_id, request) VALUES (?, ?, ?)",
-            (root, event_id, json.dumps(request)),
+            "UPDATE requests SET tally = ? WHERE event_id = ?", (json.dumps(tally), event_id)
         )
+
+    # -- the audit -----------------------------------------------------------------------------
+
+    def audit_of(self, event_id: str) -> AuditRecord | None:
+        row = self.db.execute("SELECT record FROM audit WHERE event_id = ?", (event_id,))
+        found = row.fetchone()
+        return None if found is None else record_of(json.loads(found[0]))
+
+    def audit_change(self, event_id: str, change: Callable[[AuditRecord], AuditRecord]) -> None:
+        """The request's audit record changed by ``change`` (a tap, its decision)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            record = self.audit_of(event_id)
+            if record is not None:
+                self.db.execute(
+                    "UPDATE audit SET record = ? WHERE event_id = ?",
+                    (json.dumps(record_json(change(record))), event_id),
+                )
+
+    def audit_records(self, since: float | None = None) -> list[AuditRecord]:
+        """Every audit record asked at ``since`` or later, oldest first."""
+        rows = self.db.execute(
+            "SELECT record FROM audit WHERE asked_at >= ? ORDER BY asked_at, rowid",
+            (since if since is not None else float("-inf"),),
+        )
+        return [record_of(json.loads(text)) for (text,) in rows]
+
+    def prune_audit(self, before: float) -> int:
+        """Forget the audit records of requests asked before ``before``; how many."""
+        return self.db.execute("DELETE FROM audit WHERE asked_at < ?", (before,)).rowcount
 
     def decide(
         self,
@@ -321,16 +384,35 @@ class State:
 
     def shown_request(self, root: str, request_id: str) -> str | None:
         """The message of the pending request with JSON id ``request_id``, if it was shown."""
-        for event_id, record in self.pending_requests(root):
-            if record.get("id") == request_id:
-                return event_id
+        for kept in self.pending_requests(root):
+            if kept.record.get("id") == request_id:
+                return kept.event_id
         return None
 
-    def pending_requests(self, root: str) -> list[tuple[str, dict[str, Any]]]:
+    def pending_requests(self, root: str) -> list[KeptRequest]:
+        """The thread's requests still pending, in the order they were asked."""
+        return self._pending("root = ?", root)
+
+    def pending_in_room(self, room: str) -> list[tuple[str, KeptRequest]]:
+        """The room's requests still pending in live threads: (thread, request), in order."""
         rows = self.db.execute(
-            "SELECT event_id, request FROM requests WHERE root = ? AND decided IS NULL", (root,)
+            "SELECT r.root FROM requests r JOIN threads t ON t.root = r.root "
+            "WHERE t.room = ? AND t.ended = 0 AND r.decided IS NULL ORDER BY r.rowid",
+            (room,),
         )
-        return [(event_id, json.loads(text)) for event_id, text in rows]
+        roots = list(dict.fromkeys(root for (root,) in rows))
+        return [(root, kept) for root in roots for kept in self.pending_requests(root)]
+
+    def _pending(self, where: str, value: str) -> list[KeptRequest]:
+        rows = self.db.execute(
+            "SELECT event_id, request, tally, asked_at FROM requests "
+            f"WHERE {where} AND decided IS NULL ORDER BY rowid",
+            (value,),
+        )
+        return [
+            KeptRequest(event_id, json.loads(text), json.loads(tally) if tally else None, at)
+            for event_id, text, tally, at in rows
+        ]
 
     # -- lines to the agent the relay may not have ------------------------------------------------
 
@@ -342,6 +424,10 @@ class State:
             "SELECT seq, line FROM outbox WHERE root = ? AND seq > ? ORDER BY seq", (root, after)
         )
         return [(int(seq), bytes(line)) for seq, line in rows]
+
+
+def _json_or_none(value: dict[str, Any] | None) -> str | None:
+    return None if value is None else json.dumps(value)
 
 
 def _digest(text: str) -> str:

@@ -57,6 +57,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "PRIMARY KEY (root, n))",
         "UPDATE threads SET ended_at = opened_at WHERE ended = 1",
     ),
+    (
+        # a request's tally under its approval rule (taps, escalation, reminder) and when
+        # it was asked: a restart between two taps keeps the first, and its timers run on
+        "ALTER TABLE requests ADD COLUMN tally TEXT",
+        "ALTER TABLE requests ADD COLUMN asked_at REAL",
+        # the audit: one record per permission request, kept apart from the threads'
+        # pruning (--audit-retention)
+        "CREATE TABLE audit (event_id TEXT PRIMARY KEY, asked_at REAL NOT NULL, "
+        "record TEXT NOT NULL)",
+        "CREATE INDEX audit_by_time ON audit (asked_at)",
+    ),
 )
 VERSION = 1 + len(MIGRATIONS)  # the version this release writes
 

@@ -13,11 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from relay.chat.access import Access
 from relay.chat.limits import Idleness, Limits
-from relay.chat.permissions import chosen
 from relay.client.chatbot.sessionthread import SessionThread
-from relay.client.chatbot.showing import now_text
 from relay.client.chatbot.watchthread import WatchThread
 from relay.observe.logs import Logger
 
@@ -36,7 +33,7 @@ async def end_idle_threads(
         now = time.monotonic()
         for root, thread in list(threads.items()):
             if isinstance(thread, SessionThread) and (
-                thread.session.turn_running or thread.showing.requests
+                thread.session.turn_running or thread.asking.requests
             ):
                 idleness.active(root, now)
         for root in idleness.idle(now):
@@ -51,21 +48,18 @@ async def answer_by_number(
     thread: SessionThread | WatchThread,
     sender: str,
     number: int,
-    access: Access,
     power: Mapping[str, Any] | None,
 ) -> str | None:
     """``!answer N``: the thread's latest pending request answered with its option N, judged
-    by the sender's user id and the rules exactly as a tap on its keycap; what to reply
-    when it cannot be (None: answered)."""
-    if not access.may_approve(sender, power):
-        return f"only approvers ({access.approvers_text()}) answer permission requests here."
-    pending = list(thread.showing.requests.values())
+    by the sender's user id and the request's rule exactly as a tap on its keycap; what to
+    reply when it does not count (None: it did)."""
+    pending = list(thread.asking.requests.values())
     if not pending:
         return "no permission request is pending in this thread."
     options = pending[-1].request.options
     if not 1 <= number <= len(options):
         return f"!answer takes a number from 1 to {len(options)} here."
-    option = options[number - 1]
-    words = chosen(option, sender, now_text(), f"in the chat (!answer {number})")
-    await thread.showing.decide(pending[-1], option, words)
-    return None
+    where = f"in the chat (!answer {number})"
+    return await thread.asking.tap(
+        pending[-1], sender, options[number - 1], power, where, tell=False
+    )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 from dataclasses import replace
-from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
@@ -28,7 +27,9 @@ from relay.acp.refusals import id_key
 from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
-from relay.client.chatbot.showing import Bot, Pending, Showing, now_text
+from relay.client.chatbot.asking import Asking, Pending
+from relay.client.chatbot.showing import Bot, Showing, now_text
+from relay.client.chatbot.state import KeptRequest
 from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial
 from relay.client.link.ticketsource import (
     TicketUnavailable,
@@ -75,8 +76,12 @@ class WatchThread:
         self.connection = connection
         self.watched = watched
         self.showing = Showing(bot, room, root, watched.view)
-        self.showing.answer_agent = self.answer
+        self.asking = Asking(bot, self.showing)
+        self.asking.answer_agent = self.answer
         self.showing.checkpoint = self.checkpoint
+        # The editor's turns: the person who shared counts as their prompter (self-approval).
+        self.asking.prompter = lambda: requester
+        self.asking.decides_here = False  # the relay's notice says whose answer was taken
         self.log: Logger = bot.log.bind(thread=root, watching=connection)
         self.ended = asyncio.Event()
         self.ws: ClientConnection | None = None
@@ -94,18 +99,19 @@ class WatchThread:
         """Attach, follow until the socket closes, then end (a restart's cancel ends nothing)."""
         if await self._attach():
             await self._follow()
-        await self.showing.no_longer_pending("the watch ended")
+        await self.asking.no_longer_pending("the watch ended")
         await self.showing.round()
         self.bot.state.end_thread(self.root)
         self.ended.set()
+        self.asking.stop()
         await self.showing.stop()
 
-    def restore(self, pending: list[tuple[str, dict[str, Any]]]) -> None:
+    def restore(self, pending: list[KeptRequest]) -> None:
         """The requests shown before a restart: answerable again, then attach again."""
-        for event_id, record in pending:
-            request = request_of(record)
-            self.asked[id_key(request.request_id)] = event_id
-            self.showing.watch_request(request, event_id)
+        for kept in pending:
+            request = request_of(kept.record)
+            self.asked[id_key(request.request_id)] = kept.event_id
+            self.asking.restore_request(kept)
         self.start()
 
     async def _attach(self) -> bool:
@@ -174,7 +180,7 @@ class WatchThread:
 
     async def _carry_out(self, step: WatchStep) -> None:
         for request in step.requests:
-            await self.showing.ask(request)
+            await self.asking.ask(request)
             request_id = strictjson.dumps(request.request_id).decode()
             event_id = self.bot.state.shown_request(self.root, request_id)
             if event_id is not None:
@@ -207,16 +213,22 @@ class WatchThread:
         option = outcome_option(taken.request, taken.result)
         what = f"{safe_line(option.name)} ({safe_line(option.kind, 40)})" if option else "cancelled"
         ours = self.answered.pop(key, None)
+        chosen = self.asking.chosen.pop(event_id, None)
+        outcome = "selected" if option is not None else "cancelled"
         if taken.by == "watcher" and ours is not None:
             words = f"{ours}: the chat's answer was taken"
+            by, source, outcome = chosen or ("", "chat", outcome)
         elif taken.by == "watcher":
             words = f"✅ {what}: another watcher's answer was taken ({now_text()})"
+            by, source = "another watcher", "watcher"
         else:
             late = f"\n(too late: {ours})" if ours is not None else ""
             words = f"✅ {what}: answered in the editor at {now_text()}, and taken{late}"
+            by, source = "the editor", "editor"
+        self.asking.audit_decided(event_id, outcome, option, by, source)
         self.bot.state.decide(event_id, words)  # an answer from the editor decides it too
-        self.showing.forget_request(event_id)
-        await self.showing.decided(Pending(taken.request, event_id), words)
+        self.asking.forget_request(event_id)
+        await self.asking.decided(Pending(taken.request, event_id), words)
 
     def checkpoint(self) -> None:
         self.bot.state.checkpoint(self.root, 0, 0, 0, self.watched.snapshot())
@@ -228,6 +240,7 @@ class WatchThread:
             await asyncio.gather(self._task, return_exceptions=True)
         if self.ws is not None:
             self.ws.transport.abort()
+        self.asking.stop()
         await self.showing.stop()
         await self.tasks.stop()
 

@@ -8,13 +8,16 @@ homeserver answers with the first event, and edits it to the words it has now.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from relay.chat.access import Access
+from relay.chat.rules import Policy
 from relay.chat.turns import TurnView
+from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.showing import Showing
 from relay.client.chatbot.state import State, ThreadKind
@@ -34,11 +37,15 @@ class ThreadsBot:
     state: State
     access: Access
     log: Logger
-    approval_timeout: float | None = None
+    policy: Policy = field(default_factory=Policy)
     edit_interval: float = 0.05
 
-    def owns_request(self, event_id: str, showing: Showing | None) -> None:
+    def owns_request(self, event_id: str, asking: Asking | None) -> None:
         """No reactions are routed in this test."""
+
+    async def levels(self, room: str) -> dict[str, Any] | None:
+        """No power levels are read in this test."""
+        return None
 
 
 def words(*chunks: str) -> TurnView:

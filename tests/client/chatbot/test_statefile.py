@@ -36,7 +36,7 @@ def test_a_first_release_file_opens_migrated_with_everything_it_kept(tmp_path: P
     [row] = state.live_threads()
     assert (row.connection, row.secret, row.sent, row.received) == ("conn-1", "s3cret", 3, 7)
     assert row.view == {"view": {"pages": ["hello"]}}  # v1 kept them in the view
-    assert [event for event, _ in state.pending_requests("$root")] == ["$req"]
+    assert [kept.event_id for kept in state.pending_requests("$root")] == ["$req"]
     state.close()
     with closing(open_state(str(path))) as again:  # and opens again without a migration
         assert version_of(again) == VERSION
