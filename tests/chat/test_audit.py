@@ -20,7 +20,6 @@ from relay.chat.audit import (
     since_time,
 )
 from relay.chat.permissions import Option, ToolFacts
-from relay.core import strictjson
 
 ALLOW = Option("allow", "Allow", "allow_once")
 REJECT = Option("reject", "Reject", "reject_once")

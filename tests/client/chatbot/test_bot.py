@@ -89,7 +89,8 @@ async def test_a_turn_reads_as_a_plan_thoughts_a_tool_call_words_and_its_end(
 ) -> None:
     """The plan as a checklist edited as it goes, the thought folded, the tool call's line
     edited from pending to completed, the words as plain text (markup and @room stay text,
-    pinging nobody), the end of the turn with its stop reason."""
+    pinging nobody), the end of the turn with its stop reason; only the permission
+    request's message mentions anyone: its approver, never @room."""
     bot, alice = homeserver.register("bot"), homeserver.register("alice")
     audit.secret(bot.token)
     async with live_relay(CHATTY) as live, person(homeserver, alice) as lead:
@@ -122,14 +123,20 @@ async def test_a_turn_reads_as_a_plan_thoughts_a_tool_call_words_and_its_end(
     assert words.html is None
     assert words.msgtype == "m.text"
     sent = [e for e in lead.room_messages(room) if e["sender"] == bot.user_id]
-    assert all(e["content"].get("m.mentions") == {} for e in sent)
+    asking = [e for e in sent if e["event_id"] == request.event_id]
+    assert [e["content"]["m.mentions"] for e in asking] == [{"user_ids": [alice.user_id]}]
+    assert f"Waiting for: {alice.user_id}" in asking[0]["content"]["body"]
+    html = asking[0]["content"]["formatted_body"]
+    assert f'<a href="https://matrix.to/#/{alice.user_id}">' in html
+    assert all(e["content"].get("m.mentions") == {} for e in sent if e not in asking)
 
 
 async def test_cancel_approval_timeout_and_who_may_prompt(
     homeserver: Homeserver, tmp_path: Path, audit: LogAudit
 ) -> None:
-    """!cancel cancels the turn; --approval-timeout answers cancelled and says so; someone
-    not allowed to prompt is told so and nothing reaches the agent."""
+    """!cancel cancels the turn; --approval-timeout answers the request's reject option
+    (never cancelled, which would end the turn), says so, and the turn goes on; someone not
+    allowed to prompt is told so and nothing reaches the agent."""
     bot, alice, bob = (homeserver.register(name) for name in ("bot", "alice", "bob"))
     audit.secret(bot.token)
     async with (
@@ -157,9 +164,12 @@ async def test_cancel_approval_timeout_and_who_may_prompt(
             await lead.say(room, "!cancel", thread=root)
             await lead.until_thread(room, root, lambda t: has(t, "End of turn: cancelled"))
             await lead.say(room, "/ask", thread=root)
-            done = await lead.until_thread(room, root, lambda t: has(
-                t, "No answer within 1 s: cancelled", "permission: cancelled"))  # fmt: skip
+            timed_out = "No decision within 1 s: Reject (reject_once)"
+            done = await lead.until_thread(
+                room, root, lambda t: has(t, timed_out, "permission: reject")
+            )
             assert has(done, "Cancelling the turn")
+            await lead.until_thread(room, root, lambda t: t[-1].body == "⏹ End of turn: end_turn")
             await running.stop()
         assert len(running.events("thread opened")) == 1
 
@@ -345,7 +355,7 @@ async def test_help_unknown_commands_answer_n_and_an_ended_thread_are_answered(
             await lead.until_thread(room, root, lambda t: has(
                 t, "12. Choice 12 (allow_once): write !answer 12"))  # fmt: skip
             await other.say(room, "!answer 12", thread=root)
-            await lead.until_thread(room, root, lambda t: has(t, "only approvers"))
+            await lead.until_thread(room, root, lambda t: has(t, "may answer this request"))
             await lead.say(room, "!frobnicate", thread=root)
             await lead.until_thread(room, root, lambda t: has(t, "Unknown command !frobnicate"))
             await lead.say(room, "!help", thread=root)
