@@ -13,13 +13,17 @@ from relay.chat.audit import (
     CSV_COLUMNS,
     AuditRecord,
     AuditTap,
+    asked,
     csv_row,
+    decided,
     iso,
     matrix_link,
     record_json,
+    record_of,
     since_time,
+    tapped,
 )
-from relay.chat.permissions import Option, ToolFacts
+from relay.chat.permissions import Option, Request, ToolFacts
 
 ALLOW = Option("allow", "Allow", "allow_once")
 REJECT = Option("reject", "Reject", "reject_once")
@@ -105,3 +109,19 @@ def test_a_csv_row_has_every_column_and_survives_hostile_text() -> None:
     header, read = list(csv.reader(io.StringIO(out.getvalue())))
     assert dict(zip(header, read, strict=True))["title"] == 'a, "b"\nc'
     assert dict(zip(header, read, strict=True))["command"] == "echo 'x,y'\nrm"
+
+
+def test_a_record_is_asked_tapped_decided_once_and_reads_back_as_kept() -> None:
+    """asked() takes the request's session and facts; taps add up; the first decision
+    stands; record_of() reads record_json() back to the same record."""
+    request = Request(
+        "r1", "Run tests", "execute", "$ make test", (ALLOW, REJECT), session="sess-1",
+        facts=ToolFacts("Run tests", "execute", ("/Users/a/app",), "make test"),
+    )  # fmt: skip
+    made = asked(request, "!r:x.org", "$root", "$req", 1796083200.0)
+    assert made == record()
+    tap = AuditTap("@lead:x.org", "allow", True, "", 1796083202.0)
+    done = decided(tapped(made, tap), "selected", ALLOW, "@lead:x.org", "chat", 1796083203.0)
+    assert decided(done, "timed out", REJECT, "", "timeout", 1796083299.0) == done
+    assert record_of(json.loads(json.dumps(record_json(done)))) == done
+    assert record_of(record_json(made)) == made

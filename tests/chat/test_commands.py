@@ -7,6 +7,7 @@ from relay.chat.commands import (
     Ended,
     Help,
     Ignore,
+    ListPending,
     Meaning,
     Open,
     Prompt,
@@ -61,6 +62,11 @@ def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
         (said("@bot:t !cancel"), False,
          Unknown("!cancel is a command for a thread: !help lists the commands.")),
         (said("!cancel", thread="$r"), False, Ignore("a thread the bot does not run")),
+        (said("!pending", thread="$r"), True, ListPending()),
+        (said("@bot:t !Pending"), False, ListPending()),
+        (said("!pending now", thread="$r"), True, Unknown(
+            "Unknown command !pending: !help lists the commands (a prompt that starts with ! "
+            "is written !!pending).")),
     ],
 )  # fmt: skip
 def test_what_a_message_asks_of_the_bot(message: Message, known: bool, expected: Meaning) -> None:

@@ -15,10 +15,12 @@ from relay.chat.rules import (
     Counted,
     Decided,
     NotCounted,
+    Policy,
     Rule,
     RuleError,
     Tally,
     judge,
+    policy_from,
     rule_for,
     rules_from,
     tally_of,
@@ -228,3 +230,59 @@ def test_a_decision_needs_counted_approvers_and_the_tally_survives_a_restart(
             break
         if isinstance(verdict, Decided):
             break
+
+
+def test_the_policy_gives_every_kind_a_rule_with_the_bots_timeout_and_escalation() -> None:
+    """A kind no rule covers gets the bot's approvers, first tap, under --approval-timeout
+    and --escalate-*; a rule keeps its own timeout and escalation, and takes the bot's
+    escalation people when it names only when to escalate."""
+    own = Rule(frozenset({"execute"}), timeout=10.0, escalate_after=5.0,
+               escalate_to=frozenset({OPS}))  # fmt: skip
+    waits = Rule(frozenset({"delete"}), escalate_after=7.0)
+    policy = Policy((own, waits), timeout=60.0, escalate_after=30.0,
+                    escalate_to=frozenset({LEAD}))  # fmt: skip
+    assert policy.rule_for("execute") == own
+    assert policy.rule_for("delete") == Rule(
+        frozenset({"delete"}), timeout=60.0, escalate_after=7.0, escalate_to=frozenset({LEAD})
+    )
+    fallback = policy.rule_for("read")
+    assert fallback.access(BOT) == BOT
+    assert (fallback.quorum, fallback.self_approval, fallback.timeout) == (1, True, 60.0)
+    assert (fallback.escalate_after, fallback.escalate_to) == (30.0, frozenset({LEAD}))
+    assert Policy().rule_for("read").timeout is None
+
+
+@pytest.mark.parametrize(
+    ("rules", "flags", "fix"),
+    [
+        (None, {"escalate_to": frozenset({OPS})}, "--escalate-to needs --escalate-after"),
+        (None, {"escalate_after": 5.0}, "--escalate-after needs --escalate-to"),
+        ([{"kinds": ["read"], "escalate-after": 5}], {}, "escalate-after needs escalate-to"),
+    ],
+)
+def test_an_escalation_with_nobody_to_add_or_no_time_is_refused(
+    rules: Any, flags: dict[str, Any], fix: str
+) -> None:
+    """Escalation needs both when and whom, from the flags or the rule."""
+    with pytest.raises(RuleError, match=re.escape(fix)):
+        policy_from(rules, BOT, **flags)
+    if rules is not None:  # the bot's --escalate-to serves the rule
+        made = policy_from(rules, BOT, escalate_after=9.0, escalate_to=frozenset({OPS}))
+        assert made.rule_for("read").escalate_to == frozenset({OPS})
+
+
+PEOPLE = st.sampled_from([LEAD, OPS, OPS2, EVE])
+OPTIONS = st.sampled_from([ALLOW, ALWAYS, REJECT, NEVER])
+
+
+@given(st.lists(st.tuples(PEOPLE, OPTIONS), max_size=200))
+def test_a_flood_of_taps_keeps_at_most_two_per_person(taps: list[tuple[str, Option]]) -> None:
+    """However many taps come, a tally keeps one counted and one refused tap per person at
+    most: what a hostile member's reactions cost stays bounded."""
+    tally = Tally(two_of_ops(self_approval=False), prompter=LEAD)
+    for sender, option in taps:
+        tally, verdict = judge(tally, sender, option, BOT, POWER)
+        if isinstance(verdict, Decided):
+            break
+    for person in (LEAD, OPS, OPS2, EVE):
+        assert sum(tap.sender == person for tap in tally.taps) <= 2

@@ -200,3 +200,22 @@ def test_a_session_kept_and_restored_carries_on_as_if_never_stopped() -> None:
     assert again.view.take() == session.view.take()
     end = line({"jsonrpc": "2.0", "id": prompt["id"], "result": {"stopReason": "end_turn"}})
     assert sent(again.agent_line(end)) == sent(session.agent_line(end))
+
+
+def test_the_turns_prompter_follows_the_queue_and_survives_a_restore() -> None:
+    """Who prompted the running turn (the self-approval rule's) is the writer of the prompt
+    that started it, queued prompts keeping their writers, across a snapshot and restore."""
+    session = opened()
+    [first] = sent(session.prompt("one", "@alice:t"))
+    session.prompt("two", "@bob:t")
+    assert session.turn_by == "@alice:t"
+    kept = json.loads(json.dumps(session.snapshot()))
+    again = ChatSession("/w", version="1.0")
+    again.restore(kept)
+    assert (again.turn_by, list(again.queued_by)) == ("@alice:t", ["@bob:t"])
+    again.agent_line(line({"jsonrpc": "2.0", "id": first["id"], "result": {"stopReason": "x"}}))
+    assert again.turn_by == "@bob:t"
+    older = {k: v for k, v in kept.items() if k not in ("by", "queued_by")}
+    oldest = ChatSession("/w", version="1.0")
+    oldest.restore(older)  # a snapshot of the release before: nobody known
+    assert (oldest.turn_by, list(oldest.queued_by)) == (None, [None])

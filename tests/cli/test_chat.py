@@ -100,3 +100,29 @@ def test_a_token_file_others_may_read_is_refused(tmp_path: Path) -> None:
     assert f"--token-file {token} is readable by others (mode 644)" in result.stderr
     assert f"chmod 600 {token}" in result.stderr
     assert "syt_secret_token_value" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("rules", "flags", "message"),
+    [
+        ('[[rule]]\nkinds = ["exec"]\n', (), "config file {file}: [[rule]] number 1: unknown "
+         "tool kind 'exec'"),
+        ('[[rule]]\nkinds = ["execute"]\napprovers = ["@ops:t"]\nquorum = 2\n', (),
+         "quorum = 2 but only 1 people could ever approve"),
+        ('[rule]\nkinds = ["execute"]\n', (), "write each as [[rule]]"),
+        ("rules = 1\n", (), "unknown key 'rules'"),
+        ("", ("--escalate-to", "@ops:t"), "--escalate-to needs --escalate-after SECONDS"),
+    ],
+)  # fmt: skip
+def test_approval_rules_that_cannot_work_stop_the_start_with_exit_2(
+    rules: str, flags: tuple[str, ...], message: str, tmp_path: Path
+) -> None:
+    """Checked at start-up, before the homeserver is contacted: exit 2 and the fix."""
+    config = tmp_path / "chat.toml"
+    config.write_text(rules)
+    state = str(tmp_path / "chat.sqlite")
+    env = clean_env(ACP_RELAY_MATRIX_TOKEN="t")
+    result = run_cli(*BASE, *flags, "--config", str(config), "--state", state, env=env)
+    assert result.returncode == 2
+    assert " ".join(message.format(file=config).split()) in " ".join(result.stderr.split())
+    assert not (tmp_path / "chat.sqlite").exists()

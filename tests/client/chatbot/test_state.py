@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from relay.chat.audit import AuditTap, asked, tapped
+from relay.chat.permissions import Option, Request, request_state
+from relay.chat.rules import Tally, tally_state
 from relay.client.chatbot.state import State, StateError, ThreadKind
 
 
@@ -133,3 +136,52 @@ def test_an_ended_thread_is_known_as_ended_across_a_reopening(tmp_path: Path) ->
     again = State(str(tmp_path / "chat.sqlite"))
     assert [again.ended_thread(r) for r in ("$gone", "$live", "$other")] == [True, False, False]
     again.close()
+
+
+def kept_request(state: State, root: str, event_id: str, at: float) -> None:
+    request = Request(f"r-{event_id}", "Run", "execute", "", (Option("a", "Allow", "allow_once"),))
+    tally = tally_state(Tally(None, "@alice:t"))
+    state.request_shown(root, event_id, request_state(request), tally,
+                        asked(request, "!r", root, event_id, at))  # fmt: skip
+
+
+def test_a_requests_tally_and_audit_record_are_kept_across_a_reopening(tmp_path: Path) -> None:
+    """The tally saved after a tap, the audit changed by a tap, the room's pending requests
+    in live threads: all read back after a reopening; a decision takes it off !pending."""
+    state = State(str(tmp_path / "chat.sqlite"), clock=lambda: 500.0)
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    kept_request(state, "$root", "$req", 100.0)
+    kept_request(state, "$root", "$req2", 200.0)
+    tapped_tally = {"prompter": "@alice:t", "escalated": True, "reminded": False,
+                    "taps": [["@bob:t", "a", True, ""]]}  # fmt: skip
+    state.save_tally("$req", tapped_tally)
+    tap = AuditTap("@bob:t", "a", True, "", 150.0)
+    state.audit_change("$req", lambda record: tapped(record, tap))
+    state.close()
+    again = State(str(tmp_path / "chat.sqlite"))
+    [first, second] = again.pending_requests("$root")
+    assert (first.event_id, first.tally, first.asked_at) == ("$req", tapped_tally, 500.0)
+    assert second.record["id"] == '"r-$req2"'
+    assert [(root, kept.event_id) for root, kept in again.pending_in_room("!r")] == [
+        ("$root", "$req"), ("$root", "$req2")]  # fmt: skip
+    assert again.pending_in_room("!other") == []
+    assert again.decide("$req", "allowed")
+    assert [kept.event_id for _, kept in again.pending_in_room("!r")] == ["$req2"]
+    [audited, _] = again.audit_records()
+    assert audited.taps == (tap,)
+    again.close()
+
+
+def test_audit_records_are_listed_from_a_date_and_forgotten_after_their_retention(
+    tmp_path: Path,
+) -> None:
+    """--since keeps the later records; pruning takes the older ones, not the threads'."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
+    for n, at in enumerate((100.0, 200.0, 300.0)):
+        kept_request(state, "$root", f"$req{n}", at)
+    assert [r.event_id for r in state.audit_records(200.0)] == ["$req1", "$req2"]
+    assert state.prune_audit(250.0) == 2
+    assert [r.event_id for r in state.audit_records()] == ["$req2"]
+    assert len(state.pending_requests("$root")) == 3  # the threads' own rows stay
+    state.close()
