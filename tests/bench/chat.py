@@ -4,7 +4,7 @@ long streamed turn, on loopback with a real Synapse (not timed tests: figures to
 Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at first use):
 
     .venv/bin/python -m tests.bench.chat              # 50 requests, 10,000 chunks
-    .venv/bin/python -m tests.bench.chat --requests 10 --chunks 2000   # a smoke run
+    .venv/bin/python -m tests.bench.chat --requests 10 --chunks 2000 --rounds 1  # a smoke run
 
 - request → approver: from the agent writing ``session/request_permission`` (its
   monotonic clock, in the request's title) to the message reaching the approver's client
@@ -12,6 +12,8 @@ Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at fir
 - reaction → agent: from the approver's reaction being sent to the agent reading the
   answer (its clock, in the words it writes next);
 - the bot's CPU per request (``/proc``: its process only, Synapse and the relay apart);
+- the same three rows with approval rules on (a rule over every kind, approvers by id and
+  by power level, timers armed), in alternated rounds with the plain rows (``--rounds``);
 - a turn of N streamed chunks (the demo agent, 0.5 ms between chunks): the time until the
   thread shows exactly the agent's text, and how many edits the bot made for it, against
   the seconds it took (the edit rate).
@@ -32,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from relay.chat.rules import TOOL_KINDS
 from tests.bench.client import cpu_seconds
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay
@@ -60,11 +63,30 @@ def summary(values: list[float]) -> dict[str, float]:
             "p95_ms": round(percentile(values, 0.95) * 1000, 1)}  # fmt: skip
 
 
-async def requests_row(server: Any, folder: Path, count: int) -> dict[str, Any]:
+def rules_file(folder: Path, approver: str) -> Path:
+    """A rule over every tool kind with what it costs per request: the approver by id and
+    by power level (the room's members read for the mentions), a timeout and an escalation
+    that never fire within the run, and the tally and audit kept at each tap."""
+    path = folder / "rules.toml"
+    path.write_text(f"""
+[[rule]]
+kinds = {json.dumps(list(TOOL_KINDS))}
+approvers = ["{approver}"]
+approver-level = 100
+timeout = 3600
+escalate-after = 3000
+escalate-to = ["{approver}"]
+""")  # fmt: skip
+    return path
+
+
+async def requests_row(server: Any, folder: Path, count: int, rules: bool) -> dict[str, Any]:
     bot, alice = server.register("bot"), server.register("alice")
     async with live_relay(AGENT) as live, person(server, alice) as lead:
         room = await lead.create_room([bot.user_id])
         quiet = ["--log-level", "info"]
+        if rules:
+            quiet += ["--config", str(rules_file(folder, alice.user_id)), "--remind-after", "3000"]
         async with chat_bot(server, bot, live.url(), folder=folder, rooms=[room],
                             approvers=[alice.user_id], extra=quiet) as running:  # fmt: skip
             await running.logged("invited to a served room: joining")
@@ -131,23 +153,43 @@ async def stream_row(server: Any, folder: Path, chunks: int) -> dict[str, Any]:
             "bot_cpu_ms": round(cpu * 1000, 1)}  # fmt: skip
 
 
-async def main(requests: int, chunks: int) -> dict[str, Any]:
+async def main(requests: int, chunks: int, rounds: int) -> dict[str, Any]:
     ensure_venv()
     with tempfile.TemporaryDirectory(prefix="acp-relay-chat-bench-") as where:
         folder = Path(where)
         (folder / "synapse").mkdir()
         with running_homeserver(folder / "synapse") as server:
-            (folder / "a").mkdir()
+            plain, ruled = [], []
+            for n in range(rounds):  # alternated: the machine's drift falls on both alike
+                for rules, into in ((False, plain), (True, ruled)):
+                    place = folder / f"{'rules' if rules else 'plain'}-{n}"
+                    place.mkdir()
+                    into.append(await requests_row(server, place, requests, rules))
             (folder / "b").mkdir()
-            return {"permission_requests": await requests_row(server, folder / "a", requests),
+            return {"permission_requests": plain[0], "permission_requests_with_rules": ruled[0],
+                    "alternated_medians_ms": _medians(plain, ruled),
                     "streamed_turn": await stream_row(server, folder / "b", chunks)}  # fmt: skip
+
+
+def _medians(plain: list[dict[str, Any]], ruled: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each round's medians, without and with rules, side by side (their spread)."""
+    rows = ("request_to_approver", "reaction_to_agent")
+    return {
+        **{f"{row} {which}": [r[row]["median_ms"] for r in runs]
+           for row in rows for which, runs in (("plain", plain), ("rules", ruled))},
+        **{f"bot_cpu_ms_per_request {which}": [r["bot_cpu_ms_per_request"] for r in runs]
+           for which, runs in (("plain", plain), ("rules", ruled))},
+    }  # fmt: skip
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--chunks", type=int, default=10_000)
+    alternated = "alternated rounds of the request rows, without and with rules"
+    parser.add_argument("--rounds", type=int, default=3, help=alternated)
     args = parser.parse_args()
-    result = asyncio.run(asyncio.wait_for(main(args.requests, args.chunks), WAIT * 3))
+    took = WAIT * (2 + 2 * args.rounds)
+    result = asyncio.run(asyncio.wait_for(main(args.requests, args.chunks, args.rounds), took))
     (HERE / "results" / "chat.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
