@@ -159,7 +159,8 @@ async def main(requests: int, chunks: int, rounds: int) -> dict[str, Any]:
         folder = Path(where)
         (folder / "synapse").mkdir()
         with running_homeserver(folder / "synapse") as server:
-            plain, ruled = [], []
+            plain: list[dict[str, Any]] = []
+            ruled: list[dict[str, Any]] = []
             for n in range(rounds):  # alternated: the machine's drift falls on both alike
                 for rules, into in ((False, plain), (True, ruled)):
                     place = folder / f"{'rules' if rules else 'plain'}-{n}"

@@ -25,11 +25,11 @@ from relay.chat.events import Encryption, Message, Reaction, message, read_event
 from relay.chat.limits import Idleness
 from relay.chat.session import ChatSession
 from relay.chat.watched import Watched
-from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.messages import on_message
 from relay.client.chatbot.sessionthread import SessionThread
+from relay.client.chatbot.showing import Answerable
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
 from relay.client.chatbot.threadcare import end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread
@@ -60,7 +60,7 @@ class ChatBot:
         self.policy = config.policy
         self.edit_interval = config.edit_interval
         self.threads: dict[str, SessionThread | WatchThread] = {}
-        self.request_owners: dict[str, Asking] = {}
+        self.request_owners: dict[str, Answerable] = {}
         self.power: dict[str, dict[str, Any] | None] = {}
         # Reactions on an event no request owns yet: the sync can bring a reaction on a
         # request's message before the send that posted it has returned. Bounded.
@@ -73,13 +73,13 @@ class ChatBot:
         self._idle_check: asyncio.Task[object] | None = None
         self.first_start = 0  # ms since the epoch: nothing older is acted on
 
-    def owns_request(self, event_id: str, asking: Asking | None) -> None:
-        if asking is None:
+    def owns_request(self, event_id: str, owner: Answerable | None) -> None:
+        if owner is None:
             self.request_owners.pop(event_id, None)
             return
-        self.request_owners[event_id] = asking
+        self.request_owners[event_id] = owner
         for early in self.early.pop(event_id, []):  # reactions synced before the request was kept
-            self.tasks.spawn(self._reaction(asking, *early), "a reaction that came early")
+            self.tasks.spawn(self._reaction(owner, *early), "a reaction that came early")
 
     # -- running -------------------------------------------------------------------------------
 
@@ -298,7 +298,7 @@ class ChatBot:
         elif isinstance(incoming, Encryption):
             await self._encrypted(room)
 
-    async def _reaction(self, owner: Asking, room: str, reaction: Reaction) -> None:
+    async def _reaction(self, owner: Answerable, room: str, reaction: Reaction) -> None:
         power = await self.levels(room)
         await owner.reacted(reaction.sender, reaction.target, reaction.key, power)
 

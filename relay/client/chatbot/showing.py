@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from relay.chat.access import Access
 from relay.chat.events import in_thread, message, replacing
@@ -35,8 +35,13 @@ from relay.client.chatbot.state import State
 from relay.observe.logs import Logger
 from relay.observe.tasks import Tasks
 
-if TYPE_CHECKING:
-    from relay.client.chatbot.asking import Asking
+
+class Answerable(Protocol):
+    """What takes the reactions on a request's message (a thread's
+    :class:`relay.client.chatbot.asking.Asking`)."""
+
+    async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:
+        """``sender`` reacted ``key`` on ``target``, under the room's ``power`` levels."""
 
 
 class Bot(Protocol):
@@ -49,8 +54,8 @@ class Bot(Protocol):
     log: Logger
     edit_interval: float
 
-    def owns_request(self, event_id: str, asking: Asking | None) -> None:
-        """Route reactions on ``event_id`` to ``asking`` (None: no longer)."""
+    def owns_request(self, event_id: str, owner: Answerable | None) -> None:
+        """Route reactions on ``event_id`` to ``owner`` (None: no longer)."""
 
     async def levels(self, room: str) -> dict[str, Any] | None:
         """The room's power levels (None: unknown)."""

@@ -13,10 +13,10 @@ import pytest
 from mautrix.types import EventType, PowerLevelStateEventContent, RoomID, UserID
 
 from relay.chat.access import Access
-from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.bot import ChatBot
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.showing import Answerable
 from relay.client.chatbot.state import State
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
@@ -259,7 +259,7 @@ async def test_a_reaction_synced_before_its_request_is_kept_is_routed_to_it(
     event = reaction_event("$x", "@a:t")
     await bot._timeline_event("!r", event)
     thread = Reacted()
-    bot.owns_request("$req", cast(Asking, thread))
+    bot.owns_request("$req", cast(Answerable, thread))
     await until(lambda: thread.seen == [("@a:t", "$req", "1️⃣")], what="the early reaction")
     state.close()
 
@@ -445,7 +445,7 @@ async def test_a_power_level_change_counts_from_its_place_in_the_batch(
     with the power levels before the change, the state block being the state before it."""
     bot, state = offline_bot(tmp_path)
     thread = Reacted()
-    bot.owns_request("$req", cast(Asking, thread))
+    bot.owns_request("$req", cast(Answerable, thread))
     timeline = [reaction_event("$x", "@b:t"), power_event("$p2", after),
                 reaction_event("$y", "@b:t")]  # fmt: skip
     batch = {"rooms": {"join": {"!r": {"state": {"events": [power_event("$p1", before)]},

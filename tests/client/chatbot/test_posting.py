@@ -17,9 +17,8 @@ import pytest
 from relay.chat.access import Access
 from relay.chat.rules import Policy
 from relay.chat.turns import TurnView
-from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.matrix import MatrixSession
-from relay.client.chatbot.showing import Showing
+from relay.client.chatbot.showing import Answerable, Showing
 from relay.client.chatbot.state import State, ThreadKind
 from relay.observe import logs
 from relay.observe.logs import Logger
@@ -40,7 +39,7 @@ class ThreadsBot:
     policy: Policy = field(default_factory=Policy)
     edit_interval: float = 0.05
 
-    def owns_request(self, event_id: str, asking: Asking | None) -> None:
+    def owns_request(self, event_id: str, owner: Answerable | None) -> None:
         """No reactions are routed in this test."""
 
     async def levels(self, room: str) -> dict[str, Any] | None:
