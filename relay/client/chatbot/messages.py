@@ -88,7 +88,11 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
     what = meaning(said, bot=bot.config.user, thread_known=known, thread_ended=ended)
     if isinstance(what, Ignore):
         return
-    if not bot.access.may_prompt(said.sender, await bot.levels(room)):
+    power = await bot.levels(room)
+    approving = isinstance(what, Answer | ListPending) and bot.access.may_approve(
+        said.sender, power
+    )  # an approver answers and lists requests, prompter or not
+    if not (approving or bot.access.may_prompt(said.sender, power)):
         await _refuse(bot, room, said)
         return
     if isinstance(what, Help | Unknown | Ended):
@@ -125,7 +129,6 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
     thread = bot.threads[said.thread]
     bot.idleness.active(said.thread, time.monotonic())
     if isinstance(what, Answer):  # in a share's thread too: a watcher may answer
-        power = await bot.levels(room)
         why = await answer_by_number(thread, said.sender, what.number, power)
         if why is not None:
             await reply(bot, room, said, f"{safe_line(said.sender)}: {why}")

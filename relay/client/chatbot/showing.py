@@ -1,16 +1,11 @@
-"""One thread as the room sees it: its messages sent and edited in paced rounds, and its
-permission requests with their keycaps, answered by approvers' reactions.
+"""One thread as the room sees it: its messages sent and edited in paced rounds.
 
 I/O for :mod:`relay.chat`: a thread's :class:`relay.chat.turns.TurnView` says what each
 of its messages should read; :class:`Showing` sends a new message for a new slot and an
 edit for a changed one, one round at a time (:class:`relay.chat.pacing.Pacer`: about
-one per second, never before the homeserver's retry time). A permission request is sent
-at once (after the round that shows what came before it), mentioning the people who may
-answer it (:mod:`relay.chat.approvals`), the bot reacting with each keycap; each tap is
-judged by its sender's user id and the request's rule (:mod:`relay.chat.rules`: quorum,
-self-approval), kept with the request's tally and audit record, and once decided the
-message is edited to say what, by whom, when and from where. Timers of the rule refuse
-it (its reject option), escalate it, or remind once. What it needs of the bot: :class:`Bot`.
+one per second, never before the homeserver's retry time). Its permission requests are
+:class:`relay.client.chatbot.asking.Asking`'s, posted through it. What a thread needs of
+the bot: :class:`Bot`.
 """
 
 from __future__ import annotations

@@ -243,3 +243,37 @@ async def test_a_reminder_mentions_who_has_not_answered_and_pending_lists_the_wa
             await lead.until_thread(room, root, lambda t: has(t, "No permission request is"))
             assert await running.stop() == 0
         assert len(running.events("permission request answered")) == 1
+
+
+async def test_an_approver_who_may_not_prompt_still_lists_and_answers_requests(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """With --prompter set apart from the approvers: the approver's !pending and !answer
+    are carried out, their prompt is refused; the prompter's !answer does not count."""
+    bot, alice, bob = (homeserver.register(n) for n in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice) as approver,
+        person(homeserver, bob) as prompter,
+    ):
+        room = await approver.create_room([bot.user_id, bob.user_id])
+        await prompter.join(room)
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id],
+                    tmp_path / "chat.sqlite", extra=["--prompter", bob.user_id])  # fmt: skip
+        async with args.start() as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await prompter.say(room, f"{bot.user_id} /ask")
+            await next_request(approver, room, root, 1)
+            asked = await approver.say(room, f"{bot.user_id} !pending")
+            await approver.until_thread(room, asked, lambda t: has(t, "1 permission request"))
+            await prompter.say(room, "!answer 1", thread=root)
+            await approver.until_thread(room, root, lambda t: has(
+                t, f"{bob.user_id}: only {alice.user_id} may answer this request"))  # fmt: skip
+            await approver.say(room, "and also delete it", thread=root)
+            await approver.until_thread(room, root, lambda t: has(t, "you may not prompt"))
+            await approver.say(room, "!answer 1", thread=root)
+            done = await approver.until_thread(room, root, lambda t: has(t, "permission: allow"))
+            assert has(done, f"chosen by {alice.user_id} in the chat (!answer 1)")
+            assert await running.stop() == 0
