@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from relay.chat.controls import Asked
 from relay.chat.events import NOTICE, Message
 from relay.chat.text import safe_line
 
@@ -25,14 +26,33 @@ END = "!end"
 HELP = "!help"
 ANSWER = "!answer"
 PENDING = "!pending"
+MODE = "!mode"
+MODEL = "!model"
+SET = "!set"
+USAGE = "!usage"
 SHARE = "share"  # "@bot share CONNECTION_ID": follow an editor's connection
 
 
 @dataclass(frozen=True)
 class Open:
-    """Open a thread on this message with ``prompt`` as its first prompt."""
+    """Open a thread on this message with ``prompt`` as its first prompt (none: ''), after
+    ``settings`` (``@bot !model X !mode Y PROMPT``: each word-long value)."""
 
     prompt: str
+    settings: tuple[Asked, ...] = ()
+
+
+@dataclass(frozen=True)
+class SetControl:
+    """Change one of the session's controls: ``!mode ID``, ``!model VALUE``, ``!set OPTION
+    VALUE`` (approvers only: a mode can take approvals away)."""
+
+    asked: Asked
+
+
+@dataclass(frozen=True)
+class ShowUsage:
+    """Say what the session has used (``!usage``)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +119,19 @@ class Ignore:
 
 
 Meaning = (
-    Open | Share | Prompt | Cancel | End | Answer | ListPending | Help | Unknown | Ended | Ignore
+    Open
+    | Share
+    | Prompt
+    | Cancel
+    | End
+    | Answer
+    | ListPending
+    | SetControl
+    | ShowUsage
+    | Help
+    | Unknown
+    | Ended
+    | Ignore
 )
 
 HELP_TEXT = (
@@ -108,7 +140,10 @@ HELP_TEXT = (
     "write is the next prompt; !cancel cancels the turn; !end ends the session; !answer N "
     "answers the pending permission request with its option N (approvers; as a tap on its "
     "keycap does); !pending (here or after a mention) lists the room's requests still "
-    "waiting; !help shows this. A prompt that starts with ! is written !!text (the "
+    "waiting; !mode ID, !model VALUE and !set OPTION VALUE change the session's mode, model "
+    "or options (approvers; also at the start of a mention: @bot !model X PROMPT); !usage "
+    "says what the session has used; a prompt that starts with / is one of the agent's "
+    "commands; !help shows this. A prompt that starts with ! is written !!text (the "
     "first ! is dropped)."
 )
 ENDED_TEXT = "This thread's session has ended: mention me in the room to start another."
@@ -141,6 +176,11 @@ def meaning(
     words = prompt.split()
     if len(words) in (2, 3) and words[0].lower() == SHARE:
         return Share(words[1], words[2] if len(words) == 3 else None)
+    settings, prompt = _leading_settings(prompt)
+    if isinstance(settings, Unknown):
+        return settings
+    if settings:
+        return Open(prompt, settings)
     if prompt.startswith("!"):
         what = _command(prompt, Open)
         if isinstance(what, Help | Unknown | Open | ListPending):
@@ -159,6 +199,10 @@ def _command(text: str, then: type[Prompt] | type[Open]) -> Meaning:
         return Help()
     if name == PENDING and len(words) == 1:
         return ListPending()
+    if name == USAGE and len(words) == 1:
+        return ShowUsage()
+    if name in (MODE, MODEL, SET):
+        return _set_control(name, words[1:])
     if name == CANCEL and len(words) == 1:
         return Cancel()
     if name == END and len(words) == 1:
@@ -169,6 +213,38 @@ def _command(text: str, then: type[Prompt] | type[Open]) -> Meaning:
         return Unknown("!answer takes one number: the option, e.g. !answer 11.")
     return Unknown(f"Unknown command {_quoted(words[0])}: !help lists the commands (a prompt "
                    f"that starts with ! is written !{_quoted(words[0])}).")  # fmt: skip
+
+
+def _set_control(name: str, words: list[str]) -> Meaning:
+    """``!mode ID``, ``!model VALUE``, ``!set OPTION VALUE`` (a value may hold spaces: a
+    choice's name)."""
+    if name == SET:
+        if len(words) < 2:
+            return Unknown("!set takes an option and a value, e.g. !set reasoning high.")
+        return SetControl(Asked(words[0], " ".join(words[1:]), by_category=False))
+    if not words:
+        return Unknown(f"{name} takes a value, e.g. {name} {'plan' if name == MODE else 'X'}.")
+    return SetControl(Asked(name[1:], " ".join(words)))
+
+
+def _leading_settings(text: str) -> tuple[tuple[Asked, ...] | Unknown, str]:
+    """The ``!mode ID``, ``!model VALUE`` and ``!set OPTION VALUE`` at the start of a mention
+    (one word each), and the prompt after them."""
+    words, settings, at = text.split(), [], 0
+    while at < len(words) and words[at].lower() in (MODE, MODEL, SET):
+        name = words[at].lower()
+        size = 3 if name == SET else 2
+        if at + size > len(words):
+            return Unknown(f"{_quoted(words[at])} at the start of a mention takes a value "
+                           "(!set: an option and a value), then the prompt."), ""  # fmt: skip
+        what = _set_control(name, words[at + 1 : at + size])
+        assert isinstance(what, SetControl)
+        settings.append(what.asked)
+        at += size
+    if not settings:
+        return (), text
+    parts = text.split(None, at)
+    return tuple(settings), parts[at].strip() if len(parts) > at else ""
 
 
 def _not_here(text: str) -> str:

@@ -325,3 +325,61 @@ def commands_text(commands: tuple[Choice, ...]) -> str:
     """The agent's slash commands, one per line (a prompt that starts with / sends one)."""
     lines = [safe_line(f"/{c.value}" + (f" — {c.name}" if c.name else "")) for c in commands]
     return "\n".join(["The agent's commands (send one as a prompt):", *lines])
+
+
+def applied(controls: Controls, asked: Asked) -> Controls:
+    """``controls`` with what ``asked`` named set to its value (the agent accepted it)."""
+    control, older = _named(controls, asked)
+    choice = control.choice(asked.value) if control is not None else None
+    if control is None or choice is None:
+        return controls
+    now = replace(control, current=choice.value)
+    if older == "mode":
+        return replace(controls, mode=now)
+    if older == "model":
+        return replace(controls, model=now)
+    return _with_option(controls, now)
+
+
+# -- kept across a restart ----------------------------------------------------------------
+
+
+def controls_state(controls: Controls) -> dict[str, Any]:
+    """The controls as JSON values (for the thread's snapshot)."""
+
+    def control(c: Control | None) -> list[Any] | None:
+        if c is None:
+            return None
+        choices = [[x.value, x.name] for x in c.choices]
+        return [c.control_id, c.name, c.category, c.current, choices, c.boolean]
+
+    usage = controls.usage
+    return {
+        "options": [control(c) for c in controls.options],
+        "mode": control(controls.mode),
+        "model": control(controls.model),
+        "commands": [[c.value, c.name] for c in controls.commands],
+        "usage": None if usage is None else [usage.used, usage.size, usage.cost],
+    }
+
+
+def controls_of_state(kept: Any) -> Controls:
+    """The controls :func:`controls_state` kept (none for an older snapshot)."""
+    if not isinstance(kept, dict):
+        return Controls()
+
+    def control(c: list[Any] | None) -> Control | None:
+        if c is None:
+            return None
+        control_id, name, category, current, choices, boolean = c
+        return Control(control_id, name, category, current,
+                       tuple(Choice(v, n) for v, n in choices), boolean)  # fmt: skip
+
+    usage = kept.get("usage")
+    return Controls(
+        options=tuple(c for c in (control(x) for x in kept.get("options", [])) if c),
+        mode=control(kept.get("mode")),
+        model=control(kept.get("model")),
+        commands=tuple(Choice(v, n) for v, n in kept.get("commands", [])),
+        usage=None if usage is None else Usage(*usage),
+    )

@@ -18,6 +18,21 @@ from decimal import Decimal
 from typing import Any
 
 from relay.acp.refusals import id_key
+from relay.chat.controls import (
+    Asked,
+    Change,
+    Controls,
+    Refused,
+    applied,
+    change,
+    commands_text,
+    controls_of_session,
+    controls_of_state,
+    controls_state,
+    settings_line,
+    updated,
+    usage_text,
+)
 from relay.chat.permissions import Request, read_request, request_of, request_state
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
@@ -26,6 +41,7 @@ from relay.core import strictjson
 MAX_QUEUED = 16  # prompts waiting for the turn that runs
 MAX_LINE_BYTES = 8 << 20  # a longer agent line is not read (it is shown as skipped)
 PERMISSION = "session/request_permission"
+CHANGES = ("session/set_mode", "session/set_model", "session/set_config_option")
 ANSWERED = "_acp-relay/answered"
 
 
@@ -50,11 +66,13 @@ class ChatSession:
         self.session_id: str | None = None
         self.next_id = 1
         self.waiting: dict[Any, str] = {}  # our requests' keys -> method
-        self.queue: deque[str] = deque()
+        self.queue: deque[str | dict[str, Any]] = deque()  # prompts, and changes ({"set": …})
         self.queued_by: deque[str | None] = deque()  # who wrote each queued prompt
         self.turn_by: str | None = None  # who prompted the turn that runs (self-approval)
         self.turn_running = False
         self.asked: list[Request] = []  # the permission requests of the turn that runs
+        self.controls = Controls()  # the mode, options, commands and usage the agent offers
+        self.changing: tuple[str, Asked] | None = None  # a change sent, awaited: words, what
 
     # -- the thread asks ----------------------------------------------------------------
 
@@ -70,7 +88,7 @@ class ChatSession:
 
     def prompt(self, text: str, by: str | None = None) -> Step:
         """``by``'s prompt: sent now, or queued while a turn runs (the thread is told)."""
-        if self.session_id is not None and not self.turn_running:
+        if not self._busy():
             return Step(send=[self._prompt(text, by)])
         if len(self.queue) >= MAX_QUEUED:
             self.view.note(f"⚠️ {MAX_QUEUED} prompts already wait: this one was not queued.")
@@ -81,6 +99,39 @@ class ChatSession:
             self.view.note(f"⏳ Queued: it goes to the agent after this turn ({len(self.queue)} "
                            "waiting).")  # fmt: skip
         return Step()
+
+    def change(self, asked: Asked, by: str) -> Step:
+        """``by`` asks to change a control (``!mode``, ``!model``, ``!set``): checked against
+        what the agent offers, then sent between turns (queued during one, in order with
+        the prompts)."""
+        checked = change(self.controls, self.session_id or "", asked)
+        if isinstance(checked, Refused) and self.session_id is not None:
+            self.view.note(f"⚠️ {checked.why}")  # (before the session opens: checked then)
+            return Step()
+        if self._busy() or isinstance(checked, Refused):
+            if len(self.queue) >= MAX_QUEUED:
+                self.view.note(f"⚠️ {MAX_QUEUED} prompts already wait: this change was not queued.")
+                return Step()
+            self.queue.append(_queued_change(asked))
+            self.queued_by.append(by)
+            if self.turn_running:
+                self.view.note(f"⏳ Queued: {asked.control} → {safe_line(asked.value)}, after "
+                               "this turn.")  # fmt: skip
+            return Step()
+        return Step(send=[self._change(checked, asked, by)])
+
+    def usage(self) -> None:
+        """``!usage``: what the session has used, as the agent last said."""
+        usage = self.controls.usage
+        self.view.note(usage_text(usage) if usage else "The agent has not said what this "
+                       "session uses.")  # fmt: skip
+
+    def _busy(self) -> bool:
+        return self.session_id is None or self.turn_running or self.changing is not None
+
+    def _change(self, checked: Change, asked: Asked, by: str) -> bytes:
+        self.changing = (f"{checked.words} (by {safe_line(by, 255)})", asked)
+        return self._request(checked.method, checked.params)
 
     def cancel(self) -> Step:
         """``session/cancel`` for the turn that runs (queued prompts are dropped too), and
@@ -105,6 +156,9 @@ class ChatSession:
             "session": self.session_id, "next": self.next_id, "queue": list(self.queue),
             "running": self.turn_running, "view": self.view.snapshot(),
             "by": self.turn_by, "queued_by": list(self.queued_by),
+            "controls": controls_state(self.controls),
+            "changing": None if self.changing is None else [
+                self.changing[0], *_queued_change(self.changing[1])["set"]],
             "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
             "asked": [request_state(request) for request in self.asked],
         }  # fmt: skip
@@ -123,6 +177,11 @@ class ChatSession:
         }
         self.view.restore(kept["view"])
         self.asked = [request_of(state) for state in kept.get("asked", [])]
+        self.controls = controls_of_state(kept.get("controls"))
+        changing = kept.get("changing")
+        self.changing = None
+        if isinstance(changing, list):
+            self.changing = (changing[0], _asked_of({"set": changing[1:]}))
 
     # -- the agent says -------------------------------------------------------------------
 
@@ -155,10 +214,26 @@ class ChatSession:
     def _notification(self, message: dict[str, Any], method: str) -> Step:
         params = message.get("params")
         if method == "session/update" and isinstance(params, dict):
-            self.view.update(params.get("update"))
+            self._update(params.get("update"))
         elif method == ANSWERED and isinstance(params, dict):
             return Step(answered=[(params.get("id"), params)])
         return Step()
+
+    def _update(self, update: Any) -> None:
+        """A ``session/update``: the controls' own, or what the turn shows."""
+        controls = updated(self.controls, update) if isinstance(update, dict) else None
+        if controls is None:
+            self.view.update(update)
+            return
+        self._controls(controls)
+
+    def _controls(self, controls: Controls) -> None:
+        """The controls as the agent now says: their lines edited where they changed."""
+        self.controls = controls
+        if controls.offered():
+            self.view.session_line("settings", settings_line(controls))
+        if controls.commands:
+            self.view.session_line("commands", commands_text(controls.commands))
 
     def _response(self, message: dict[str, Any]) -> Step:
         method = self.waiting.pop(id_key(message.get("id")), None)
@@ -177,6 +252,8 @@ class ChatSession:
                 why = _error_text(error) if error is not None else "no sessionId"
                 return Step(failed=f"the agent could not open a session: {why}")
             self.session_id = session
+            assert isinstance(result, dict)  # it has a sessionId
+            self._controls(controls_of_session(result, self.controls))
             return self._next_prompt()
         if method == "session/prompt":
             self.turn_running = False
@@ -185,16 +262,42 @@ class ChatSession:
                 self.view.note(f"⚠️ The turn failed: {_error_text(error)}")
             else:
                 reason = result.get("stopReason") if isinstance(result, dict) else None
-                self.view.end_turn(reason if isinstance(reason, str) else "unknown")
+                used = usage_text(self.controls.usage) if self.controls.usage else ""
+                self.view.end_turn(reason if isinstance(reason, str) else "unknown", used)
             return self._next_prompt()
+        if method in CHANGES:
+            return self._changed(method, error, result)
         return Step()
+
+    def _changed(self, method: str, error: Any, result: Any) -> Step:
+        """The agent's answer to a change: the thread records the decision (who, what), or
+        says why the agent refused it; then the next queued prompt or change."""
+        if self.changing is None:
+            return self._next_prompt()
+        (words, asked), self.changing = self.changing, None
+        if error is not None:
+            self.view.note(f"⚠️ The agent refused {words}: {_error_text(error)}")
+            return self._next_prompt()
+        self.view.note(f"⚙️ {words}")
+        answered = isinstance(result, dict) and isinstance(result.get("configOptions"), list)
+        if answered and method == "session/set_config_option":
+            self._controls(controls_of_session(result, self.controls))
+        else:  # the agent's update may follow: until then, what it accepted
+            self._controls(applied(self.controls, asked))
+        return self._next_prompt()
 
     # -- lines ----------------------------------------------------------------------------------
 
     def _next_prompt(self) -> Step:
-        if self.queue and not self.turn_running and self.session_id is not None:
-            by = self.queued_by.popleft() if self.queued_by else None
-            return Step(send=[self._prompt(self.queue.popleft(), by)])
+        """The next queued prompt, or change, once nothing runs."""
+        while self.queue and not self._busy():
+            item, by = self.queue.popleft(), self.queued_by.popleft() if self.queued_by else None
+            if isinstance(item, str):
+                return Step(send=[self._prompt(item, by)])
+            checked = change(self.controls, self.session_id or "", _asked_of(item))
+            if isinstance(checked, Change):
+                return Step(send=[self._change(checked, _asked_of(item), by or "")])
+            self.view.note(f"⚠️ {checked.why}")
         return Step()
 
     def _prompt(self, text: str, by: str | None) -> bytes:
@@ -209,6 +312,16 @@ class ChatSession:
         self.next_id += 1
         self.waiting[id_key(request_id)] = method
         return _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def _queued_change(asked: Asked) -> dict[str, Any]:
+    """A change waiting in the queue, as JSON values (the queue is kept in snapshots)."""
+    return {"set": [asked.control, asked.value, asked.by_category]}
+
+
+def _asked_of(item: dict[str, Any]) -> Asked:
+    control, value, by_category = item["set"]
+    return Asked(str(control), str(value), bool(by_category))
 
 
 def _line(message: dict[str, Any]) -> bytes:

@@ -70,6 +70,7 @@ class TurnView:
         # killed before they are shown shows them after its restart.
         self._in_flight: dict[str, Shown] = {}
         self._notes = 0
+        self._lines: dict[str, Shown] = {}  # the session's own lines, edited in place
 
     # -- what comes in ------------------------------------------------------------------
 
@@ -99,9 +100,20 @@ class TurnView:
                          for e in entries[:MAX_PLAN_ENTRIES]]  # fmt: skip
             self._touch(f"{self.turn}.plan")
 
-    def end_turn(self, stop_reason: str) -> None:
-        """The turn ended (the prompt's answer): a line with its stop reason."""
-        self.note(f"⏹ End of turn: {safe_line(stop_reason, 80)}", slot=f"{self.turn}.end")
+    def end_turn(self, stop_reason: str, usage: str = "") -> None:
+        """The turn ended (the prompt's answer): a line with its stop reason, and what the
+        session has used when the agent said (``usage``, already safe)."""
+        used = f" · {usage}" if usage else ""
+        self.note(f"⏹ End of turn: {safe_line(stop_reason, 80)}{used}", slot=f"{self.turn}.end")
+
+    def session_line(self, name: str, text: str) -> None:
+        """A line of the session's own (its settings, its commands: ``text`` already safe),
+        one message edited in place whenever it changes, across turns."""
+        slot = f"session.{name}"
+        if slot in self._lines and self._lines[slot].body == text:
+            return
+        self._lines[slot] = Shown(slot, text, to_html(text))
+        self._touch(slot)
 
     def note(self, text: str, *, slot: str | None = None) -> str:
         """A line of the bot's own (``text`` already safe) in a new message; its slot."""
@@ -144,6 +156,8 @@ class TurnView:
         thoughts and plan."""
         if slot.startswith("tool."):
             return slot[5:] in self.tools
+        if slot.startswith("session."):
+            return True
         return slot not in self._frozen and slot.startswith(f"{self.turn}.")
 
     # -- kept across a restart ----------------------------------------------------------------
@@ -157,6 +171,7 @@ class TurnView:
             "order": list(self._order), "changed": sorted(self._changed),
             "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
             "flight": [[s.slot, s.body, s.html, s.msgtype] for s in self._in_flight.values()],
+            "lines": [[s.slot, s.body] for s in self._lines.values()],
         }  # fmt: skip
 
     def restore(self, kept: dict[str, Any]) -> None:
@@ -170,6 +185,9 @@ class TurnView:
         self._changed = set(kept["changed"])
         self._frozen = {slot: Shown(slot, body, html, kind)
                         for slot, body, html, kind in kept["frozen"]}  # fmt: skip
+        self._lines = {
+            slot: Shown(slot, body, to_html(body)) for slot, body in kept.get("lines", [])
+        }
         for slot, body, html, kind in kept.get("flight", []):  # taken, maybe not shown
             if slot not in self._order:  # not live: its last words are these
                 self._frozen[slot] = Shown(slot, body, html, kind)
@@ -217,6 +235,8 @@ class TurnView:
     def _render(self, slot: str) -> Shown:
         if slot in self._frozen:
             return self._frozen[slot]
+        if slot in self._lines:
+            return self._lines[slot]
         part = slot.split(".", 2)
         if slot.startswith("tool."):
             tool = self.tools.get(slot[5:])

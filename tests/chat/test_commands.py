@@ -11,10 +11,13 @@ from relay.chat.commands import (
     Meaning,
     Open,
     Prompt,
+    SetControl,
     Share,
+    ShowUsage,
     Unknown,
     meaning,
 )
+from relay.chat.controls import Asked
 from relay.chat.events import Message
 
 BOT = "@bot:t"
@@ -63,6 +66,24 @@ def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
          Unknown("!cancel is a command for a thread: !help lists the commands.")),
         (said("!cancel", thread="$r"), False, Ignore("a thread the bot does not run")),
         (said("!pending", thread="$r"), True, ListPending()),
+        (said("!mode plan", thread="$r"), True, SetControl(Asked("mode", "plan"))),
+        (said("!model Claude Sonnet", thread="$r"), True,
+         SetControl(Asked("model", "Claude Sonnet"))),
+        (said("!set reasoning high", thread="$r"), True,
+         SetControl(Asked("reasoning", "high", by_category=False))),
+        (said("!set reasoning", thread="$r"), True,
+         Unknown("!set takes an option and a value, e.g. !set reasoning high.")),
+        (said("!mode", thread="$r"), True, Unknown("!mode takes a value, e.g. !mode plan.")),
+        (said("!usage", thread="$r"), True, ShowUsage()),
+        (said("/review the diff", thread="$r"), True, Prompt("/review the diff")),
+        (said("@bot:t !model deep !mode plan fix the test"), False,
+         Open("fix the test", (Asked("model", "deep"), Asked("mode", "plan")))),
+        (said("@bot:t !set effort high  keep  spaces"), False,
+         Open("keep  spaces", (Asked("effort", "high", by_category=False),))),
+        (said("@bot:t !mode plan"), False, Open("", (Asked("mode", "plan"),))),
+        (said("@bot:t !set effort"), False, Unknown(
+            "!set at the start of a mention takes a value (!set: an option and a value), then "
+            "the prompt.")),
         (said("@bot:t !Pending"), False, ListPending()),
         (said("!pending now", thread="$r"), True, Unknown(
             "Unknown command !pending: !help lists the commands (a prompt that starts with ! "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,9 +17,12 @@ from relay.chat.controls import (
     Controls,
     Refused,
     Usage,
+    applied,
     change,
     commands_text,
     controls_of_session,
+    controls_of_state,
+    controls_state,
     settings_line,
     updated,
     usage_text,
@@ -262,3 +266,27 @@ def test_a_change_only_ever_sends_a_value_the_agent_offered(
         assert result.params["value"] in [v for v, _ in values]
     else:
         assert asked not in [v for v, _ in values]
+
+
+def test_controls_kept_in_a_snapshot_read_back_the_same() -> None:
+    """controls_state and controls_of_state round-trip through JSON; an older snapshot has
+    none."""
+    controls = controls_of_session(json.loads(json.dumps({
+        "configOptions": [{"id": "x", "name": "X", "type": "boolean", "currentValue": True}],
+        "modes": {"currentModeId": "a", "availableModes": [{"id": "a", "name": "A"}]},
+        "models": {"currentModelId": "m", "availableModels": [{"modelId": "m", "name": "M"}]},
+    })))  # fmt: skip
+    controls = replace(controls, commands=(Choice("review", "Review"),),
+                       usage=Usage(1, 2, "0.1 USD"))  # fmt: skip
+    assert controls_of_state(json.loads(json.dumps(controls_state(controls)))) == controls
+    assert controls_of_state(None) == Controls()
+
+
+def test_a_change_accepted_is_applied_to_what_it_named() -> None:
+    """applied() sets the named control's current value (older modes too); an unknown value
+    or control changes nothing."""
+    controls = controls_of_session({
+        "modes": {"currentModeId": "a", "availableModes": [{"id": "a"}, {"id": "b"}]}})  # fmt: skip
+    assert applied(controls, Asked("mode", "b")).mode.current == "b"  # type: ignore[union-attr]
+    assert applied(controls, Asked("mode", "zz")) == controls
+    assert applied(controls, Asked("model", "x")) == controls

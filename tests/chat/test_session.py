@@ -1,6 +1,7 @@
 import json
 from typing import Any
 
+from relay.chat.controls import Asked
 from relay.chat.session import MAX_QUEUED, ChatSession, Step
 from relay.core import strictjson
 
@@ -219,3 +220,124 @@ def test_the_turns_prompter_follows_the_queue_and_survives_a_restore() -> None:
     oldest = ChatSession("/w", version="1.0")
     oldest.restore(older)  # a snapshot of the release before: nobody known
     assert (oldest.turn_by, list(oldest.queued_by)) == (None, [None])
+
+
+OPTIONS = [
+    {"id": "model", "name": "Model", "category": "model", "type": "select",
+     "currentValue": "fast", "options": [{"value": "fast", "name": "Fast"},
+                                         {"value": "deep", "name": "Deep"}]},
+]  # fmt: skip
+AVAILABLE = [{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]
+MODES = {"currentModeId": "default", "availableModes": AVAILABLE}
+
+
+def with_controls() -> tuple[ChatSession, list[str]]:
+    """A session whose agent offers modes and a model option; the bodies shown so far."""
+    session = ChatSession("/w", version="1.0")
+    session.start()
+    session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    session.agent_line(line({"jsonrpc": "2.0", "id": 2, "result": {
+        "sessionId": "s-1", "modes": MODES, "configOptions": OPTIONS}}))  # fmt: skip
+    return session, [shown.body for shown in session.view.take()]
+
+
+def test_the_settings_line_shows_at_open_and_follows_the_agents_updates() -> None:
+    """One session line with the mode and each option, edited when the agent updates them;
+    the agent's commands in a line of their own."""
+    session, bodies = with_controls()
+    assert bodies == ["⚙️ Mode: Default · Model: Fast (change: !mode ID, !model VALUE, "
+                      "!set OPTION VALUE; approvers only)"]  # fmt: skip
+    update = {"sessionUpdate": "current_mode_update", "currentModeId": "plan"}
+    session.agent_line(line({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": "s-1", "update": update}}))  # fmt: skip
+    review = [{"name": "review", "description": "Review the diff"}]
+    commands = {"sessionUpdate": "available_commands_update", "availableCommands": review}
+    session.agent_line(line({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": "s-1", "update": commands}}))  # fmt: skip
+    shown = session.view.take()
+    assert [s.slot for s in shown] == ["session.settings", "session.commands"]
+    assert shown[0].body.startswith("⚙️ Mode: Plan · Model: Fast")
+    assert (
+        shown[1].body == "The agent's commands (send one as a prompt):\n/review — Review the diff"
+    )
+
+
+def test_a_change_is_sent_between_turns_queued_during_one_and_recorded_with_who() -> None:
+    """!model between turns: session/set_config_option at once; during a turn: queued and
+    sent after it, before the next prompt; the answer's options become the line; the thread
+    records who changed what."""
+    session, _ = with_controls()
+    [request] = sent(session.change(Asked("model", "deep"), "@lead:t"))
+    assert request["method"] == "session/set_config_option"
+    assert request["params"] == {"sessionId": "s-1", "configId": "model", "value": "deep"}
+    assert session.prompt("go", "@bob:t").send == []  # waits for the change's answer
+    chosen = [{**OPTIONS[0], "currentValue": "deep"}]
+    [prompt] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": request["id"],
+                                             "result": {"configOptions": chosen}})))  # fmt: skip
+    assert prompt["method"] == "session/prompt"
+    bodies = [s.body for s in session.view.take()]
+    assert "⚙️ Model → Deep (by @lead:t)" in bodies
+    assert any(b.startswith("⚙️ Mode: Default · Model: Deep") for b in bodies)
+    assert session.change(Asked("mode", "plan"), "@lead:t").send == []  # a turn runs: queued
+    [mode] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": prompt["id"],
+                                           "result": {"stopReason": "end_turn"}})))  # fmt: skip
+    assert (mode["method"], mode["params"]["modeId"]) == ("session/set_mode", "plan")
+    session.agent_line(line({"jsonrpc": "2.0", "id": mode["id"], "error": {
+        "code": -32603, "message": "not now"}}))  # fmt: skip
+    assert any("The agent refused Mode → Plan (by @lead:t): not now (-32603)" in s.body
+               for s in session.view.take())  # fmt: skip
+
+
+def test_a_value_the_agent_did_not_offer_is_answered_with_the_choices() -> None:
+    """Nothing is sent; the thread says the values."""
+    session, _ = with_controls()
+    assert session.change(Asked("model", "huge"), "@lead:t").send == []
+    [said] = [s.body for s in session.view.take()]
+    assert said == "⚠️ Model has no value 'huge'; its values: fast, deep"
+
+
+def test_changes_asked_before_the_session_opens_are_made_before_the_first_prompt() -> None:
+    """@bot !mode plan PROMPT: the mode is set once the session opens, then the prompt."""
+    session = ChatSession("/w", version="1.0")
+    session.start()
+    session.change(Asked("mode", "plan"), "@lead:t")
+    session.prompt("fix it", "@lead:t")
+    session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    [mode] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": 2, "result": {
+        "sessionId": "s-1", "modes": MODES}})))  # fmt: skip
+    assert mode["method"] == "session/set_mode"
+    [prompt] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": mode["id"], "result": {}})))
+    assert prompt["params"]["prompt"] == [{"type": "text", "text": "fix it"}]
+    assert session.controls.mode is not None
+    assert session.controls.mode.current == "plan"  # accepted: shown before any update
+
+
+def test_usage_shows_at_the_end_of_a_turn_and_on_request() -> None:
+    """usage_update keeps the figures; the end-of-turn line carries them; !usage says them."""
+    session, _ = with_controls()
+    session.usage()
+    assert session.view.take()[-1].body == "The agent has not said what this session uses."
+    [prompt] = sent(session.prompt("go"))
+    usage = {"sessionUpdate": "usage_update", "used": 53000, "size": 200000,
+             "cost": {"amount": 0.42, "currency": "USD"}}  # fmt: skip
+    session.agent_line(line({"jsonrpc": "2.0", "method": "session/update",
+                             "params": {"sessionId": "s-1", "update": usage}}))  # fmt: skip
+    session.agent_line(line({"jsonrpc": "2.0", "id": prompt["id"],
+                             "result": {"stopReason": "end_turn"}}))  # fmt: skip
+    end = session.view.take()[-1].body
+    assert end == "⏹ End of turn: end_turn · Context: 53,000 of 200,000 tokens (26 %); " \
+                  "cost so far 0.42 USD"  # fmt: skip
+
+
+def test_controls_and_a_change_in_flight_survive_a_snapshot() -> None:
+    """The controls and the change awaiting its answer are kept and restored."""
+    session, _ = with_controls()
+    [request] = sent(session.change(Asked("model", "deep"), "@lead:t"))
+    session.prompt("later", "@bob:t")
+    again = ChatSession("/w", version="1.0")
+    again.restore(json.loads(json.dumps(session.snapshot())))
+    assert again.controls == session.controls
+    [prompt] = sent(again.agent_line(line({"jsonrpc": "2.0", "id": request["id"],
+                                           "result": {}})))  # fmt: skip
+    assert prompt["params"]["prompt"][0]["text"] == "later"
+    assert again.controls.by_category("model").current == "deep"  # type: ignore[union-attr]

@@ -141,3 +141,22 @@ def test_slots_taken_but_not_yet_shown_survive_a_restart_as_changed() -> None:
     done = TurnView()
     done.restore(view.snapshot())
     assert not done.pending
+
+
+def test_a_session_line_is_one_message_edited_across_turns_and_kept() -> None:
+    """session_line makes a slot that stays live across turns, changes only when its text
+    does, and comes back from a snapshot."""
+    view = TurnView()
+    view.session_line("settings", "⚙️ Mode: A")
+    [first] = view.take()
+    view.start_turn()
+    view.session_line("settings", "⚙️ Mode: A")
+    assert view.take() == []
+    view.session_line("settings", "⚙️ Mode: B")
+    [second] = view.take()
+    assert (first.slot, second.slot, second.body) == ("session.settings",) * 2 + ("⚙️ Mode: B",)
+    assert view.is_live("session.settings")
+    again = TurnView()
+    again.restore(view.snapshot())
+    again.session_line("settings", "⚙️ Mode: C")
+    assert [s.body for s in again.take()] == ["⚙️ Mode: C"]

@@ -27,7 +27,9 @@ from relay.chat.commands import (
     ListPending,
     Open,
     Prompt,
+    SetControl,
     Share,
+    ShowUsage,
     Unknown,
     meaning,
 )
@@ -69,6 +71,10 @@ class Served(Protocol):
         """A new watch thread following ``connection``."""
 
 
+CONTROLS_REFUSED = (
+    "Only approvers change a session's mode, model or options: a mode can take approvals "
+    "away (some agents' modes approve every tool call themselves)."
+)
 CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
 SHARE_NO_URL = (
     "share takes a connection id only: the bot follows connections on the relay its "
@@ -116,6 +122,9 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
     if isinstance(what, Share):
         await _share(bot, room, said, what)
         return
+    if isinstance(what, Open) and what.settings and not bot.access.may_approve(said.sender, power):
+        await reply(bot, room, said, CONTROLS_REFUSED)
+        return
     if isinstance(what, Open):
         bot.opened_by[said.event_id] = said.sender
         url, at = bot.config.dial.url, time.time()
@@ -123,7 +132,7 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
                               said.sender, what.prompt)  # fmt: skip
         opened = bot.open_thread(room, said.event_id)
         bot.log.info("thread opened", thread=said.event_id, by=said.sender)
-        opened.open(what.prompt, said.sender)
+        opened.open(what.prompt, said.sender, what.settings)
         return
     assert said.thread is not None
     thread = bot.threads[said.thread]
@@ -138,6 +147,16 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
             thread.end(safe_line(said.sender))
         else:
             thread.showing.say("This thread follows the editor's session: prompt there.")
+        return
+    if isinstance(what, SetControl):
+        if not bot.access.may_approve(said.sender, power):
+            await reply(bot, room, said, CONTROLS_REFUSED)
+            return
+        thread.set_control(what.asked, said.sender)
+        return
+    if isinstance(what, ShowUsage):
+        thread.session.usage()
+        thread.showing.wake()
         return
     bot.log.debug("message handled", thread=said.thread, by=said.sender,
                    meaning=type(what).__name__)  # fmt: skip

@@ -26,6 +26,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from relay.chat.controls import Asked
 from relay.chat.session import ChatSession, Step
 from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
@@ -84,9 +85,15 @@ class SessionThread:
 
     # -- the thread's life ---------------------------------------------------------------
 
-    def open(self, first_prompt: str, by: str | None = None) -> None:
-        """A new connection and session, ``first_prompt`` (``by``'s) as its first prompt."""
-        self.session.prompt(first_prompt, by)
+    def open(
+        self, first_prompt: str, by: str | None = None, settings: Sequence[Asked] = ()
+    ) -> None:
+        """A new connection and session: ``settings`` made once it opens (``by``'s, an
+        approver's), then ``first_prompt`` (none: '') as its first prompt."""
+        for asked in settings:
+            self.session.change(asked, by or "")
+        if first_prompt:
+            self.session.prompt(first_prompt, by)
         self._start(self._opened())
 
     def restore(self, row: ThreadRow) -> None:
@@ -130,6 +137,11 @@ class SessionThread:
         """``by``'s prompt, carried out once the link is up (a restored thread resumes
         first), in the order prompts and cancels came."""
         self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text, by)), "a prompt")
+
+    def set_control(self, asked: Asked, by: str) -> None:
+        """``!mode``, ``!model`` or ``!set`` by ``by`` (an approver), carried out once the link
+        is up, in order with the prompts (queued during a turn)."""
+        self.tasks.spawn(self._once_linked(lambda: self.session.change(asked, by)), "a change")
 
     def cancel(self, by: str) -> None:
         """``!cancel`` by ``by``, carried out once the link is up, in order with the prompts:
