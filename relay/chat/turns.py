@@ -78,7 +78,8 @@ class TurnView:
         """A prompt went to the agent: a new turn's messages begin (the last turn's changes
         not yet handed out are kept as they read now)."""
         for slot in self._changed:
-            self._frozen[slot] = self._render(slot)
+            if slot not in self._lines:  # the session's lines live on across turns
+                self._frozen[slot] = self._render(slot)
         self.turn += 1
         self.pages, self._page_bytes, self.thought, self.plan = [], 0, "", []
 
@@ -233,10 +234,10 @@ class TurnView:
         self._touch(f"tool.{tool_id}")
 
     def _render(self, slot: str) -> Shown:
-        if slot in self._frozen:
-            return self._frozen[slot]
         if slot in self._lines:
             return self._lines[slot]
+        if slot in self._frozen:
+            return self._frozen[slot]
         part = slot.split(".", 2)
         if slot.startswith("tool."):
             tool = self.tools.get(slot[5:])

@@ -147,8 +147,11 @@ def test_a_session_line_is_one_message_edited_across_turns_and_kept() -> None:
     """session_line makes a slot that stays live across turns, changes only when its text
     does, and comes back from a snapshot."""
     view = TurnView()
+    view.session_line("settings", "⚙️ Mode: Z")
+    view.start_turn()  # a turn starts before a round took the line: it stays live
     view.session_line("settings", "⚙️ Mode: A")
     [first] = view.take()
+    assert first.body == "⚙️ Mode: A"
     view.start_turn()
     view.session_line("settings", "⚙️ Mode: A")
     assert view.take() == []

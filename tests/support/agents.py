@@ -19,6 +19,8 @@ STREAM = (sys.executable, str(AGENTS / "stream.py"))  # + COUNT [DELAY]
 STUBBORN = (sys.executable, str(AGENTS / "stubborn.py"))
 ASKS = (sys.executable, str(AGENTS / "asks.py"))  # asks permission once, reports answers
 CHATTY = (sys.executable, str(AGENTS / "chatty.py"))  # plans, thinks, runs a tool, asks, says
+# An SDK agent offering modes, options, commands, images, usage and sessions: + STORE_DIR
+CONTROLS = (sys.executable, str(AGENTS / "controls.py"))
 SLOW_START = (sys.executable, str(AGENTS / "slow_start.py"))  # + SECONDS [STDERR_BYTES]
 # An ACP SDK agent sending a path through every row of relay.acp.boundary (see its doc).
 BOUNDARY_AGENT = (sys.executable, str(AGENTS / "boundary.py"))  # [--ignore-capabilities]
