@@ -5,9 +5,10 @@ agent's words) with ``m.mentions`` empty (it pings nobody, whatever its text say
 permission request's message names, on purpose, the people who may answer it),
 placed in a thread (``m.thread``, with the reply fallback for clients without threads),
 an edit (``m.replace`` with ``m.new_content``) and a reaction (``m.annotation``). What
-comes in: a timeline event from ``/sync`` read into :class:`Message` (text and notices
-only), :class:`Reaction` or :class:`Other`, each field checked, since any room member can
-send anything.
+comes in: a timeline event from ``/sync`` read into :class:`Message` (text and notices),
+an :class:`relay.chat.attachments.Attachment` (images, files and other media),
+:class:`Reaction` or :class:`Other`, each field checked, since any room member can send
+anything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from relay.chat.attachments import Attachment, read_attachment
 from relay.chat.text import CONTENT_BYTES, fit_bytes, json_size
 
 NOTICE = "m.notice"
@@ -126,7 +128,8 @@ class Other:
     event_id: str
 
 
-Incoming = Message | Reaction | Encryption | Other
+Incoming = Message | Reaction | Encryption | Attachment | Other
+MEDIA = ("m.image", "m.file", "m.audio", "m.video")  # an attachment (only images and files join)
 
 
 def read_event(event: Mapping[str, Any]) -> Incoming:
@@ -146,9 +149,11 @@ def read_event(event: Mapping[str, Any]) -> Incoming:
         return Other(event_id)
     if kind != "m.room.message" or not isinstance(content.get("body"), str):
         return Other(event_id)
-    if content.get("msgtype") not in (TEXT, NOTICE):
-        return Other(event_id)  # an emote, a file, an unknown type: no prompt (notices: bots')
     thread = _text(relates.get("event_id")) if relates.get("rel_type") == "m.thread" else ""
+    if content.get("msgtype") in MEDIA and "m.new_content" not in content:
+        return read_attachment(event_id, sender, thread or None, content)
+    if content.get("msgtype") not in (TEXT, NOTICE):
+        return Other(event_id)  # an emote, an unknown type: no prompt (notices: bots')
     return Message(
         event_id=event_id,
         sender=sender,

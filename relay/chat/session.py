@@ -13,11 +13,20 @@ answered with ``-32601``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from relay.acp.refusals import id_key
+from relay.chat.attachments import (
+    Attachment,
+    PromptCapabilities,
+    attachment_of,
+    attachment_state,
+    capabilities_of,
+    refusal,
+)
 from relay.chat.controls import (
     Asked,
     Change,
@@ -41,6 +50,10 @@ from relay.core import strictjson
 MAX_QUEUED = 16  # prompts waiting for the turn that runs
 MAX_LINE_BYTES = 8 << 20  # a longer agent line is not read (it is shown as skipped)
 PERMISSION = "session/request_permission"
+WAIT_FOR_THE_TURN = (
+    "⏳ A prompt with files is sent between turns: send it again once this turn ends (the "
+    "files stay attached)."
+)
 CHANGES = ("session/set_mode", "session/set_model", "session/set_config_option")
 ANSWERED = "_acp-relay/answered"
 
@@ -73,6 +86,8 @@ class ChatSession:
         self.asked: list[Request] = []  # the permission requests of the turn that runs
         self.controls = Controls()  # the mode, options, commands and usage the agent offers
         self.changing: tuple[str, Asked] | None = None  # a change sent, awaited: words, what
+        self.capabilities = PromptCapabilities()  # what a prompt may hold beyond text
+        self.attached: list[Attachment] = []  # files waiting for the next prompt
 
     # -- the thread asks ----------------------------------------------------------------
 
@@ -86,10 +101,35 @@ class ChatSession:
         }  # fmt: skip
         return Step(send=[self._request("initialize", params)])
 
-    def prompt(self, text: str, by: str | None = None) -> Step:
-        """``by``'s prompt: sent now, or queued while a turn runs (the thread is told)."""
+    def attach(self, attachment: Attachment, limit: int) -> None:
+        """A file or image sent in the thread: it joins the next prompt, or is refused."""
+        why = refusal(attachment, self.capabilities, limit, len(self.attached))
+        if why is not None:
+            self.view.note(f"⚠️ Not attached: {why}.")
+            return
+        self.attached.append(attachment)
+        self.view.note(f"📎 {attachment.name} joins the next prompt.")
+
+    def take_attached(self) -> list[Attachment]:
+        """The files waiting for the next prompt, which no longer wait."""
+        attached, self.attached = self.attached, []
+        return attached
+
+    @property
+    def idle(self) -> bool:
+        """Whether a prompt would be sent now (a session open, nothing running)."""
+        return not self._busy()
+
+    def prompt(
+        self, text: str, by: str | None = None, blocks: Sequence[dict[str, Any]] = ()
+    ) -> Step:
+        """``by``'s prompt: sent now, or queued while a turn runs (the thread is told);
+        ``blocks`` (attachments, fetched: only ever given while idle) follow its text."""
+        if blocks and self._busy():  # files were fetched for an idle session: not queued
+            self.view.note(WAIT_FOR_THE_TURN)
+            return Step()
         if not self._busy():
-            return Step(send=[self._prompt(text, by)])
+            return Step(send=[self._prompt(text, by, blocks)])
         if len(self.queue) >= MAX_QUEUED:
             self.view.note(f"⚠️ {MAX_QUEUED} prompts already wait: this one was not queued.")
             return Step()
@@ -157,6 +197,8 @@ class ChatSession:
             "running": self.turn_running, "view": self.view.snapshot(),
             "by": self.turn_by, "queued_by": list(self.queued_by),
             "controls": controls_state(self.controls),
+            "capabilities": [self.capabilities.image, self.capabilities.embedded_context],
+            "attached": [attachment_state(a) for a in self.attached],
             "changing": None if self.changing is None else [
                 self.changing[0], *_queued_change(self.changing[1])["set"]],
             "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
@@ -178,6 +220,8 @@ class ChatSession:
         self.view.restore(kept["view"])
         self.asked = [request_of(state) for state in kept.get("asked", [])]
         self.controls = controls_of_state(kept.get("controls"))
+        self.capabilities = PromptCapabilities(*kept.get("capabilities", [False, False]))
+        self.attached = [attachment_of(a) for a in kept.get("attached", [])]
         changing = kept.get("changing")
         self.changing = None
         if isinstance(changing, list):
@@ -244,6 +288,7 @@ class ChatSession:
         if method == "initialize":
             if error is not None:
                 return Step(failed=f"the agent refused initialize: {_error_text(error)}")
+            self.capabilities = capabilities_of(result)
             params = {"cwd": self.cwd, "mcpServers": []}
             return Step(send=[self._request("session/new", params)])
         if method == "session/new":
@@ -300,11 +345,12 @@ class ChatSession:
             self.view.note(f"⚠️ {checked.why}")
         return Step()
 
-    def _prompt(self, text: str, by: str | None) -> bytes:
+    def _prompt(self, text: str, by: str | None, blocks: Sequence[dict[str, Any]] = ()) -> bytes:
         self.turn_running = True
         self.turn_by = by
         self.view.start_turn()
-        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        said = [{"type": "text", "text": text}] if text or not blocks else []
+        params = {"sessionId": self.session_id, "prompt": [*said, *blocks]}
         return self._request("session/prompt", params)
 
     def _request(self, method: str, params: dict[str, Any]) -> bytes:

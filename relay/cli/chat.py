@@ -154,6 +154,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         limits=Limits(values["max_threads"], values["max_threads_per_person"],
                       values["idle_timeout"]), keep_ended_days=values["keep_ended"],
         audit_retention_days=values["audit_retention"],
+        max_attachment_bytes=values["max_attachment_bytes"],
     )  # fmt: skip
     return config, token
 

@@ -101,6 +101,9 @@ OPTIONS: tuple[Option, ...] = (
            convert.positive_seconds),
     Option("escalate-to", "a user added to a request's approvers by --escalate-after", (),
            "USER_ID", _user_id, repeatable=True),
+    Option("max-attachment-bytes", "largest image or text file that joins a prompt, in bytes "
+           "or with KiB/MiB (fetched from the homeserver within it; base64 adds a third on "
+           "the way to the agent)", 8 << 20, "SIZE", convert.size),
     Option("audit-retention", "days the state file keeps a permission request's audit "
            "record (acp-relay chat audit), whatever became of its thread", 365.0, "DAYS",
            convert.seconds),

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.chat.attachments import Attachment
 from relay.chat.events import (
     Encryption,
     Message,
@@ -119,3 +120,17 @@ def test_incoming_events_are_read_field_by_field(raw: dict[str, Any], expected: 
 def test_any_event_is_read_without_error(raw: dict[str, Any]) -> None:
     """Whatever a room member sends, reading it raises nothing."""
     assert read_event(raw) is not None
+
+
+def test_an_image_or_a_file_is_an_attachment_and_its_edit_is_not() -> None:
+    """m.image, m.file (and other media) are read as attachments with their thread; an
+    edit of one is nothing to act on."""
+    content = {"msgtype": "m.image", "body": "shot.png", "url": "mxc://hs/x",
+               "info": {"mimetype": "image/png", "size": 3},
+               "m.relates_to": {"rel_type": "m.thread", "event_id": "$root"}}  # fmt: skip
+    event = {"type": "m.room.message", "event_id": "$e", "sender": "@a:t", "content": content}
+    found = read_event(event)
+    assert isinstance(found, Attachment)
+    assert (found.thread, found.url, found.size) == ("$root", "mxc://hs/x", 3)
+    edited = {**event, "content": {**content, "m.new_content": content}}
+    assert not isinstance(read_event(edited), Attachment)

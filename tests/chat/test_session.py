@@ -1,6 +1,7 @@
 import json
 from typing import Any
 
+from relay.chat.attachments import read_attachment
 from relay.chat.controls import Asked
 from relay.chat.session import MAX_QUEUED, ChatSession, Step
 from relay.core import strictjson
@@ -341,3 +342,30 @@ def test_controls_and_a_change_in_flight_survive_a_snapshot() -> None:
                                            "result": {}})))  # fmt: skip
     assert prompt["params"]["prompt"][0]["text"] == "later"
     assert again.controls.by_category("model").current == "deep"  # type: ignore[union-attr]
+
+
+def test_files_join_the_next_prompt_after_its_text_and_only_between_turns() -> None:
+    """attach() keeps what the agent can take (said), refuses the rest (said); the prompt
+    carries its blocks after its text; fetched blocks for a busy session are not queued."""
+    session = ChatSession("/w", version="1.0")
+    session.start()
+    caps = {"agentCapabilities": {"promptCapabilities": {"image": True}}}
+    session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": caps}))
+    session.agent_line(line({"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s-1"}}))
+    image = read_attachment("$i", "@a:t", "$r", {"msgtype": "m.image", "body": "a.png",
+                            "url": "mxc://hs/i", "info": {"mimetype": "image/png"}})  # fmt: skip
+    text = read_attachment("$f", "@a:t", "$r", {"msgtype": "m.file", "body": "n.md",
+                           "url": "mxc://hs/f", "info": {"mimetype": "text/markdown"}})  # fmt: skip
+    session.attach(image, 100)
+    session.attach(text, 100)
+    assert [s.body for s in session.view.take()] == [
+        "📎 a.png joins the next prompt.",
+        "⚠️ Not attached: n.md: this agent takes no files in prompts (no embeddedContext).",
+    ]
+    assert session.idle
+    assert session.take_attached() == [image]
+    block = {"type": "image", "mimeType": "image/png", "data": "AA=="}
+    [prompt] = sent(session.prompt("look", "@a:t", [block]))
+    assert prompt["params"]["prompt"] == [{"type": "text", "text": "look"}, block]
+    assert session.prompt("more", "@a:t", [block]).send == []  # a turn runs
+    assert "sent between turns" in session.view.take()[-1].body

@@ -106,6 +106,23 @@ class Person:
         )
         return str(sent)
 
+    async def send_file(
+        self, room: str, data: bytes, *, mimetype: str, name: str, msgtype: str, thread: str
+    ) -> str:
+        """Upload ``data`` and send it in ``thread`` as ``msgtype`` (m.image, m.file); its
+        event id."""
+        url = await self.api.upload_media(data, mime_type=mimetype, filename=name)
+        content: dict[str, Any] = {
+            "msgtype": msgtype, "body": name, "url": str(url),
+            "info": {"mimetype": mimetype, "size": len(data)},
+            "m.relates_to": {"rel_type": "m.thread", "event_id": thread, "is_falling_back": True,
+                             "m.in_reply_to": {"event_id": thread}},
+        }  # fmt: skip
+        sent = await self.api.send_message_event(
+            RoomID(room), EventType.ROOM_MESSAGE, cast(Any, content)
+        )
+        return str(sent)
+
     async def react(self, room: str, target: str, key: str) -> str:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
         sent = await self.api.send_message_event(

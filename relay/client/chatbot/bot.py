@@ -21,13 +21,14 @@ from typing import Any
 from mautrix.errors import MatrixRequestError
 
 from relay import __version__
+from relay.chat.attachments import Attachment
 from relay.chat.events import Encryption, Message, Reaction, message, read_event
 from relay.chat.limits import Idleness
 from relay.chat.session import ChatSession
 from relay.chat.watched import Watched
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
-from relay.client.chatbot.messages import on_message
+from relay.client.chatbot.messages import on_attachment, on_message
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Answerable
 from relay.client.chatbot.state import State, ThreadKind, ThreadRow
@@ -197,7 +198,8 @@ class ChatBot:
             dial = replace(
                 dial, url=url, ticket=TicketSource(command=(*self.config.connect_command, url))
             )
-        thread = SessionThread(self, dial, room, root, session, self.config.connect_command)
+        thread = SessionThread(self, dial, room, root, session, self.config.connect_command,
+                               self.config.max_attachment_bytes)  # fmt: skip
         self.threads[root] = thread
         self.tasks.spawn(self._forget_when_over(thread), "forget the thread once over")
         self.idleness.active(root, time.monotonic())
@@ -287,6 +289,8 @@ class ChatBot:
         incoming = read_event(event)
         if isinstance(incoming, Message):
             await self._message(room, incoming)
+        elif isinstance(incoming, Attachment):
+            await on_attachment(self, room, incoming)
         elif isinstance(incoming, Reaction):
             owner = self.request_owners.get(incoming.target)
             if owner is not None:

@@ -31,3 +31,4 @@ class ChatConfig:
     limits: Limits = field(default_factory=Limits)
     keep_ended_days: float = 30.0  # ended threads and decided requests, then forgotten
     audit_retention_days: float = 365.0  # the audit's records, then forgotten
+    max_attachment_bytes: int = 8 << 20  # an image or file that joins a prompt

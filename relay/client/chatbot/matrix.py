@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
+from urllib.parse import quote
 
 import aiohttp
 from mautrix.api import HTTPAPI, Method, Path
@@ -44,6 +45,10 @@ logging.getLogger("mau").setLevel(logging.INFO)  # its debug lines carry every r
 
 class Unreachable(Exception):
     """The homeserver could not be reached (its words)."""
+
+
+class MediaRefused(Exception):
+    """A file could not be had from the homeserver (why, for the thread)."""
 
 
 class TokenRevoked(Exception):
@@ -252,6 +257,29 @@ class MatrixSession:
         """The rooms the bot is a member of."""
         rooms = await self._retried("joined rooms", self._client().get_joined_rooms)
         return {str(room) for room in rooms}
+
+    async def download(self, server: str, media_id: str, limit: int) -> bytes:
+        """A file of the homeserver's media (authenticated download, the bot's token), read
+        up to ``limit`` bytes; MediaRefused saying why it cannot be had."""
+        assert self._http is not None
+        url = (f"{self.homeserver}/_matrix/client/v1/media/download/{quote(server, safe='')}/"
+               f"{quote(media_id, safe='')}")  # fmt: skip
+        headers = {"Authorization": f"Bearer {self._token}"}
+        try:
+            async with self._http.get(url, headers=headers, allow_redirects=False) as response:
+                if response.status != 200:
+                    raise MediaRefused(f"the homeserver answered {response.status}")
+                data = bytearray()
+                while len(data) <= limit:
+                    more = await response.content.read(limit + 1 - len(data))
+                    if not more:
+                        break
+                    data += more
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise MediaRefused(f"the download failed ({type(exc).__name__})") from None
+        if len(data) > limit:
+            raise MediaRefused(f"over --max-attachment-bytes ({limit:,} bytes)")
+        return bytes(data)
 
     async def joined_members(self, room: str) -> list[str]:
         """The room's joined members' user ids (empty if they cannot be read: a request then

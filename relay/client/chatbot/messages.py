@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from relay.chat.access import Access
 from relay.chat.approvals import pending_text
+from relay.chat.attachments import Attachment
 from relay.chat.commands import (
     ENDED_TEXT,
     HELP_TEXT,
@@ -166,6 +167,21 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         thread.cancel(safe_line(said.sender))
     elif isinstance(what, End):
         thread.end(safe_line(said.sender))
+
+
+async def on_attachment(bot: Served, room: str, attachment: Attachment) -> None:
+    """An image or file in a served room: in a session's thread, from a prompter, it joins
+    the next prompt (the thread says so, or why not); elsewhere it is not acted on."""
+    thread = bot.threads.get(attachment.thread or "")
+    if thread is None or not bot.access.may_prompt(attachment.sender, await bot.levels(room)):
+        return
+    if isinstance(thread, WatchThread):
+        thread.showing.say("This thread follows the editor's session: send files there.")
+        return
+    bot.idleness.active(thread.root, time.monotonic())
+    bot.log.info("a file sent in a thread", thread=thread.root, by=attachment.sender,
+                 kind=attachment.kind, size=attachment.size)  # fmt: skip
+    thread.attach(attachment)
 
 
 async def _share(bot: Served, room: str, said: Message, share: Share) -> None:

@@ -26,10 +26,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from relay.chat.attachments import Attachment, block_of, media_of
 from relay.chat.controls import Asked
-from relay.chat.session import ChatSession, Step
+from relay.chat.session import WAIT_FOR_THE_TURN, ChatSession, Step
 from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
+from relay.client.chatbot.matrix import MediaRefused
 from relay.client.chatbot.showing import Bot, Showing, now_text
 from relay.client.chatbot.state import ThreadRow
 from relay.client.link.dialing import DialConfig, close_failure, ticket_for
@@ -55,8 +57,10 @@ class SessionThread:
         root: str,
         session: ChatSession,
         connect_command: tuple[str, ...] | None = None,
+        max_attachment_bytes: int = 8 << 20,
     ) -> None:
         self.bot = bot
+        self.max_attachment_bytes = max_attachment_bytes
         self.dial = dial
         self.connect_command = connect_command
         self.room = room
@@ -135,8 +139,45 @@ class SessionThread:
 
     def prompt(self, text: str, by: str | None = None) -> None:
         """``by``'s prompt, carried out once the link is up (a restored thread resumes
-        first), in the order prompts and cancels came."""
-        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text, by)), "a prompt")
+        first), in the order prompts and cancels came; with the files attached since the
+        last one, fetched first (a prompt is never sent without one of them)."""
+        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text, by),
+                                           files=(text, by)), "a prompt")  # fmt: skip
+
+    def attach(self, attachment: Attachment) -> None:
+        """An image or file sent in the thread: it joins the next prompt (or is refused)."""
+
+        def attached() -> Step:
+            self.session.attach(attachment, self.max_attachment_bytes)
+            return Step()
+
+        self.tasks.spawn(self._once_linked(attached), "an attachment")
+
+    async def _with_files(self, text: str, by: str | None) -> Step:
+        """The prompt with its files fetched and made blocks; nothing when it cannot be sent
+        (the thread says why: a turn runs, or a file could not be had)."""
+        if not self.session.idle:
+            self.session.view.note(WAIT_FOR_THE_TURN)
+            return Step()
+        blocks = []
+        for attachment in self.session.take_attached():
+            media = media_of(attachment.url)
+            assert media is not None  # checked when it was attached
+            try:
+                data = await self.bot.matrix.download(*media, self.max_attachment_bytes)
+            except MediaRefused as exc:
+                return self._not_sent(f"{attachment.name}: {exc}")
+            block = block_of(attachment, data, self.max_attachment_bytes)
+            if isinstance(block, str):
+                return self._not_sent(block)
+            blocks.append(block)
+        return self.session.prompt(text, by, blocks)
+
+    def _not_sent(self, why: str) -> Step:
+        self.session.view.note(f"⚠️ The prompt was not sent: {why}. Send the files that can "
+                               "go, then the prompt again.")  # fmt: skip
+        self.log.info("a prompt's file could not join it", reason=why)
+        return Step()
 
     def set_control(self, asked: Asked, by: str) -> None:
         """``!mode``, ``!model`` or ``!set`` by ``by`` (an approver), carried out once the link
@@ -149,12 +190,20 @@ class SessionThread:
         messages saying so."""
         self.tasks.spawn(self._once_linked(self.session.cancel, by), "a cancel")
 
-    async def _once_linked(self, step: Callable[[], Step], cancelled_by: str = "") -> None:
+    async def _once_linked(
+        self,
+        step: Callable[[], Step],
+        cancelled_by: str = "",
+        files: tuple[str, str | None] | None = None,
+    ) -> None:
         await self.ready.wait()
         async with self._asking:  # tasks woken in the order they waited: prompts in order
             if self.ended.is_set():
                 return
-            done = step()
+            if files is not None and self.session.attached:
+                done = await self._with_files(*files)
+            else:
+                done = step()
             await self._carry_out(done)
             self.checkpoint()  # a prompt's effect on the session, kept with its line
             if done.cancelled:

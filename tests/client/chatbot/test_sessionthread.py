@@ -4,6 +4,7 @@ as a subprocess, people as client-library sessions."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -66,4 +67,55 @@ async def test_modes_and_models_reach_the_agent_and_the_line_follows_it(
             await lead.until_thread(room, root, lambda t: any(
                 s.body.startswith("Context: 2,468 of 200,000 tokens") for s in t))  # fmt: skip
             assert sum(s.body.startswith(SETTINGS) for s in lead.thread(room, root)) == 1
+            assert await running.stop() == 0
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40  # bytes as a client uploads them
+
+
+async def test_an_image_and_a_text_file_join_the_next_prompt_and_an_oversized_one_is_refused(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """An image posted in the thread reaches the agent as an image block whose bytes are the
+    posted file's; a text file as an embedded resource with its text; a file over
+    --max-attachment-bytes is refused with the reason and reaches nobody; a binary file is
+    refused as not text."""
+    bot, bob = homeserver.register("bot"), homeserver.register("bob")
+    audit.secret(bot.token)
+    store = tmp_path / "sessions"
+    store.mkdir()
+    notes = "# notes\nfix the test ✓\n".encode()
+    async with live_relay((*CONTROLS, str(store))) as live, person(homeserver, bob) as lead:
+        room = await lead.create_room([bot.user_id])
+        limit = ["--max-attachment-bytes", "64KiB"]
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [bob.user_id],
+                    tmp_path / "chat.sqlite", extra=limit)  # fmt: skip
+        async with args.start() as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"))
+            await lead.send_file(room, PNG, mimetype="image/png", name="shot.png",
+                                 msgtype="m.image", thread=root)  # fmt: skip
+            await lead.send_file(room, notes, mimetype="text/markdown", name="notes.md",
+                                 msgtype="m.file", thread=root)  # fmt: skip
+            await lead.send_file(room, b"x" * 70_000, mimetype="text/plain", name="big.txt",
+                                 msgtype="m.file", thread=root)  # fmt: skip
+            await lead.send_file(room, b"\x00\x01", mimetype="application/octet-stream",
+                                 name="a.bin", msgtype="m.file", thread=root)  # fmt: skip
+            await lead.until_thread(room, root, lambda t: has(
+                t, "📎 shot.png joins the next prompt.", "📎 notes.md joins the next prompt.",
+                "Not attached: big.txt: 70,000 bytes, over --max-attachment-bytes (65,536)",
+                "Not attached: a.bin: only text files join a prompt"))  # fmt: skip
+            await lead.say(room, "what is this?", thread=root)
+            image = f"image image/png {len(PNG)} sha256:{hashlib.sha256(PNG).hexdigest()}"
+            done = await lead.until_thread(room, root, lambda t: has(t, image))
+            answer = next(s for s in done if image in s.body)
+            assert answer.body.splitlines()[:3] == [
+                "text: what is this?",
+                image,
+                f"resource attachment:notes.md text/markdown {len(notes)} "
+                f"sha256:{hashlib.sha256(notes).hexdigest()}",
+            ]
+            assert "mxc://" not in "".join(s.body for s in done if s.sender == bot.user_id)
             assert await running.stop() == 0
