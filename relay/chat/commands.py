@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from relay.chat.controls import Asked
 from relay.chat.events import NOTICE, Message
+from relay.chat.sessions import valid_session_id
 from relay.chat.text import safe_line
 
 CANCEL = "!cancel"
@@ -31,6 +32,9 @@ MODEL = "!model"
 SET = "!set"
 USAGE = "!usage"
 SHARE = "share"  # "@bot share CONNECTION_ID": follow an editor's connection
+SESSIONS = "sessions"  # "@bot sessions": the agent's earlier sessions
+RESUME = "resume"  # "@bot resume SESSION_ID": one of them back, in a new thread
+REOPEN = "!reopen"  # in an ended thread: its session back
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,23 @@ class SetControl:
     VALUE`` (approvers only: a mode can take approvals away)."""
 
     asked: Asked
+
+
+@dataclass(frozen=True)
+class ListSessions:
+    """List the agent's earlier sessions in the bot's folder (``@bot sessions``)."""
+
+
+@dataclass(frozen=True)
+class ResumeSession:
+    """Bring back the agent's session ``session_id`` in a new thread (``@bot resume ID``)."""
+
+    session_id: str
+
+
+@dataclass(frozen=True)
+class Reopen:
+    """Bring this ended thread's session back, on a new connection (``!reopen``)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +149,9 @@ Meaning = (
     | ListPending
     | SetControl
     | ShowUsage
+    | ListSessions
+    | ResumeSession
+    | Reopen
     | Help
     | Unknown
     | Ended
@@ -143,10 +167,15 @@ HELP_TEXT = (
     "waiting; !mode ID, !model VALUE and !set OPTION VALUE change the session's mode, model "
     "or options (approvers; also at the start of a mention: @bot !model X PROMPT); !usage "
     "says what the session has used; a prompt that starts with / is one of the agent's "
-    "commands; !help shows this. A prompt that starts with ! is written !!text (the "
+    "commands; !reopen in an ended thread brings its session back. After a mention: "
+    "'sessions' lists the agent's earlier sessions, 'resume SESSION_ID' brings one back in a "
+    "new thread. !help shows this. A prompt that starts with ! is written !!text (the "
     "first ! is dropped)."
 )
-ENDED_TEXT = "This thread's session has ended: mention me in the room to start another."
+ENDED_TEXT = (
+    "This thread's session has ended: !reopen brings it back (when the agent can), or "
+    "mention me in the room to start another."
+)
 
 
 def meaning(
@@ -162,7 +191,7 @@ def meaning(
         return Ignore("a notice (bots send those)")
     if message.thread is not None:
         if thread_ended:
-            return Ended()
+            return Reopen() if message.body.strip().lower() == REOPEN else Ended()
         if not thread_known:
             return Ignore("a thread the bot does not run")
         body = message.body.strip()
@@ -176,6 +205,12 @@ def meaning(
     words = prompt.split()
     if len(words) in (2, 3) and words[0].lower() == SHARE:
         return Share(words[1], words[2] if len(words) == 3 else None)
+    if len(words) == 1 and words[0].lower() == SESSIONS:
+        return ListSessions()
+    if len(words) == 2 and words[0].lower() == RESUME:
+        if valid_session_id(words[1]):
+            return ResumeSession(words[1])
+        return Unknown("resume takes a session id, as sessions lists them.")
     settings, prompt = _leading_settings(prompt)
     if isinstance(settings, Unknown):
         return settings

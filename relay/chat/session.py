@@ -43,6 +43,7 @@ from relay.chat.controls import (
     usage_text,
 )
 from relay.chat.permissions import Request, read_request, request_of, request_state
+from relay.chat.sessions import CANNOT_BRING_BACK, Offered, bringing_back, offered_of
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
 from relay.core import strictjson
@@ -50,6 +51,7 @@ from relay.core import strictjson
 MAX_QUEUED = 16  # prompts waiting for the turn that runs
 MAX_LINE_BYTES = 8 << 20  # a longer agent line is not read (it is shown as skipped)
 PERMISSION = "session/request_permission"
+REPLAY_BYTES = 256 * 1024  # of an earlier session's history shown when it is loaded
 WAIT_FOR_THE_TURN = (
     "⏳ A prompt with files is sent between turns: send it again once this turn ends (the "
     "files stay attached)."
@@ -87,6 +89,10 @@ class ChatSession:
         self.controls = Controls()  # the mode, options, commands and usage the agent offers
         self.changing: tuple[str, Asked] | None = None  # a change sent, awaited: words, what
         self.capabilities = PromptCapabilities()  # what a prompt may hold beyond text
+        self.offered = Offered()  # what the agent offers for earlier sessions
+        self.resuming: str | None = None  # an earlier session to bring back, not yet back
+        self.replayed = 0  # bytes of history the agent replayed, shown (bounded)
+        self.skipped = 0  # updates of that history past the bound, not shown
         self.attached: list[Attachment] = []  # files waiting for the next prompt
 
     # -- the thread asks ----------------------------------------------------------------
@@ -198,6 +204,7 @@ class ChatSession:
             "by": self.turn_by, "queued_by": list(self.queued_by),
             "controls": controls_state(self.controls),
             "capabilities": [self.capabilities.image, self.capabilities.embedded_context],
+            "resuming": self.resuming,
             "attached": [attachment_state(a) for a in self.attached],
             "changing": None if self.changing is None else [
                 self.changing[0], *_queued_change(self.changing[1])["set"]],
@@ -221,6 +228,7 @@ class ChatSession:
         self.asked = [request_of(state) for state in kept.get("asked", [])]
         self.controls = controls_of_state(kept.get("controls"))
         self.capabilities = PromptCapabilities(*kept.get("capabilities", [False, False]))
+        self.resuming = kept.get("resuming")
         self.attached = [attachment_of(a) for a in kept.get("attached", [])]
         changing = kept.get("changing")
         self.changing = None
@@ -264,12 +272,25 @@ class ChatSession:
         return Step()
 
     def _update(self, update: Any) -> None:
-        """A ``session/update``: the controls' own, or what the turn shows."""
+        """A ``session/update``: the controls' own, or what the turn shows (a replayed
+        history within :data:`REPLAY_BYTES`)."""
         controls = updated(self.controls, update) if isinstance(update, dict) else None
-        if controls is None:
-            self.view.update(update)
+        if controls is not None:
+            self._controls(controls)
             return
-        self._controls(controls)
+        if self.resuming is not None and not self._replay_within(update):
+            return
+        self.view.update(update)
+
+    def _replay_within(self, update: Any) -> bool:
+        """Whether a replayed update is still within the history's bound (else counted)."""
+        if self.replayed > REPLAY_BYTES:
+            self.skipped += 1
+            return False
+        content = update.get("content") if isinstance(update, dict) else None
+        text = content.get("text") if isinstance(content, dict) else None
+        self.replayed += len(text) if isinstance(text, str) else 64
+        return True
 
     def _controls(self, controls: Controls) -> None:
         """The controls as the agent now says: their lines edited where they changed."""
@@ -289,8 +310,17 @@ class ChatSession:
             if error is not None:
                 return Step(failed=f"the agent refused initialize: {_error_text(error)}")
             self.capabilities = capabilities_of(result)
+            self.offered = offered_of(result)
             params = {"cwd": self.cwd, "mcpServers": []}
-            return Step(send=[self._request("session/new", params)])
+            if self.resuming is None:
+                return Step(send=[self._request("session/new", params)])
+            method = bringing_back(self.offered)
+            if method is None:
+                return Step(failed=CANNOT_BRING_BACK)
+            params["sessionId"] = self.resuming
+            return Step(send=[self._request(method, params)])
+        if method in ("session/load", "session/resume"):
+            return self._brought_back(method, error, result)
         if method == "session/new":
             session = result.get("sessionId") if isinstance(result, dict) else None
             if error is not None or not isinstance(session, str):
@@ -313,6 +343,26 @@ class ChatSession:
         if method in CHANGES:
             return self._changed(method, error, result)
         return Step()
+
+    def _brought_back(self, method: str, error: Any, result: Any) -> Step:
+        """An earlier session is back (``session/load`` replayed it, within bounds), or
+        the agent could not bring it back (the thread ends, saying why)."""
+        session, self.resuming = self.resuming or "", None
+        if error is not None:
+            return Step(failed=f"the agent could not bring back session {safe_line(session)}: "
+                               f"{_error_text(error)}")  # fmt: skip
+        self.session_id = session
+        if isinstance(result, dict):
+            self._controls(controls_of_session(result, self.controls))
+        if method == "session/resume":
+            self.view.note(f"↩ Session {safe_line(session)} is back (resumed: the agent does "
+                           "not replay it here).")  # fmt: skip
+        else:
+            skipped = f" (the rest of its history, {self.skipped} updates, not shown)"
+            self.view.note(f"↩ Session {safe_line(session)} is back, its history above"
+                           f"{skipped if self.skipped else ''}.")  # fmt: skip
+        self.replayed = self.skipped = 0
+        return self._next_prompt()
 
     def _changed(self, method: str, error: Any, result: Any) -> Step:
         """The agent's answer to a change: the thread records the decision (who, what), or

@@ -28,6 +28,7 @@ from relay.core import strictjson
 Thoughts = Literal["folded", "hidden", "shown"]
 WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice
 THOUGHTS_BYTES = 12000
+SAID_BYTES = 4000  # of a person's message an agent replays
 MAX_TOOLS = 1024  # tool calls remembered per thread (the oldest forgotten)
 PLAN_MARKS = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
 STATUS_MARKS = {"pending": "⏳", "in_progress": "🔄", "completed": "✅", "failed": "❌"}
@@ -60,6 +61,7 @@ class TurnView:
         self.pages: list[str] = []  # this turn's words, page by page
         self._page_bytes = 0
         self.thought = ""
+        self.said = ""  # what the person said, as an agent replays an earlier session
         self.tools: OrderedDict[str, _Tool] = OrderedDict()
         self.plan: list[tuple[str, str]] = []
         self._order: OrderedDict[str, None] = OrderedDict()  # slots, in the order made
@@ -82,13 +84,19 @@ class TurnView:
                 self._frozen[slot] = self._render(slot)
         self.turn += 1
         self.pages, self._page_bytes, self.thought, self.plan = [], 0, "", []
+        self.said = ""
 
     def update(self, update: Any) -> None:
         """One ``session/update``'s ``update`` object."""
         if not isinstance(update, dict):
             return
         kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
+        if kind == "user_message_chunk":  # a replay: each message of the person a turn
+            if self.pages or self.thought or self.turn == 0:
+                self.start_turn()
+            self.said = fit_bytes(self.said + _chunk_text(update.get("content")), SAID_BYTES)
+            self._touch(f"{self.turn}.said")
+        elif kind == "agent_message_chunk":
             self._words(_chunk_text(update.get("content")))
         elif kind == "agent_thought_chunk" and self.thoughts != "hidden":
             self.thought += _chunk_text(update.get("content"))
@@ -167,7 +175,7 @@ class TurnView:
         """Everything this view holds, as JSON values (for the state file)."""
         return {
             "turn": self.turn, "pages": self.pages, "page_bytes": self._page_bytes,
-            "thought": self.thought, "plan": self.plan, "notes": self._notes,
+            "thought": self.thought, "plan": self.plan, "notes": self._notes, "said": self.said,
             "tools": [[k, t.title, t.kind, t.status] for k, t in self.tools.items()],
             "order": list(self._order), "changed": sorted(self._changed),
             "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
@@ -179,6 +187,7 @@ class TurnView:
         """Back to what :meth:`snapshot` kept."""
         self.turn, self.pages = kept["turn"], list(kept["pages"])
         self._page_bytes, self.thought = kept["page_bytes"], kept["thought"]
+        self.said = kept.get("said", "")
         self.plan = [(content, status) for content, status in kept["plan"]]
         self._notes = kept["notes"]
         self.tools = OrderedDict((k, _Tool(t, kind, s)) for k, t, kind, s in kept["tools"])
@@ -251,6 +260,9 @@ class TurnView:
             return Shown(slot, page or "…", None, "m.text")
         if len(part) == 2 and part[1] == "thoughts":
             return self._thoughts(slot)
+        if len(part) == 2 and part[1] == "said":
+            body = f"🗨 {safe(self.said)}"
+            return Shown(slot, body, to_html(body))
         if len(part) == 2 and part[1] == "plan":
             lines = [f"{PLAN_MARKS.get(s, '•')} {safe_line(c, 300)}" for c, s in self.plan]
             body = "\n".join(["📋 Plan", *lines])

@@ -72,7 +72,7 @@ def _records(path: str | None, since: str | None) -> list[AuditRecord]:
     except StateError as exc:
         raise UsageError(str(exc)) from None
     try:
-        return state.audit_records(start)
+        return state.audit.records(start)
     finally:
         state.close()
 

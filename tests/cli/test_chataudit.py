@@ -30,7 +30,7 @@ def state_with_two_requests(path: Path) -> None:
         request = Request(event_id, "Run, tests", "execute", "", (ALLOW,), "s-1", facts)
         state.request_shown("$root", event_id, request_state(request), None,
                             asked(request, "!r:x.org", "$root", event_id, at))  # fmt: skip
-    state.audit_change("$one", lambda r: decided(r, "selected", ALLOW, "@lead:x.org", "chat",
+    state.audit.change("$one", lambda r: decided(r, "selected", ALLOW, "@lead:x.org", "chat",
                                                  DEC_1 + 60))  # fmt: skip
     state.close()
 

@@ -241,7 +241,7 @@ class Asking:
             self.bot.state.save_tally(pending.event_id, tally_state(tally))
             last = tally.taps[-1]
             note = AuditTap(sender, option.option_id, last.counted, last.why_not, time.time())
-            self.bot.state.audit_change(pending.event_id, lambda record: tapped(record, note))
+            self.bot.state.audit.change(pending.event_id, lambda record: tapped(record, note))
         if isinstance(verdict, NotCounted):
             self.bot.log.info("a tap that does not count", user=sender,
                               request=pending.event_id, why=verdict.why)  # fmt: skip
@@ -285,7 +285,7 @@ class Asking:
         self, event_id: str, outcome: str, option: Option | None, by: str, source: str
     ) -> None:
         at = time.time()
-        self.bot.state.audit_change(
+        self.bot.state.audit.change(
             event_id, lambda record: decided(record, outcome, option, by, source, at)
         )
 

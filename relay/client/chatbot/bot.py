@@ -133,7 +133,7 @@ class ChatBot:
         if forgotten:
             self.log.info("ended threads forgotten", threads=forgotten, keep_ended_days=days)
         kept = self.config.audit_retention_days
-        audited = self.state.prune_audit(time.time() - kept * 86_400)
+        audited = self.state.audit.prune(time.time() - kept * 86_400)
         if audited:
             self.log.info("audit records forgotten", records=audited, audit_retention_days=kept)
 

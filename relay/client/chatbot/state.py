@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from relay.chat.audit import AuditRecord, record_json, record_of
+from relay.chat.audit import AuditRecord
+from relay.client.chatbot.auditbook import AuditBook
 from relay.client.chatbot.statefile import StateError, open_state
 
 __all__ = ["KeptRequest", "State", "StateError", "ThreadKind", "ThreadRow"]
@@ -73,6 +74,7 @@ class State:
         self.path = path
         self.clock = clock
         self.db = open_state(path)
+        self.audit = AuditBook(self.db)
         self._pages: dict[str, list[str]] = {}  # each thread's pages as last written
 
     def close(self) -> None:
@@ -139,6 +141,26 @@ class State:
         next resume must present (the relay spent the old one when it welcomed this)."""
         self.db.execute(
             "UPDATE threads SET secret = ?, grace = ? WHERE root = ?", (secret, grace, root)
+        )
+
+    def set_session(self, root: str, session: str) -> None:
+        """The ACP session the thread runs (kept after it ends: ``!reopen``)."""
+        self.db.execute("UPDATE threads SET session = ? WHERE root = ?", (session, root))
+
+    def ended_session(self, root: str) -> tuple[str, str | None] | None:
+        """An ended thread's room and session (None: no such ended thread)."""
+        row = self.db.execute(
+            "SELECT room, session FROM threads WHERE root = ? AND ended = 1", (root,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), row[1])
+
+    def reopen(self, root: str, by: str, at: float) -> None:
+        """An ended thread live again (``!reopen``), opened by ``by``: a new connection, on
+        its session."""
+        self.db.execute(
+            "UPDATE threads SET ended = 0, ended_at = NULL, connection = NULL, secret = NULL, "
+            "sent = 0, received = 0, opened_by = ?, active_at = ? WHERE root = ?",
+            (by, at, root),
         )
 
     def set_url(self, root: str, url: str) -> None:
@@ -303,46 +325,13 @@ class State:
                 (root, event_id, json.dumps(request), _json_or_none(tally), self.clock()),
             )
             if audit is not None:
-                self.db.execute(
-                    "INSERT OR IGNORE INTO audit VALUES (?, ?, ?)",
-                    (event_id, audit.asked_at, json.dumps(record_json(audit))),
-                )
+                self.audit.asked(audit)
 
     def save_tally(self, event_id: str, tally: dict[str, Any]) -> None:
         """The request's tally now (a tap counted or noted, an escalation, the reminder)."""
         self.db.execute(
             "UPDATE requests SET tally = ? WHERE event_id = ?", (json.dumps(tally), event_id)
         )
-
-    # -- the audit -----------------------------------------------------------------------------
-
-    def audit_of(self, event_id: str) -> AuditRecord | None:
-        row = self.db.execute("SELECT record FROM audit WHERE event_id = ?", (event_id,))
-        found = row.fetchone()
-        return None if found is None else record_of(json.loads(found[0]))
-
-    def audit_change(self, event_id: str, change: Callable[[AuditRecord], AuditRecord]) -> None:
-        """The request's audit record changed by ``change`` (a tap, its decision)."""
-        with self.db:
-            self.db.execute("BEGIN")
-            record = self.audit_of(event_id)
-            if record is not None:
-                self.db.execute(
-                    "UPDATE audit SET record = ? WHERE event_id = ?",
-                    (json.dumps(record_json(change(record))), event_id),
-                )
-
-    def audit_records(self, since: float | None = None) -> list[AuditRecord]:
-        """Every audit record asked at ``since`` or later, oldest first."""
-        rows = self.db.execute(
-            "SELECT record FROM audit WHERE asked_at >= ? ORDER BY asked_at, rowid",
-            (since if since is not None else float("-inf"),),
-        )
-        return [record_of(json.loads(text)) for (text,) in rows]
-
-    def prune_audit(self, before: float) -> int:
-        """Forget the audit records of requests asked before ``before``; how many."""
-        return self.db.execute("DELETE FROM audit WHERE asked_at < ?", (before,)).rowcount
 
     def decide(
         self,

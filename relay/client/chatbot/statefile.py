@@ -68,6 +68,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "record TEXT NOT NULL)",
         "CREATE INDEX audit_by_time ON audit (asked_at)",
     ),
+    (
+        # the ACP session a thread ran: kept when it ends, so that !reopen can bring it back
+        "ALTER TABLE threads ADD COLUMN session TEXT",
+    ),
 )
 VERSION = 1 + len(MIGRATIONS)  # the version this release writes
 

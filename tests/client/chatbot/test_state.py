@@ -156,7 +156,7 @@ def test_a_requests_tally_and_audit_record_are_kept_across_a_reopening(tmp_path:
                     "taps": [["@bob:t", "a", True, ""]]}  # fmt: skip
     state.save_tally("$req", tapped_tally)
     tap = AuditTap("@bob:t", "a", True, "", 150.0)
-    state.audit_change("$req", lambda record: tapped(record, tap))
+    state.audit.change("$req", lambda record: tapped(record, tap))
     state.close()
     again = State(str(tmp_path / "chat.sqlite"))
     [first, second] = again.pending_requests("$root")
@@ -167,21 +167,6 @@ def test_a_requests_tally_and_audit_record_are_kept_across_a_reopening(tmp_path:
     assert again.pending_in_room("!other") == []
     assert again.decide("$req", "allowed")
     assert [kept.event_id for _, kept in again.pending_in_room("!r")] == ["$req2"]
-    [audited, _] = again.audit_records()
+    [audited, _] = again.audit.records()
     assert audited.taps == (tap,)
     again.close()
-
-
-def test_audit_records_are_listed_from_a_date_and_forgotten_after_their_retention(
-    tmp_path: Path,
-) -> None:
-    """--since keeps the later records; pruning takes the older ones, not the threads'."""
-    state = State(str(tmp_path / "chat.sqlite"))
-    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
-    for n, at in enumerate((100.0, 200.0, 300.0)):
-        kept_request(state, "$root", f"$req{n}", at)
-    assert [r.event_id for r in state.audit_records(200.0)] == ["$req1", "$req2"]
-    assert state.prune_audit(250.0) == 2
-    assert [r.event_id for r in state.audit_records()] == ["$req2"]
-    assert len(state.pending_requests("$root")) == 3  # the threads' own rows stay
-    state.close()
