@@ -12,8 +12,9 @@ answered with one line per block (``text: …``, ``image MIME BYTES sha256:HEX``
 ``resource URI MIME BYTES sha256:HEX``), then ``settings: mode=… model=… effort=…``,
 a ``usage_update`` and ``end_turn``.
 
-Sessions are kept as JSON files in the folder given as its argument (one process serves
-one connection, so a later connection's agent finds them there): ``session/list`` lists them
+Sessions are kept as JSON files in the folder given as its first argument (one process
+serves one connection, so a later connection's agent finds them there; ``--no-resume``
+leaves resume out of its capabilities): ``session/list`` lists them
 for a cwd, newest first; ``session/load`` replays a session's prompts and answers as
 ``user_message_chunk`` and ``agent_message_chunk``; ``session/resume`` takes it back
 without replaying.
@@ -69,6 +70,7 @@ OPTIONS: dict[str, tuple[Category, tuple[str, ...]]] = {
     "effort": ("thought_level", ("low", "high")),
 }
 STORE = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+RESUME = "--no-resume" not in sys.argv  # without resume: brought back by session/load
 
 
 class ControlsAgent:
@@ -86,7 +88,8 @@ class ControlsAgent:
             load_session=True,
             prompt_capabilities=PromptCapabilities(image=True, embedded_context=True),
             session_capabilities=SessionCapabilities(
-                list=SessionListCapabilities(), resume=SessionResumeCapabilities()
+                list=SessionListCapabilities(),
+                resume=SessionResumeCapabilities() if RESUME else None,
             ),
         )
         return InitializeResponse(

@@ -8,9 +8,12 @@ from relay.chat.commands import (
     Help,
     Ignore,
     ListPending,
+    ListSessions,
     Meaning,
     Open,
     Prompt,
+    Reopen,
+    ResumeSession,
     SetControl,
     Share,
     ShowUsage,
@@ -66,6 +69,11 @@ def said(body: str, *, sender: str = "@alice:t", thread: str | None = None,
          Unknown("!cancel is a command for a thread: !help lists the commands.")),
         (said("!cancel", thread="$r"), False, Ignore("a thread the bot does not run")),
         (said("!pending", thread="$r"), True, ListPending()),
+        (said("@bot:t sessions"), False, ListSessions()),
+        (said("@bot:t resume sess-1"), False, ResumeSession("sess-1")),
+        (said("@bot:t resume \u202e"), False,
+         Unknown("resume takes a session id, as sessions lists them.")),
+        (said("@bot:t sessions please"), False, Open("sessions please")),
         (said("!mode plan", thread="$r"), True, SetControl(Asked("mode", "plan"))),
         (said("!model Claude Sonnet", thread="$r"), True,
          SetControl(Asked("model", "Claude Sonnet"))),
@@ -100,3 +108,11 @@ def test_a_message_in_an_ended_thread_is_said_to_be_too_late() -> None:
     for body in ("and then?", "!help", "!end"):
         assert meaning(said(body, thread="$r"), bot=BOT, thread_known=False,
                        thread_ended=True) == Ended()  # fmt: skip
+
+
+def test_reopen_in_an_ended_thread_brings_it_back_and_anything_else_is_too_late() -> None:
+    """!reopen is the one thing an ended thread takes."""
+    ended = said(" !REOPEN ", thread="$r")
+    assert meaning(ended, bot=BOT, thread_known=False, thread_ended=True) == Reopen()
+    late = said("hello?", thread="$r")
+    assert meaning(late, bot=BOT, thread_known=False, thread_ended=True) == Ended()

@@ -369,3 +369,56 @@ def test_files_join_the_next_prompt_after_its_text_and_only_between_turns() -> N
     assert prompt["params"]["prompt"] == [{"type": "text", "text": "look"}, block]
     assert session.prompt("more", "@a:t", [block]).send == []  # a turn runs
     assert "sent between turns" in session.view.take()[-1].body
+
+
+def bringing(caps: dict[str, Any]) -> tuple[ChatSession, dict[str, Any]]:
+    """A session asked to bring back s-9, after initialize answered with ``caps``."""
+    session = ChatSession("/w", version="1.0")
+    session.resuming = "s-9"
+    session.start()
+    sent_now = sent(session.agent_line(line({"jsonrpc": "2.0", "id": 1,
+                                             "result": {"agentCapabilities": caps}})))  # fmt: skip
+    return session, sent_now[0] if sent_now else {}
+
+
+def test_a_session_brought_back_by_load_shows_its_history_within_bounds() -> None:
+    """session/load with the id; the replay shows each person's message and the agent's
+    words; past REPLAY_BYTES the rest is counted, not shown; prompts wait for it."""
+    session, load = bringing({"loadSession": True})
+    assert (load["method"], load["params"]["sessionId"]) == ("session/load", "s-9")
+    assert session.prompt("next").send == []
+    for n in range(3):
+        for kind, text in (("user_message_chunk", f"q{n}"), ("agent_message_chunk", "a" * 200_000)):
+            update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+            params = {"sessionId": "s-9", "update": update}
+            session.agent_line(
+                line({"jsonrpc": "2.0", "method": "session/update", "params": params})
+            )
+    [prompt] = sent(session.agent_line(line({"jsonrpc": "2.0", "id": load["id"], "result": {}})))
+    assert prompt["params"]["prompt"][0]["text"] == "next"
+    bodies = [s.body for s in session.view.take()]
+    assert bodies[0] == "🗨 q0"
+    assert "🗨 q1" in bodies
+    assert "🗨 q2" not in bodies
+    assert "↩ Session s-9 is back, its history above (the rest of its history, 2 updates, " \
+           "not shown)." in bodies  # fmt: skip
+
+
+def test_a_session_brought_back_by_resume_or_not_at_all() -> None:
+    """resume is preferred and said to replay nothing; an agent offering neither fails the
+    thread saying so; an agent refusing the id fails it with its words."""
+    session, resume = bringing({"loadSession": True, "sessionCapabilities": {"resume": {}}})
+    assert resume["method"] == "session/resume"
+    session.agent_line(line({"jsonrpc": "2.0", "id": resume["id"], "result": {}}))
+    assert session.session_id == "s-9"
+    assert "resumed: the agent does not replay it" in session.view.take()[-1].body
+    session = ChatSession("/w", version="1.0")
+    session.resuming = "s-9"
+    session.start()
+    failed = session.agent_line(line({"jsonrpc": "2.0", "id": 1, "result": {}})).failed
+    assert failed is not None
+    assert "neither session/resume nor session/load" in failed
+    session, load = bringing({"loadSession": True})
+    error = {"code": -32002, "message": "no such"}
+    refused = session.agent_line(line({"jsonrpc": "2.0", "id": load["id"], "error": error}))
+    assert refused.failed == "the agent could not bring back session s-9: no such (-32002)"

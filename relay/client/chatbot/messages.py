@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Protocol
 
+from relay import __version__
 from relay.chat.access import Access
 from relay.chat.approvals import pending_text
 from relay.chat.attachments import Attachment
@@ -26,8 +27,11 @@ from relay.chat.commands import (
     Help,
     Ignore,
     ListPending,
+    ListSessions,
     Open,
     Prompt,
+    Reopen,
+    ResumeSession,
     SetControl,
     Share,
     ShowUsage,
@@ -37,9 +41,11 @@ from relay.chat.commands import (
 from relay.chat.events import Message, in_thread, message
 from relay.chat.limits import Idleness
 from relay.chat.permissions import request_of
+from relay.chat.sessions import sessions_text
 from relay.chat.text import safe_line
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.sessionlist import list_sessions
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.state import State, ThreadKind
 from relay.client.chatbot.threadcare import answer_by_number
@@ -75,6 +81,13 @@ class Served(Protocol):
 CONTROLS_REFUSED = (
     "Only approvers change a session's mode, model or options: a mode can take approvals "
     "away (some agents' modes approve every tool call themselves)."
+)
+NO_SESSIONS_IN_BOXES = (
+    "sessions: each thread has a box of its own here (--connect-command): no earlier "
+    "session is kept."
+)
+SESSION_UNKNOWN = (
+    "!reopen: this thread's session is not known (it never opened): mention me to start another."
 )
 CONNECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
 SHARE_NO_URL = (
@@ -112,7 +125,10 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         body, html = pending_text(room, waiting)
         await reply(bot, room, said, body, html)
         return
-    if isinstance(what, Share | Open):
+    if isinstance(what, ListSessions):
+        await _sessions(bot, room, said)
+        return
+    if isinstance(what, Share | Open | ResumeSession | Reopen):
         refusal = bot.config.limits.refusal(
             said.sender, {root: bot.opened_by.get(root) for root in bot.threads}
         )
@@ -122,6 +138,9 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
             return
     if isinstance(what, Share):
         await _share(bot, room, said, what)
+        return
+    if isinstance(what, ResumeSession | Reopen):
+        await _bring_back(bot, room, said, what)
         return
     if isinstance(what, Open) and what.settings and not bot.access.may_approve(said.sender, power):
         await reply(bot, room, said, CONTROLS_REFUSED)
@@ -182,6 +201,41 @@ async def on_attachment(bot: Served, room: str, attachment: Attachment) -> None:
     bot.log.info("a file sent in a thread", thread=thread.root, by=attachment.sender,
                  kind=attachment.kind, size=attachment.size)  # fmt: skip
     thread.attach(attachment)
+
+
+async def _sessions(bot: Served, room: str, said: Message) -> None:
+    """``@bot sessions``: the agent's earlier sessions in --cwd, listed in a reply."""
+    if bot.config.connect_command is not None:
+        await reply(bot, room, said, NO_SESSIONS_IN_BOXES)
+        return
+    listed = await list_sessions(bot.config.dial, bot.config.cwd, __version__)
+    if isinstance(listed, str):
+        await reply(bot, room, said, f"sessions: {safe_line(listed, 400)}")
+        return
+    body, html = sessions_text(bot.config.cwd, listed, bot.config.user)
+    await reply(bot, room, said, body, html)
+
+
+async def _bring_back(bot: Served, room: str, said: Message, what: ResumeSession | Reopen) -> None:
+    """``@bot resume SESSION_ID`` (a new thread on that session) or ``!reopen`` in an ended
+    thread (that thread again, on its session): a new connection that brings it back."""
+    if isinstance(what, ResumeSession):
+        root, session, url = said.event_id, what.session_id, bot.config.dial.url
+        bot.state.add_thread(root, room, ThreadKind.SESSION, url, time.time(), said.sender)
+    else:
+        assert said.thread is not None
+        kept = bot.state.ended_session(said.thread)
+        if kept is None or kept[1] is None:
+            await reply(bot, room, said, SESSION_UNKNOWN)
+            return
+        root, session = said.thread, kept[1]
+        bot.state.reopen(root, said.sender, time.time())
+        bot.over.pop(root, None)
+    bot.opened_by[root] = said.sender
+    thread = bot.open_thread(room, root)
+    thread.session.resuming = session
+    bot.log.info("a session brought back", thread=root, by=said.sender, session=session)
+    thread.open("", said.sender)
 
 
 async def _share(bot: Served, room: str, said: Message, share: Share) -> None:

@@ -82,6 +82,7 @@ class SessionThread:
         self.tasks = Tasks(self.log)
         self._asking = asyncio.Lock()
         self._task: asyncio.Task[object] | None = None
+        self._session: str | None = None
 
     @property
     def config(self) -> DialConfig:
@@ -333,6 +334,9 @@ class SessionThread:
         return await self.link.answer(line, request, decision)
 
     async def _carry_out(self, step: Step) -> None:
+        if self.session.session_id is not None and self.session.session_id != self._session:
+            self._session = self.session.session_id  # kept past the thread's end: !reopen
+            self.bot.state.set_session(self.root, self._session)
         if step.send:
             await self.link.send(step.send)
         for request in step.requests:

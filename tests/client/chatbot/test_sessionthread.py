@@ -119,3 +119,45 @@ async def test_an_image_and_a_text_file_join_the_next_prompt_and_an_oversized_on
             ]
             assert "mxc://" not in "".join(s.body for s in done if s.sender == bot.user_id)
             assert await running.stop() == 0
+
+
+async def test_sessions_lists_resume_brings_one_back_and_reopen_brings_back_an_ended_thread(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A session ended in its thread is listed by `sessions` with its title; `resume ID`
+    opens a new thread showing its history (session/load replays it) and prompts go on in
+    it; `!reopen` in the ended thread brings the session back there."""
+    bot, bob = homeserver.register("bot"), homeserver.register("bob")
+    audit.secret(bot.token)
+    store = tmp_path / "sessions"
+    store.mkdir()
+    agent = (*CONTROLS, str(store), "--no-resume")
+    async with live_relay(agent) as live, person(homeserver, bob) as lead:
+        room = await lead.create_room([bot.user_id])
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [bob.user_id],
+                    tmp_path / "chat.sqlite")  # fmt: skip
+        async with args.start() as running:
+            audit.watch(running.lines)
+            await running.logged("invited to a served room: joining")
+            first = await lead.say(room, f"{bot.user_id} remember 42")
+            await lead.until_thread(room, first, lambda t: has(t, "End of turn"))
+            await lead.say(room, "!end", thread=first)
+            await lead.until_thread(room, first, lambda t: has(t, "Session ended by"))
+            asked = await lead.say(room, f"{bot.user_id} sessions")
+            listing = await lead.until_thread(room, asked, lambda t: has(t, "🗂"))
+            [session] = [w for w in listing[-1].body.split() if w.startswith("sess-")]
+            assert f"• {session} — remember 42 (" in listing[-1].body
+            second = await lead.say(room, f"{bot.user_id} resume {session}")
+            back = await lead.until_thread(room, second, lambda t: has(
+                t, f"↩ Session {session} is back, its history above."))  # fmt: skip
+            bodies = [s.body for s in back]
+            said = bodies.index("🗨 remember 42")
+            assert bodies[said + 1].startswith("text: remember 42\nsettings:")
+            await lead.say(room, "and now?", thread=second)
+            await lead.until_thread(room, second, lambda t: has(t, "text: and now?"))
+            await lead.say(room, "!reopen", thread=first)
+            again = await lead.until_thread(room, first, lambda t: has(
+                t, f"↩ Session {session} is back"))  # fmt: skip
+            assert sum(s.body == "🗨 and now?" for s in again) == 1
+            assert await running.stop() == 0
+        assert len(running.events("a session brought back")) == 2

@@ -170,3 +170,20 @@ def test_a_requests_tally_and_audit_record_are_kept_across_a_reopening(tmp_path:
     [audited, _] = again.audit.records()
     assert audited.taps == (tap,)
     again.close()
+
+
+def test_an_ended_threads_session_is_kept_and_the_thread_can_be_reopened(tmp_path: Path) -> None:
+    """The session id outlives the thread's end; reopen makes it live again, opened by the
+    person who reopened it, with no connection yet."""
+    state = State(str(tmp_path / "chat.sqlite"))
+    state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0, "@a:t")
+    state.connected("$root", "conn-1", "secret", 60.0)
+    state.set_session("$root", "sess-1")
+    assert state.ended_session("$root") is None  # live
+    state.end_thread("$root")
+    assert state.ended_session("$root") == ("!r", "sess-1")
+    state.reopen("$root", "@b:t", 2.0)
+    [row] = state.live_threads()
+    assert (row.root, row.connection, row.secret, row.opened_by) == ("$root", None, None, "@b:t")
+    assert not state.ended_thread("$root")
+    state.close()
