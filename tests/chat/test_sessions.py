@@ -69,9 +69,10 @@ def test_an_agent_that_does_not_list_is_said_so(answer: dict[str, Any], why: str
 
 def test_listed_sessions_are_read_leniently_and_bounded() -> None:
     """Malformed entries and ids with spaces are left out; at most MAX_LISTED."""
-    sessions: list[Any] = [{"sessionId": f"s-{n}"} for n in range(MAX_LISTED + 5)]
-    sessions += [{"sessionId": "has space"}, {"sessionId": 3}, "x"]
-    assert len(listed_of({"sessions": sessions})) == MAX_LISTED
+    bad: list[Any] = [{"sessionId": "has space"}, {"sessionId": 3}, "x"]
+    assert listed_of({"sessions": [*bad, {"sessionId": "ok"}]}) == [Listed("ok", "", "")]
+    many = [{"sessionId": f"s-{n}"} for n in range(MAX_LISTED + 5)]
+    assert len(listed_of({"sessions": many})) == MAX_LISTED
     assert listed_of({"sessions": "no"}) == []
     assert not valid_session_id("a b")
     assert not valid_session_id("x" * 201)
