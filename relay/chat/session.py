@@ -429,9 +429,14 @@ def _error(request_id: Any, code: int, message: str) -> bytes:
 
 
 def _error_text(error: Any) -> str:
+    """An agent's JSON-RPC error in words: its message, code, and the details its ``data``
+    gives (agents put the reason there: "Internal error" alone says nothing)."""
     if not isinstance(error, dict):
         return "an error"
     message = error.get("message")
     code = error.get("code")
     code_text = code.text if isinstance(code, strictjson.Number) else str(code)
-    return f"{safe_line(message if isinstance(message, str) else 'error')} ({code_text})"
+    data = error.get("data")
+    details = data.get("details") or data.get("message") if isinstance(data, dict) else data
+    why = f": {safe_line(details, 300)}" if isinstance(details, str) and details else ""
+    return f"{safe_line(message if isinstance(message, str) else 'error')} ({code_text}){why}"

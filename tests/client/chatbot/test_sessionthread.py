@@ -4,6 +4,7 @@ as a subprocess, people as client-library sessions."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -12,8 +13,10 @@ import pytest
 from tests.client.chatbot.test_restarts import Args
 from tests.support.agents import CONTROLS
 from tests.support.audit import LogAudit
+from tests.support.geminiapi import gemini_api
 from tests.support.live import live_relay
 from tests.support.matrix import has, person
+from tests.support.npmagents import GEMINI_CLI, installed
 from tests.support.synapse import Homeserver
 
 pytestmark = pytest.mark.timeout(120)
@@ -161,3 +164,50 @@ async def test_sessions_lists_resume_brings_one_back_and_reopen_brings_back_an_e
             assert sum(s.body == "🗨 and now?" for s in again) == 1
             assert await running.stop() == 0
         assert len(running.events("a session brought back")) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)  # an npm install at most once, then the agent
+async def test_gemini_clis_modes_and_models_are_changed_from_the_thread(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A real agent (gemini-cli from the pinned npm package, against a loopback model API):
+    its modes and its older `models` field show in the settings line; a mode it refuses is
+    said with its reason; !mode and !model reach it (session/set_mode, session/set_model)
+    and the next turn's model call goes to the model chosen."""
+    gemini = await asyncio.to_thread(installed, GEMINI_CLI)
+    bot, bob = homeserver.register("bot"), homeserver.register("bob")
+    audit.secret(bot.token)
+    home = tmp_path / "home"
+    home.mkdir()
+    async with gemini_api() as api:
+        agent = ("env", f"HOME={home}", "GEMINI_API_KEY=test-key",
+                 f"GOOGLE_GEMINI_BASE_URL={api.url}", str(gemini), "--acp",
+                 "--model", "gemini-2.5-flash")  # fmt: skip
+        async with live_relay(agent) as live, person(homeserver, bob) as lead:
+            room = await lead.create_room([bot.user_id])
+            args = Args(homeserver, bot, live.url(), tmp_path, [room], [bob.user_id],
+                        tmp_path / "chat.sqlite", extra=["--open-timeout", "30"])  # fmt: skip
+            async with args.start() as running:
+                audit.watch(running.lines)
+                await running.logged("invited to a served room: joining")
+                root = await lead.say(room, f"{bot.user_id} !mode yolo !mode plan hi")
+                thread = await lead.until_thread(room, root, lambda t: has(
+                    t, "⚙️ Mode → Plan", "End of turn"), seconds=60)  # fmt: skip
+                # the agent's reason, from its error's data, where "Internal error" says nothing
+                untrusted = "Cannot enable privileged approval modes in an untrusted folder"
+                assert has(thread, "The agent refused Mode → YOLO (by ", untrusted)
+                line = next(s for s in thread if s.body.startswith(SETTINGS))
+                assert "!model VALUE" in line.body
+                await lead.say(room, "!model ?", thread=root)
+                told = await lead.until_thread(room, root, lambda t: has(t, "its values: "))
+                values = next(s.body for s in told if "its values: " in s.body)
+                choices = values.split("its values: ")[1].split(", ")
+                model = next(value for value in choices if "pro" in value)
+                await lead.say(room, f"!model {model}", thread=root)
+                await lead.until_thread(room, root, lambda t: has(t, "⚙️ Model → "))
+                await lead.say(room, "again", thread=root)
+                await lead.until_thread(room, root, lambda t: sum(
+                    "End of turn" in s.body for s in t) == 2, seconds=60)  # fmt: skip
+                assert await running.stop() == 0
+    assert f"/models/{model}:" in api.calls[-1].target
