@@ -422,3 +422,16 @@ def test_a_session_brought_back_by_resume_or_not_at_all() -> None:
     error = {"code": -32002, "message": "no such"}
     refused = session.agent_line(line({"jsonrpc": "2.0", "id": load["id"], "error": error}))
     assert refused.failed == "the agent could not bring back session s-9: no such (-32002)"
+
+
+def test_an_agents_refusal_says_the_reason_its_error_data_gives() -> None:
+    """ "Internal error" alone says nothing: the details (or message) in its data follow."""
+    session, _ = with_controls()
+    [request] = sent(session.change(Asked("mode", "plan"), "@lead:t"))
+    data = {"details": "Cannot enable privileged approval modes in an untrusted folder."}
+    error = {"code": -32603, "message": "Internal error", "data": data}
+    session.agent_line(line({"jsonrpc": "2.0", "id": request["id"], "error": error}))
+    assert session.view.take()[-1].body == (
+        "⚠️ The agent refused Mode → Plan (by @lead:t): Internal error (-32603): Cannot enable "
+        "privileged approval modes in an untrusted folder."
+    )
