@@ -26,7 +26,14 @@ from relay.chat.limits import Limits
 from relay.chat.rules import RuleError, policy_from
 from relay.cli.dialflags import dial_config
 from relay.config import convert, defaults
-from relay.config.chatoptions import BOXES_URL, OPTIONS, RULES_KEY, TOKEN_ENV, resolve_chat
+from relay.config.chatoptions import (
+    BOXES_URL,
+    OPTIONS,
+    PICKLE_ENV,
+    RULES_KEY,
+    TOKEN_ENV,
+    resolve_chat,
+)
 from relay.config.dialoptions import DIALING
 from relay.config.errors import UsageError
 from relay.config.options import Option, add_options
@@ -38,6 +45,7 @@ if TYPE_CHECKING:
     from relay.client.chatbot.botconfig import ChatConfig
 
 CHAT_EXTRA = ("mautrix", "aiohttp", "yarl", "multidict")  # what `pip install acp-relay[chat]` adds
+E2EE_EXTRA = ("olm", "aiosqlite", "asyncpg", "Crypto", "unpaddedbase64", "base58")  # chat-e2ee
 
 LOGGING: tuple[Option, ...] = (
     Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
@@ -80,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     config, token = chat_config(args, os.environ)
     redacting = Redactor()
     redacting.add_secret(token)
+    if config.pickle_key is not None:
+        redacting.add_secret(config.pickle_key)
     logs.configure(args.log_level, args.log_format, redacting=redacting)
     from relay.client.chatbot.run import run_chat  # the bot's libraries, once the flags are good
 
@@ -107,6 +117,9 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     text = read_named(path, "--config") if path else None
     values = resolve_chat(OPTIONS, vars(args), env, text, cwd=os.getcwd(), file_name=path)
     token = _token(values["token_file"], env)
+    pickle_key = _pickle_key(values["pickle_key_file"], env)
+    if pickle_key is not None:
+        _e2ee_installed()
     connect_command = values["connect_command"]
     if connect_command is not None:
         if values["ticket_command"] is not None or values["ticket_file"] is not None:
@@ -154,7 +167,8 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         limits=Limits(values["max_threads"], values["max_threads_per_person"],
                       values["idle_timeout"]), keep_ended_days=values["keep_ended"],
         audit_retention_days=values["audit_retention"],
-        max_attachment_bytes=values["max_attachment_bytes"],
+        max_attachment_bytes=values["max_attachment_bytes"], pickle_key=pickle_key,
+        crypto_state=values["crypto_state"] or f"{values['state']}-crypto",
     )  # fmt: skip
     return config, token
 
@@ -174,13 +188,39 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     return token
 
 
-def _private(path: str) -> None:
+def _pickle_key(path: str | None, env: Mapping[str, str]) -> str | None:
+    """The key that locks the bot's room keys: from its file (0600) or the environment;
+    None (encrypted rooms not served) when neither gives one."""
+    if path is None:
+        return env.get(PICKLE_ENV, "").strip() or None
+    key = read_named(path, "--pickle-key-file").strip()
+    _private(path, "--pickle-key-file", "the key that unlocks the bot's room keys")
+    if not key:
+        raise UsageError(f"--pickle-key-file {path} is empty: put a long random key in it")
+    return key
+
+
+def _e2ee_installed() -> None:
+    """Encrypted rooms need the chat-e2ee extra (libolm's binding and the crypto store's)."""
+    try:
+        import aiosqlite  # noqa: F401
+        import olm  # noqa: F401
+        from mautrix.crypto.store.asyncpg import PgCryptoStore  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in E2EE_EXTRA:
+            raise
+        raise UsageError(f"a pickle key serves encrypted rooms, which need the chat-e2ee "
+                         f"extra ({exc.name} is missing): pip install "
+                         "'acp-relay[chat-e2ee]'") from None  # fmt: skip
+
+
+def _private(path: str, flag: str = "--token-file", holds: str = "the bot's access token") -> None:
     """A token file others may read is refused, as the state file is: the token is the bot."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return  # read_named says what is wrong with it
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise UsageError(f"--token-file {path} is readable by others (mode "
-                         f"{stat.S_IMODE(mode):o}): it holds the bot's access token; "
+        raise UsageError(f"{flag} {path} is readable by others (mode "
+                         f"{stat.S_IMODE(mode):o}): it holds {holds}; "
                          f"chmod 600 {path}")  # fmt: skip

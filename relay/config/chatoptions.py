@@ -18,6 +18,7 @@ from relay.config.options import Option
 from relay.config.settings import config_toml
 
 TOKEN_ENV = "ACP_RELAY_MATRIX_TOKEN"  # the bot's access token itself (else --token-file)
+PICKLE_ENV = "ACP_RELAY_MATRIX_PICKLE_KEY"  # the key that locks its room keys (else a file)
 THOUGHTS = ("folded", "hidden", "shown")
 BOXES_URL = "ws://connect-command/acp"  # with --connect-command: each thread gets its own
 SHARE_BY = ("approvers", "prompters")
@@ -101,6 +102,12 @@ OPTIONS: tuple[Option, ...] = (
            convert.positive_seconds),
     Option("escalate-to", "a user added to a request's approvers by --escalate-after", (),
            "USER_ID", _user_id, repeatable=True),
+    Option("pickle-key-file", f"file holding the key that locks the bot's room keys (else "
+           f"${PICKLE_ENV}; never a flag value): given, the bot serves encrypted rooms (the "
+           "chat-e2ee extra)", None, "FILE", convert.non_empty, is_path=True),
+    Option("crypto-state", "the bot's end-to-end encryption keys (SQLite, created 0600: it "
+           "holds the keys that read the served rooms)", None, "FILE", convert.non_empty,
+           is_path=True, default_text="the --state file's name with -crypto"),
     Option("max-attachment-bytes", "largest image or text file that joins a prompt, in bytes "
            "or with KiB/MiB (fetched from the homeserver within it; base64 adds a third on "
            "the way to the agent)", 8 << 20, "SIZE", convert.size),

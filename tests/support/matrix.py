@@ -13,11 +13,12 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
 from mautrix.api import HTTPAPI
-from mautrix.client import ClientAPI
+from mautrix.client import Client, ClientAPI
 from mautrix.types import EventType, RoomID, SyncToken, UserID
 
 from tests.support.synapse import Account, Homeserver
@@ -53,6 +54,8 @@ class Person:
     account: Account
     api: ClientAPI
     events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # by room
+    crypto: Any = None  # a RoomCrypto: this person's client encrypts, as Element does
+    raw: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # as synced, by room
 
     @property
     def user_id(self) -> str:
@@ -123,8 +126,16 @@ class Person:
         )
         return str(sent)
 
-    async def react(self, room: str, target: str, key: str) -> str:
+    async def react(self, room: str, target: str, key: str, *, encrypted: bool = False) -> str:
+        """A reaction: unencrypted, as most clients send them, or ``encrypted`` (some do)."""
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": target, "key": key}}
+        if encrypted:
+            api = cast(Client, self.api)
+            sealed = await api.encrypt(RoomID(room), EventType.REACTION, cast(Any, content))
+            sent = await api.send_message_event(
+                RoomID(room), EventType.ROOM_ENCRYPTED, cast(Any, sealed), disable_encryption=True
+            )
+            return str(sent)
         sent = await self.api.send_message_event(
             RoomID(room), EventType.REACTION, cast(Any, content)
         )
@@ -184,6 +195,10 @@ class Person:
         )
         return self.thread(room, root)
 
+    def raw_events(self, room: str) -> list[dict[str, Any]]:
+        """The room's events as the homeserver sent them (encrypted ones undecrypted)."""
+        return list(self.raw.get(room, []))
+
     def room_messages(self, room: str) -> list[dict[str, Any]]:
         return [e for e in self.events.get(room, []) if e.get("type") == "m.room.message"]
 
@@ -201,18 +216,41 @@ class Person:
                 await asyncio.sleep(0.2)
                 continue
             token = answer.get("next_batch", token)
+            if self.crypto is not None:
+                await self.crypto.sync(answer)
             for room, joined in answer.get("rooms", {}).get("join", {}).items():
                 for event in joined.get("timeline", {}).get("events", []):
-                    self.events.setdefault(room, []).append(event)
+                    self.raw.setdefault(room, []).append(event)
+                    self.events.setdefault(room, []).append(await self._readable(room, event))
+
+    async def _readable(self, room: str, event: dict[str, Any]) -> dict[str, Any]:
+        """The event as this person's client shows it: decrypted when it can be."""
+        if self.crypto is None or event.get("type") != "m.room.encrypted":
+            return event
+        found = await self.crypto.decrypt(room, event)
+        if not isinstance(found, dict):
+            found = await self.crypto.decrypt_later(room, event)
+        return found if isinstance(found, dict) else event
 
 
 @asynccontextmanager
-async def person(server: Homeserver, account: Account) -> AsyncIterator[Person]:
-    """``account`` logged in, syncing in the background for the block."""
+async def person(
+    server: Homeserver, account: Account, *, keys: Path | None = None
+) -> AsyncIterator[Person]:
+    """``account`` logged in, syncing in the background for the block; with ``keys`` (a
+    file for its crypto state), its client encrypts and decrypts as the bot's does."""
     async with aiohttp.ClientSession() as session:
         http = HTTPAPI(server.url, account.token, client_session=session)
-        api = ClientAPI(UserID(account.user_id), api=http)
+        api = Client(UserID(account.user_id), api=http)
         who = Person(account, api)
+        if keys is not None:
+            from relay.client.chatbot.crypto import RoomCrypto
+            from relay.observe import logs
+
+            device = str((await api.whoami()).device_id)
+            log = logs.get_logger("test.person", user=account.user_id)
+            opened = await RoomCrypto.open(str(keys), "test-pickle-key", api, device, log)
+            who.crypto = opened.crypto
         syncing = asyncio.create_task(who._sync())
         try:
             yield who
@@ -220,3 +258,5 @@ async def person(server: Homeserver, account: Account) -> AsyncIterator[Person]:
             syncing.cancel()
             with suppress(asyncio.CancelledError):
                 await syncing
+            if who.crypto is not None:
+                await who.crypto.close()

@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mautrix.errors import MatrixRequestError
 
@@ -27,7 +27,7 @@ from relay.chat.limits import Idleness
 from relay.chat.session import ChatSession
 from relay.chat.watched import Watched
 from relay.client.chatbot.botconfig import ChatConfig
-from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.matrix import Later, MatrixSession
 from relay.client.chatbot.messages import on_attachment, on_message
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.showing import Answerable
@@ -38,14 +38,22 @@ from relay.client.link.ticketsource import TicketSource
 from relay.observe.logs import Logger
 from relay.observe.tasks import Tasks
 
+if TYPE_CHECKING:
+    from relay.client.chatbot.crypto import RoomCrypto
+
 PRUNE_EVERY = 500  # sync batches between two prunings of the handled events' ids
 MAX_EARLY = 256  # events with reactions that no request owns (yet), remembered
 RESTARTED_BEFORE_OPENING = (
     "↻ The bot restarted before this session opened: opening it now, with the first prompt."
 )
 ENCRYPTED_WORDS = (
-    "🔒 This room is end-to-end encrypted: acp-relay chat does not support encrypted rooms "
-    "(it cannot read what is said here). Use a room without encryption."
+    "🔒 This room is end-to-end encrypted, and this bot was started without encryption: it "
+    "cannot read what is said here. Its operator can install acp-relay[chat-e2ee] and give "
+    "it a --pickle-key-file, or use a room without encryption."
+)
+LOST_KEYS_WORDS = (
+    "🔐 This bot's encryption keys were lost (a new device): it cannot read what was said "
+    "here before this start, and reads what is said from now on."
 )
 
 
@@ -73,6 +81,8 @@ class ChatBot:
         self.idleness = Idleness(config.limits.idle_timeout)
         self._idle_check: asyncio.Task[object] | None = None
         self.first_start = 0  # ms since the epoch: nothing older is acted on
+        self.crypto: RoomCrypto | None = None  # encrypted rooms served (a pickle key given)
+        self.lost_keys = False
 
     def owns_request(self, event_id: str, owner: Answerable | None) -> None:
         if owner is None:
@@ -84,9 +94,13 @@ class ChatBot:
 
     # -- running -------------------------------------------------------------------------------
 
-    async def run(self, stop: asyncio.Event, started_ms: int | None = None) -> None:
+    async def run(
+        self, stop: asyncio.Event, started_ms: int | None = None, *, lost_keys: bool = False
+    ) -> None:
         """Sync and act until ``stop``; the threads' connections are then kept for a restart.
-        ``started_ms``: when the process started (before it joined any room), in ms."""
+        ``started_ms``: when the process started (before it joined any room), in ms;
+        ``lost_keys``: the crypto state was lost (each encrypted room is told once)."""
+        self.lost_keys = lost_keys
         self.forget_what_is_old()
         self.restore_threads()
         since = self.state.sync_token()
@@ -99,6 +113,8 @@ class ChatBot:
                 answer = await unless(self.matrix.sync(since, 0 if first else None), stop)
                 if answer is None:
                     break
+                if self.crypto is not None:  # the batch's room keys, before its timeline
+                    await self.crypto.sync(answer)
                 # The first sync too: what it brings from before the first start (its events'
                 # origin_server_ts) or from before the bot joined is not acted on, whatever
                 # position the homeserver answered it from.
@@ -271,6 +287,13 @@ class ChatBot:
         if room in self.encrypted:
             return
         self.encrypted.add(room)
+        if self.crypto is not None:
+            if self.lost_keys:
+                self.log.warning("keys lost: what was said before this start is unreadable",
+                                 room=room)  # fmt: skip
+                await self.matrix.send_or_log(room, "m.room.message", message(LOST_KEYS_WORDS),
+                                              f"lost-keys-{self.matrix.device}")  # fmt: skip
+            return
         self.log.warning("served room is encrypted: not supported", room=room)
         await self.matrix.send_or_log(
             room, "m.room.message", message(ENCRYPTED_WORDS), f"encrypted-{int(time.time())}"
@@ -284,6 +307,14 @@ class ChatBot:
         if not isinstance(stamp, int) or stamp < self.first_start:
             self.log.debug("event from before the first start: not acted on", event_id=event_id)
             return
+        if event.get("type") == "m.room.encrypted" and self.crypto is not None:
+            decrypted = await self.crypto.decrypt(room, event)
+            if isinstance(decrypted, Later):  # its key comes in a later batch: not blocked on
+                self.tasks.spawn(self._decrypted_later(room, event), "an event awaiting its key")
+                return
+            if decrypted is None:
+                return
+            event = decrypted
         if not self.state.first_handling(event_id, int(time.time() * 1000)):
             return  # handled before a restart
         incoming = read_event(event)
@@ -301,6 +332,12 @@ class ChatBot:
                     self.early.popitem(last=False)
         elif isinstance(incoming, Encryption):
             await self._encrypted(room)
+
+    async def _decrypted_later(self, room: str, event: dict[str, Any]) -> None:
+        assert self.crypto is not None
+        decrypted = await self.crypto.decrypt_later(room, event)
+        if decrypted is not None:
+            await self._timeline_event(room, decrypted)
 
     async def _reaction(self, owner: Answerable, room: str, reaction: Reaction) -> None:
         power = await self.levels(room)

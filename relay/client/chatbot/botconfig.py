@@ -32,3 +32,5 @@ class ChatConfig:
     keep_ended_days: float = 30.0  # ended threads and decided requests, then forgotten
     audit_retention_days: float = 365.0  # the audit's records, then forgotten
     max_attachment_bytes: int = 8 << 20  # an image or file that joins a prompt
+    pickle_key: str | None = None  # given: encrypted rooms served (chat-e2ee)
+    crypto_state: str = ""  # where the room keys are kept

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import aiohttp
 from mautrix.api import HTTPAPI, Method, Path
-from mautrix.client import ClientAPI
+from mautrix.client import Client
 from mautrix.errors import (
     MatrixConnectionError,
     MatrixInvalidToken,
@@ -45,6 +45,14 @@ logging.getLogger("mau").setLevel(logging.INFO)  # its debug lines carry every r
 
 class Unreachable(Exception):
     """The homeserver could not be reached (its words)."""
+
+
+class Later:
+    """An encrypted event whose room key has not come yet (it comes by to-device, in a
+    later sync: the event is decrypted then, the sync loop not held)."""
+
+
+LATER = Later()
 
 
 class MediaRefused(Exception):
@@ -78,7 +86,8 @@ class MatrixSession:
         self.hold = Hold()
         self._token = token
         self._http: aiohttp.ClientSession | None = None
-        self.api: ClientAPI | None = None
+        self.api: Client | None = None  # encrypts in encrypted rooms once given its crypto
+        self.device = ""  # the access token's device (whoami)
         self._down_since: float | None = None
         self._rng = random.Random()
 
@@ -89,7 +98,7 @@ class MatrixSession:
             trace_configs=[trace], timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         )
         http = HTTPAPI(self.homeserver, self._token, client_session=self._http)
-        self.api = ClientAPI(UserID(self.user), api=http)
+        self.api = Client(UserID(self.user), api=http)
         return self
 
     async def __aexit__(self, *_: object) -> None:
@@ -171,7 +180,7 @@ class MatrixSession:
                 "homeserver still unreachable", request=what, next_retry_seconds=round(backoff, 2)
             )
 
-    def _client(self) -> ClientAPI:
+    def _client(self) -> Client:
         assert self.api is not None, "use MatrixSession as an async context manager"
         return self.api
 
@@ -189,6 +198,7 @@ class MatrixSession:
                 if isinstance(exc, TimeoutError):
                     raise
                 raise Unreachable(str(exc)[:200] or type(exc).__name__) from None
+        self.device = str(answer.device_id or "")
         return str(answer.user_id)
 
     async def _versions(self) -> None:

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 from mautrix.errors import MatrixRequestError
 
@@ -22,6 +23,9 @@ from relay.client.chatbot.bot import ChatBot, unless
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession, TokenRevoked, Unreachable
 from relay.client.chatbot.state import State, StateError
+
+if TYPE_CHECKING:
+    from relay.client.chatbot.crypto import Opened
 from relay.observe import logs
 from relay.observe.logs import Logger
 
@@ -46,14 +50,31 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
     try:
         matrix = MatrixSession(config.homeserver, config.user, config.token, log, stop.set)
         async with matrix:
-            started = await unless(_start(config, matrix, log), stop)
+            started = await unless(_contact(config, matrix, log), stop)
             if started is None:
                 return 0  # stopped while starting
             if started != 0:
                 return int(started)
-            log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url)
-            with suppress(TokenRevoked):
-                await ChatBot(config, matrix, state, log).run(stop, started_ms)
+            # The device's keys are published before any room is joined: a member's client
+            # shares its room key with the devices it knows when it speaks.
+            crypto = await _crypto(config, matrix, log)
+            if isinstance(crypto, int):
+                return crypto
+            joined = await unless(_join(config, matrix, log), stop)
+            if joined is None or joined != 0:
+                if crypto is not None:
+                    await crypto.crypto.close()
+                return 0 if joined is None else int(joined)
+            log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url,
+                     encrypted_rooms=crypto is not None)  # fmt: skip
+            bot = ChatBot(config, matrix, state, log)
+            bot.crypto = crypto.crypto if crypto is not None else None
+            try:
+                with suppress(TokenRevoked):
+                    await bot.run(stop, started_ms, lost_keys=crypto is not None and crypto.lost)
+            finally:
+                if crypto is not None:
+                    await crypto.crypto.close()
             if matrix.revoked is not None:
                 print(REVOKED.format(matrix.revoked.errcode), file=sys.stderr)
                 return 1
@@ -63,9 +84,9 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
         state.close()
 
 
-async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
-    """The first contact (bounded by --open-timeout), the token checked, the served rooms
-    joined; 0, or the exit status after saying what is wrong."""
+async def _contact(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
+    """The first contact (bounded by --open-timeout), the token checked; 0, or the exit
+    status after saying what is wrong."""
     seconds, where = config.dial.open_timeout, config.homeserver
     log.info("contacting the homeserver", homeserver=where, open_timeout=seconds)
     try:
@@ -80,6 +101,12 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
                      "give the bot's token in --token-file")  # fmt: skip
     if who != config.user:
         return _fail(f"the access token is {who}'s, not --user {config.user}'s")
+    return 0
+
+
+async def _join(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
+    """The served rooms joined (an invitation an earlier run saw and ignored); 0, or the
+    exit status after saying which cannot be."""
     joined = await matrix.joined_rooms()
     for room in sorted(config.rooms - joined):
         try:
@@ -93,6 +120,27 @@ async def _start(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
         log.info("invited to a served room: joining", room=room, at_start=True)
         log.info("joined a served room at start", room=room)
     return 0
+
+
+async def _crypto(config: ChatConfig, matrix: MatrixSession, log: Logger) -> Opened | int | None:
+    """The bot's end-to-end encryption opened (None: not asked for, no pickle key), or the
+    exit status after saying what is wrong."""
+    if config.pickle_key is None:
+        return None
+    from relay.client.chatbot.crypto import RoomCrypto  # the chat-e2ee extra's libraries
+
+    assert matrix.api is not None
+    try:
+        opened = await RoomCrypto.open(
+            config.crypto_state, config.pickle_key, matrix.api, matrix.device, log
+        )
+    except StateError as exc:
+        return _fail(str(exc))
+    if opened.lost:
+        log.warning("the crypto state was for another device: new keys from now on",
+                    device=matrix.device)  # fmt: skip
+    log.info("end-to-end encryption ready", device=matrix.device)
+    return opened
 
 
 def _fail(words: str) -> int:

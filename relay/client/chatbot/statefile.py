@@ -79,7 +79,7 @@ VERSION = 1 + len(MIGRATIONS)  # the version this release writes
 def open_state(path: str) -> sqlite3.Connection:
     """The state file at ``path``, private, at this release's schema; StateError saying
     the fix otherwise."""
-    _create_private(path)
+    create_private(path)
     try:
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
@@ -118,18 +118,19 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
             db.execute(f"PRAGMA user_version = {version:d}")
 
 
-def _create_private(path: str) -> None:
-    """Create the file 0600 if it is new; refuse one that others may read."""
+def create_private(path: str, flag: str = "--state", holds: str = "resume secrets") -> None:
+    """Create the file 0600 if it is new; refuse one that others may read (``flag`` names
+    it, ``holds`` says why it must stay private)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise StateError(f"cannot open --state {path}: {exc.strerror}") from None
+        raise StateError(f"cannot open {flag} {path}: {exc.strerror}") from None
     try:
         mode = os.fstat(fd).st_mode
     finally:
         os.close(fd)
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise StateError(
-            f"--state {path} is readable by others (mode {stat.S_IMODE(mode):o}): it holds "
-            f"resume secrets; chmod 600 {path}"
+            f"{flag} {path} is readable by others (mode {stat.S_IMODE(mode):o}): it holds "
+            f"{holds}; chmod 600 {path}"
         )

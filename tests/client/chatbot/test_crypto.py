@@ -1,0 +1,100 @@
+"""The bot in an end-to-end encrypted room, against the real Synapse: people whose clients
+encrypt (mautrix's crypto, as the bot's), and Synapse's own database read afterwards."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from tests.client.chatbot.test_restarts import Args
+from tests.support.agents import DEMO_AGENT
+from tests.support.audit import LogAudit
+from tests.support.live import live_relay, until_detached
+from tests.support.matrix import Person, Seen, has, person
+from tests.support.synapse import Homeserver
+
+pytest.importorskip("olm", reason="the chat-e2ee extra is not installed")
+pytestmark = pytest.mark.timeout(180)
+
+
+def pickle_key(folder: Path) -> list[str]:
+    path = folder / "pickle.key"
+    path.write_text("a long random pickle key for the tests\n")
+    path.chmod(0o600)
+    return ["--pickle-key-file", str(path)]
+
+
+async def request_in(who: Person, room: str, root: str, nth: int) -> Seen:
+    """The thread's ``nth`` permission request once the bot's keycaps are under it."""
+
+    def asked(thread: list[Seen]) -> list[Seen]:
+        return [s for s in thread if s.body.startswith("🔐")]
+
+    await who.until_thread(room, root, lambda t: len(asked(t)) >= nth and len(
+        asked(t)[nth - 1].reactions) >= 2, seconds=30)  # fmt: skip
+    return asked(who.thread(room, root))[nth - 1]
+
+
+def stored_json(homeserver: Homeserver) -> str:
+    """Every event as Synapse's database holds it."""
+    with closing(sqlite3.connect(homeserver.folder / "homeserver.db")) as db:
+        return "\n".join(json for (json,) in db.execute("SELECT json FROM event_json"))
+
+
+async def test_an_encrypted_room_is_served_and_synapse_keeps_no_plaintext(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """In an encrypted room: a prompt → the agent's words, a tool call and a permission
+    request, all encrypted; a non-approver's tap is ignored; the approver's tap answers
+    (unencrypted, then encrypted); the bot killed while a request waits answers it once
+    after its restart and reads new messages; Synapse's database holds none of the texts."""
+    bot, alice, bob = (homeserver.register(n) for n in ("bot", "alice", "bob"))
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice, keys=tmp_path / "alice.keys") as lead,
+        person(homeserver, bob, keys=tmp_path / "bob.keys") as other,
+    ):
+        room = await lead.create_room([bot.user_id, bob.user_id], encrypted=True)
+        await other.join(room)
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id],
+                    tmp_path / "chat.sqlite", extra=pickle_key(tmp_path))  # fmt: skip
+        async with args.start() as first:
+            audit.watch(first.lines)
+            await first.logged("invited to a served room: joining")
+            root = await lead.say(room, f"{bot.user_id} /ask")
+            request = await request_in(lead, room, root, 1)
+            await other.react(room, request.event_id, "1️⃣")
+            await lead.until_thread(room, root, lambda t: has(t, "may answer this request"))
+            await lead.react(room, request.event_id, "1️⃣")
+            await lead.until_thread(room, root, lambda t: has(t, "permission: allow"))
+            await lead.say(room, "/ask", thread=root)
+            again = await request_in(lead, room, root, 2)
+            await lead.react(room, again.event_id, "2️⃣", encrypted=True)
+            await lead.until_thread(room, root, lambda t: has(t, "permission: reject"))
+            await lead.say(room, "/ask", thread=root)
+            pending = await request_in(lead, room, root, 3)
+            assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+        assert await until_detached(live)
+        async with args.start() as second:
+            audit.watch(second.lines)
+            await second.logged("connection resumed after a restart")
+            await lead.react(room, pending.event_id, "1️⃣", encrypted=True)
+            await lead.until_thread(room, root, lambda t: sum(
+                "permission: allow" in s.body for s in t) == 2)  # fmt: skip
+            await lead.say(room, "after the restart", thread=root)
+            done = await lead.until_thread(room, root, lambda t: any(
+                s.body == "after the restart" and s.sender == bot.user_id for s in t))  # fmt: skip
+            assert await second.stop() == 0
+        assert len(second.events("permission request answered")) == 1
+    assert sum("chosen by" in s.body for s in done) == 3
+    raw = [e for e in lead.raw_events(room) if e["sender"] == bot.user_id]
+    assert raw
+    assert {e["type"] for e in raw} <= {"m.room.encrypted", "m.reaction", "m.room.member"}
+    stored = stored_json(homeserver)
+    for secret in ("Write notes.md", "permission: allow", "after the restart", "/ask"):
+        assert secret not in stored
