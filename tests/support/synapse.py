@@ -54,6 +54,7 @@ class Account:
     user_id: str
     token: str
     localpart: str
+    password: str = field(default="", repr=False)  # for a second login: a new device
 
 
 @dataclass
@@ -87,13 +88,22 @@ class Homeserver:
         body = {"nonce": nonce, "username": localpart, "password": password,
                 "admin": admin, "mac": mac.hexdigest()}  # fmt: skip
         answer = self._call("POST", "/_synapse/admin/v1/register", body)
-        account = Account(answer["user_id"], answer["access_token"], localpart)
+        account = Account(answer["user_id"], answer["access_token"], localpart, password)
         if (unlimited or limits is not None) and self.admin is not None:
             path = f"/_synapse/admin/v1/users/{account.user_id}/override_ratelimit"
             rate, burst = limits or (0, 0)  # 0: no limit
             body = {"messages_per_second": rate, "burst_count": burst}
             self._call("POST", path, body, token=self.admin.token)
         return account
+
+    def new_device(self, account: Account) -> Account:
+        """``account`` logged in again with its password: a new device, with its own access
+        token."""
+        body = {"type": "m.login.password", "password": account.password,
+                "identifier": {"type": "m.id.user", "user": account.localpart}}  # fmt: skip
+        answer = self._call("POST", "/_matrix/client/v3/login", body)
+        return Account(account.user_id, answer["access_token"], account.localpart,
+                       account.password)  # fmt: skip
 
     def _call(
         self, method: str, path: str, body: dict[str, Any] | None = None, token: str | None = None

@@ -8,7 +8,9 @@ variable: two files would have a state query run on the other's connection). The
 holds the keys that read the served rooms: it is created 0600 and refused when others
 may read it, and its pickle key comes from a file or the environment, never a flag. The
 device is the access token's (``whoami``): a crypto file kept for another device (a new
-login) is said to be lost, and a new account is made for what comes after.
+login) is said to be lost, and a new account is made for what comes after; a device whose
+keys the homeserver has but the file does not (the file lost) cannot go on: a device's
+keys cannot be replaced, so the bot stops, saying to log it in again.
 
 :class:`RoomCrypto` takes each ``/sync`` answer (to-device keys, one-time key counts,
 device lists, membership) through mautrix's client, and decrypts a timeline event when
@@ -33,7 +35,7 @@ from mautrix.util.async_db import Database
 from mautrix.util.logging import TraceLogger
 
 from relay.client.chatbot.matrix import LATER, Later
-from relay.client.chatbot.statefile import create_private
+from relay.client.chatbot.statefile import StateError, create_private
 from relay.observe.logs import Logger
 
 logging.getLogger("aiosqlite").setLevel(logging.INFO)  # its debug lines carry every query
@@ -80,6 +82,13 @@ class RoomCrypto:
         client.log = _trace_logger("mau.client")
         client.crypto_log = _trace_logger("mau.client.crypto")
         olm = OlmMachine(client, store, state, log=_trace_logger("mau.crypto"))
+        if await store.get_account() is None and await _published(client, device):
+            await db.stop()
+            raise StateError(
+                f"--crypto-state {path} holds no keys for the device {device}, whose keys the "
+                "homeserver has: they were lost, and what they read cannot be read again. Log "
+                "the bot in again (a new device) and put its token in --token-file"
+            )
         await olm.load()
         await store.put_device_id(DeviceID(device))
         if olm.account is not None and not olm.account.shared:
@@ -142,6 +151,13 @@ def _encrypted(room: str, event: dict[str, Any]) -> EncryptedEvent | None:
         return EncryptedEvent.deserialize(cast(JSON, {**event, "room_id": room}))
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+async def _published(client: Client, device: str) -> bool:
+    """Whether the homeserver has identity keys for ``device`` (made by a crypto state that
+    is not this one: a device's keys cannot be replaced)."""
+    answer = await client.query_keys({client.mxid: [DeviceID(device)]})
+    return bool(answer.device_keys.get(client.mxid, {}).get(DeviceID(device)))
 
 
 def _trace_logger(name: str) -> TraceLogger:

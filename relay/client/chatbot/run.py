@@ -130,6 +130,9 @@ async def _crypto(config: ChatConfig, matrix: MatrixSession, log: Logger) -> Ope
     from relay.client.chatbot.crypto import RoomCrypto  # the chat-e2ee extra's libraries
 
     assert matrix.api is not None
+    if not matrix.device:
+        return _fail("the access token has no device (an admin API login?): encrypted rooms "
+                     "need the token of a login, which makes a device")  # fmt: skip
     try:
         opened = await RoomCrypto.open(
             config.crypto_state, config.pickle_key, matrix.api, matrix.device, log

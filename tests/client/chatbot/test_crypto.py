@@ -3,6 +3,7 @@ encrypt (mautrix's crypto, as the bot's), and Synapse's own database read afterw
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sqlite3
 from contextlib import closing
@@ -98,3 +99,42 @@ async def test_an_encrypted_room_is_served_and_synapse_keeps_no_plaintext(
     stored = stored_json(homeserver)
     for secret in ("Write notes.md", "permission: allow", "after the restart", "/ask"):
         assert secret not in stored
+
+
+async def test_keys_kept_for_another_device_are_said_lost_and_keys_lost_stop_the_start(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """A new login (a new device) with the old crypto file: the room is told once that
+    what came before cannot be read, and new messages are read; the crypto file lost while
+    the device's keys are on the homeserver: exit 2, saying to log in again."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    state = tmp_path / "chat.sqlite"
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice, keys=tmp_path / "alice.keys") as lead,
+    ):
+        room = await lead.create_room([bot.user_id], encrypted=True)
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id], state,
+                    extra=pickle_key(tmp_path))  # fmt: skip
+        async with args.start() as first:
+            await first.logged("chat bot started")
+            assert await first.stop() == 0
+        again = homeserver.new_device(bot)
+        audit.secret(again.token)
+        args.bot = again
+        async with args.start() as second:
+            audit.watch(second.lines)
+            await second.logged("keys lost: what was said before this start is unreadable")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, lambda t: has(t, "hello"), seconds=30)
+            assert await second.stop() == 0
+        said = [e for e in lead.room_messages(room) if "encryption keys were lost" in
+                e["content"].get("body", "")]  # fmt: skip
+        assert len(said) == 1
+        (tmp_path / "chat.sqlite-crypto").unlink()
+        async with args.start() as third:
+            async with asyncio.timeout(30):
+                assert await third.proc.wait() == 2
+                await third.reader
+        assert any("holds no keys for the device" in line for line in third.lines)
