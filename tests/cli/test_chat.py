@@ -126,3 +126,33 @@ def test_approval_rules_that_cannot_work_stop_the_start_with_exit_2(
     assert result.returncode == 2
     assert " ".join(message.format(file=config).split()) in " ".join(result.stderr.split())
     assert not (tmp_path / "chat.sqlite").exists()
+
+
+def test_a_pickle_key_others_may_read_or_without_the_e2ee_extra_stops_the_start(
+    tmp_path: Path,
+) -> None:
+    """A --pickle-key-file others may read: exit 2 with the chmod; an empty one: exit 2; a
+    key given where the chat-e2ee extra is missing (libolm's binding not importable): exit
+    2 with the install command; the key never echoed."""
+    key = tmp_path / "pickle.key"
+    key.write_text("the-pickle-key-value\n")
+    key.chmod(0o644)
+    state = ["--state", str(tmp_path / "chat.sqlite")]
+    env = clean_env(ACP_RELAY_MATRIX_TOKEN="t")
+    loose = run_cli(*BASE, "--pickle-key-file", str(key), *state, env=env)
+    assert loose.returncode == 2
+    assert f"chmod 600 {key}" in loose.stderr
+    key.chmod(0o600)
+    hidden = tmp_path / "no-olm"
+    hidden.mkdir()
+    (hidden / "olm.py").write_text("raise ModuleNotFoundError(\"No module named 'olm'\", "
+                                   "name='olm')\n")  # fmt: skip
+    without = run_cli(*BASE, "--pickle-key-file", str(key), *state,
+                      env={**env, "PYTHONPATH": str(hidden)})  # fmt: skip
+    assert without.returncode == 2
+    assert "pip install 'acp-relay[chat-e2ee]'" in without.stderr
+    key.write_text("\n")
+    empty = run_cli(*BASE, "--pickle-key-file", str(key), *state, env=env)
+    assert empty.returncode == 2
+    assert "is empty" in empty.stderr
+    assert all("the-pickle-key-value" not in r.stderr for r in (loose, without, empty))

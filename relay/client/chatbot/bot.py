@@ -294,7 +294,8 @@ class ChatBot:
                 await self.matrix.send_or_log(room, "m.room.message", message(LOST_KEYS_WORDS),
                                               f"lost-keys-{self.matrix.device}")  # fmt: skip
             return
-        self.log.warning("served room is encrypted: not supported", room=room)
+        self.log.warning("served room is encrypted: not supported", room=room,
+                         fix="install acp-relay[chat-e2ee] and give --pickle-key-file")  # fmt: skip
         await self.matrix.send_or_log(
             room, "m.room.message", message(ENCRYPTED_WORDS), f"encrypted-{int(time.time())}"
         )

@@ -178,7 +178,8 @@ async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_r
     homeserver: Homeserver, tmp_path: Path, audit: LogAudit
 ) -> None:
     """A ticket the relay refuses: the thread says why (401, nothing of the ticket); an
-    encrypted room is said to be unsupported, in the room and in the log."""
+    encrypted room, the bot started without a pickle key, is said to be unreadable, in the
+    room (naming the extra and the key to give) and in the log."""
     bot, alice = homeserver.register("bot"), homeserver.register("alice")
     audit.secret(bot.token)
     bogus = audit.secret("bogus-ticket-0123456789abcdef")
@@ -199,7 +200,7 @@ async def test_a_refused_ticket_is_said_in_the_thread_and_an_encrypted_room_is_r
             root = await lead.say(room, f"{bot.user_id} hello")
             thread = await lead.until_thread(room, root, lambda t: has(t, "refused the ticket"))
             assert thread[-1].body == "⚠️ relay refused the ticket (401): malformed ticket"
-            await until(lambda: any("not support encrypted rooms" in e["content"].get("body", "")
+            await until(lambda: any("acp-relay[chat-e2ee]" in e["content"].get("body", "")
                                     for e in lead.room_messages(secret_room)),
                         what="the encrypted room told")  # fmt: skip
             await running.logged("served room is encrypted: not supported")
