@@ -13,7 +13,9 @@ Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at fir
   answer (its clock, in the words it writes next);
 - the bot's CPU per request (``/proc``: its process only, Synapse and the relay apart);
 - the same three rows with approval rules on (a rule over every kind, approvers by id and
-  by power level, timers armed), in alternated rounds with the plain rows (``--rounds``);
+  by power level, timers armed), and in an end-to-end encrypted room (the approver's
+  client decrypting as the bot does), in alternated rounds with the plain rows
+  (``--rounds``);
 - a turn of N streamed chunks (the demo agent, 0.5 ms between chunks): the time until the
   thread shows exactly the agent's text, and how many edits the bot made for it, against
   the seconds it took (the edit rate).
@@ -80,16 +82,24 @@ escalate-to = ["{approver}"]
     return path
 
 
-async def requests_row(server: Any, folder: Path, count: int, rules: bool) -> dict[str, Any]:
+async def requests_row(server: Any, folder: Path, count: int, kind: str) -> dict[str, Any]:
+    """The request rows, ``kind`` plain, with ``rules``, or in an ``encrypted`` room (the
+    approver's client decrypting, as the bot does)."""
     bot, alice = server.register("bot"), server.register("alice")
-    async with live_relay(AGENT) as live, person(server, alice) as lead:
-        room = await lead.create_room([bot.user_id])
+    keys = folder / "alice.keys" if kind == "encrypted" else None
+    async with live_relay(AGENT) as live, person(server, alice, keys=keys) as lead:
+        room = await lead.create_room([bot.user_id], encrypted=kind == "encrypted")
         quiet = ["--log-level", "info"]
-        if rules:
+        if kind == "rules":
             quiet += ["--config", str(rules_file(folder, alice.user_id)), "--remind-after", "3000"]
+        if kind == "encrypted":
+            key = folder / "pickle.key"
+            key.write_text("the benchmark's pickle key\n")
+            key.chmod(0o600)
+            quiet += ["--pickle-key-file", str(key)]
         async with chat_bot(server, bot, live.url(), folder=folder, rooms=[room],
                             approvers=[alice.user_id], extra=quiet) as running:  # fmt: skip
-            await running.logged("invited to a served room: joining")
+            await running.logged("chat bot started")
             root = await lead.say(room, f"{bot.user_id} bench {count}")
             to_approver, to_agent, sent_at = [], [], {}
             cpu_before = None
@@ -159,27 +169,31 @@ async def main(requests: int, chunks: int, rounds: int) -> dict[str, Any]:
         folder = Path(where)
         (folder / "synapse").mkdir()
         with running_homeserver(folder / "synapse") as server:
-            plain: list[dict[str, Any]] = []
-            ruled: list[dict[str, Any]] = []
-            for n in range(rounds):  # alternated: the machine's drift falls on both alike
-                for rules, into in ((False, plain), (True, ruled)):
-                    place = folder / f"{'rules' if rules else 'plain'}-{n}"
+            runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+            for n in range(rounds):  # alternated: the machine's drift falls on all alike
+                for kind in KINDS:
+                    place = folder / f"{kind}-{n}"
                     place.mkdir()
-                    into.append(await requests_row(server, place, requests, rules))
+                    runs[kind].append(await requests_row(server, place, requests, kind))
             (folder / "b").mkdir()
-            return {"permission_requests": plain[0], "permission_requests_with_rules": ruled[0],
-                    "alternated_medians_ms": _medians(plain, ruled),
+            return {"permission_requests": runs["plain"][0],
+                    "permission_requests_with_rules": runs["rules"][0],
+                    "permission_requests_encrypted": runs["encrypted"][0],
+                    "alternated_medians_ms": _medians(runs),
                     "streamed_turn": await stream_row(server, folder / "b", chunks)}  # fmt: skip
 
 
-def _medians(plain: list[dict[str, Any]], ruled: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each round's medians, without and with rules, side by side (their spread)."""
+KINDS = ("plain", "rules", "encrypted")
+
+
+def _medians(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Each round's medians of each kind, side by side (their spread)."""
     rows = ("request_to_approver", "reaction_to_agent")
     return {
-        **{f"{row} {which}": [r[row]["median_ms"] for r in runs]
-           for row in rows for which, runs in (("plain", plain), ("rules", ruled))},
-        **{f"bot_cpu_ms_per_request {which}": [r["bot_cpu_ms_per_request"] for r in runs]
-           for which, runs in (("plain", plain), ("rules", ruled))},
+        **{f"{row} {kind}": [r[row]["median_ms"] for r in runs[kind]]
+           for row in rows for kind in KINDS},
+        **{f"bot_cpu_ms_per_request {kind}": [r["bot_cpu_ms_per_request"] for r in runs[kind]]
+           for kind in KINDS},
     }  # fmt: skip
 
 
@@ -187,10 +201,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--chunks", type=int, default=10_000)
-    alternated = "alternated rounds of the request rows, without and with rules"
+    alternated = "alternated rounds of the request rows: plain, with rules, encrypted"
     parser.add_argument("--rounds", type=int, default=3, help=alternated)
     args = parser.parse_args()
-    took = WAIT * (2 + 2 * args.rounds)
+    took = WAIT * (2 + len(KINDS) * args.rounds)
     result = asyncio.run(asyncio.wait_for(main(args.requests, args.chunks, args.rounds), took))
     (HERE / "results" / "chat.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
