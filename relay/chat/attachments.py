@@ -17,7 +17,7 @@ import base64
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from relay.chat.text import safe_line
@@ -48,6 +48,9 @@ class Attachment:
     mimetype: str
     size: int | None  # declared: a hint, checked against the bytes
     name: str
+    # In an encrypted room: the file's AES key, the SHA-256 of its ciphertext and its IV
+    # (unpadded base64, as the event's ``file`` gives them), to open it once fetched.
+    sealed: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,16 +80,32 @@ def read_attachment(
     size = info.get("size")
     name = content.get("filename") or content.get("body")
     msgtype = content.get("msgtype")
+    sealed = _sealed(content.get("file"))
+    url = content.get("url") if sealed is None else content["file"].get("url")
     return Attachment(
         event_id=event_id,
         sender=sender,
         thread=thread,
-        url=content["url"][:600] if isinstance(content.get("url"), str) else "",
+        url=url[:600] if isinstance(url, str) else "",
         kind={"m.image": "image", "m.file": "file"}.get(str(msgtype), str(msgtype)[:40]),
         mimetype=info["mimetype"][:100].lower() if isinstance(info.get("mimetype"), str) else "",
         size=size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
         name=safe_line(name if isinstance(name, str) else "a file", 120),
+        sealed=sealed,
     )
+
+
+def _sealed(file: Any) -> tuple[str, str, str] | None:
+    """An encrypted file's key, ciphertext hash and IV (None: not one, or not readable)."""
+    if not isinstance(file, dict):
+        return None
+    key, hashes, iv = file.get("key"), file.get("hashes"), file.get("iv")
+    k = key.get("k") if isinstance(key, dict) else None
+    sha = hashes.get("sha256") if isinstance(hashes, dict) else None
+    parts = (k, sha, iv)
+    if not all(isinstance(p, str) and 0 < len(p) <= 200 for p in parts):
+        return None
+    return cast(tuple[str, str, str], parts)
 
 
 def media_of(url: str) -> tuple[str, str] | None:
@@ -109,7 +128,7 @@ def refusal(
     """Why ``attachment`` cannot join the next prompt (None: it can)."""
     name = attachment.name
     if media_of(attachment.url) is None:
-        return f"{name}: not a file the bot can fetch (encrypted, or no mxc:// URI)"
+        return f"{name}: not a file the bot can fetch (no mxc:// URI, or encrypted and unreadable)"
     if attachment.kind == "image":
         if not capabilities.image:
             return f"{name}: this agent takes no images in prompts"
@@ -151,8 +170,12 @@ def block_of(attachment: Attachment, data: bytes, limit: int) -> dict[str, Any] 
 def attachment_state(attachment: Attachment) -> list[Any]:
     """The attachment as JSON values (kept with the session's snapshot until its prompt)."""
     a = attachment
-    return [a.event_id, a.sender, a.thread, a.url, a.kind, a.mimetype, a.size, a.name]
+    sealed = list(a.sealed) if a.sealed is not None else None
+    return [a.event_id, a.sender, a.thread, a.url, a.kind, a.mimetype, a.size, a.name, sealed]
 
 
 def attachment_of(kept: list[Any]) -> Attachment:
-    return Attachment(*kept)
+    event_id, sender, thread, url, kind, mimetype, size, name, *rest = kept
+    sealed = rest[0] if rest else None
+    return Attachment(event_id, sender, thread, url, kind, mimetype, size, name,
+                      cast(tuple[str, str, str], tuple(sealed)) if sealed else None)  # fmt: skip

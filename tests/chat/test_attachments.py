@@ -114,3 +114,18 @@ def test_a_text_file_is_an_embedded_resource_and_a_binary_one_is_refused() -> No
     assert block == {"type": "resource", "resource": resource}
     assert block_of(notes, b"\xff\xfe", LIMIT) == "my notes.md: not UTF-8 text"
     assert attachment_of(attachment_state(notes)) == notes
+
+
+def test_an_encrypted_rooms_file_is_read_from_its_file_object_with_its_key() -> None:
+    """The URL, key, hash and IV come from `file`; a malformed `file` is no key at all (the
+    attachment then has no URL and is refused)."""
+    file = {"url": "mxc://hs.org/enc1", "key": {"k": "KEY"}, "iv": "IV", "hashes": {"sha256": "H"},
+            "v": "v2"}  # fmt: skip
+    sealed = attached(file=file, url=None)
+    assert (sealed.url, sealed.sealed) == ("mxc://hs.org/enc1", ("KEY", "H", "IV"))
+    assert attachment_of(attachment_state(sealed)) == sealed
+    broken = attached(file={**file, "key": "KEY"}, url=None)
+    assert (broken.url, broken.sealed) == ("", None)
+    assert refusal(broken, BOTH, LIMIT, 0) is not None
+    older = attachment_state(attached())[:8]  # kept by the release before: no key field
+    assert attachment_of(older) == attached()

@@ -113,10 +113,20 @@ class Person:
         self, room: str, data: bytes, *, mimetype: str, name: str, msgtype: str, thread: str
     ) -> str:
         """Upload ``data`` and send it in ``thread`` as ``msgtype`` (m.image, m.file); its
-        event id."""
-        url = await self.api.upload_media(data, mime_type=mimetype, filename=name)
+        event id. A person whose client encrypts uploads it encrypted (the event's ``file``)."""
+        where: dict[str, Any] = {}
+        if self.crypto is not None:
+            from mautrix.crypto.attachments import encrypt_attachment
+
+            data, sealed = encrypt_attachment(data)
+            url = await self.api.upload_media(data, mime_type="application/octet-stream")
+            sealed.url = url
+            where["file"] = sealed.serialize()
+        else:
+            url = await self.api.upload_media(data, mime_type=mimetype, filename=name)
+            where["url"] = str(url)
         content: dict[str, Any] = {
-            "msgtype": msgtype, "body": name, "url": str(url),
+            "msgtype": msgtype, "body": name, **where,
             "info": {"mimetype": mimetype, "size": len(data)},
             "m.relates_to": {"rel_type": "m.thread", "event_id": thread, "is_falling_back": True,
                              "m.in_reply_to": {"event_id": thread}},

@@ -59,6 +59,21 @@ class MediaRefused(Exception):
     """A file could not be had from the homeserver (why, for the thread)."""
 
 
+async def opened_file(data: bytes, sealed: tuple[str, str, str]) -> bytes:
+    """A file of an encrypted room opened with its key (the chat-e2ee extra's AES), off the
+    event loop; MediaRefused when it does not open (a hash or a key that does not match)."""
+    try:
+        from mautrix.crypto.attachments import decrypt_attachment
+        from mautrix.errors import DecryptionError
+    except ImportError:  # an encrypted room's file reached a bot without the extra
+        raise MediaRefused("an encrypted file, and the bot has no chat-e2ee extra") from None
+    key, sha256, iv = sealed
+    try:
+        return await asyncio.to_thread(decrypt_attachment, data, key, sha256, iv)
+    except DecryptionError as exc:
+        raise MediaRefused(f"the encrypted file does not open ({exc})") from None
+
+
 class TokenRevoked(Exception):
     """The homeserver no longer accepts the bot's access token: the bot stops."""
 

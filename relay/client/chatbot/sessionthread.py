@@ -31,7 +31,7 @@ from relay.chat.controls import Asked
 from relay.chat.session import WAIT_FOR_THE_TURN, ChatSession, Step
 from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
-from relay.client.chatbot.matrix import MediaRefused
+from relay.client.chatbot.matrix import MediaRefused, opened_file
 from relay.client.chatbot.showing import Bot, Showing, now_text
 from relay.client.chatbot.state import ThreadRow
 from relay.client.link.dialing import DialConfig, close_failure, ticket_for
@@ -166,6 +166,8 @@ class SessionThread:
             assert media is not None  # checked when it was attached
             try:
                 data = await self.bot.matrix.download(*media, self.max_attachment_bytes)
+                if attachment.sealed is not None:
+                    data = await opened_file(data, attachment.sealed)
             except MediaRefused as exc:
                 return self._not_sent(f"{attachment.name}: {exc}")
             block = block_of(attachment, data, self.max_attachment_bytes)

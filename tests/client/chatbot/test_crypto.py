@@ -4,6 +4,7 @@ encrypt (mautrix's crypto, as the bot's), and Synapse's own database read afterw
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import signal
 import sqlite3
 from contextlib import closing
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.client.chatbot.test_restarts import Args
-from tests.support.agents import DEMO_AGENT
+from tests.support.agents import CONTROLS, DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.live import live_relay, until_detached
 from tests.support.matrix import Person, Seen, has, person
@@ -138,3 +139,36 @@ async def test_keys_kept_for_another_device_are_said_lost_and_keys_lost_stop_the
                 assert await third.proc.wait() == 2
                 await third.reader
         assert any("holds no keys for the device" in line for line in third.lines)
+
+
+async def test_an_encrypted_rooms_image_reaches_the_agent_as_the_bytes_posted(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """An image sent in an encrypted room is uploaded encrypted (the event's `file`, its key
+    inside the encrypted event): the bot fetches and opens it, and the agent gets the
+    posted bytes."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    store = tmp_path / "sessions"
+    store.mkdir()
+    picture = b"\\x89PNG\\r\\n\\x1a\\n" + bytes(range(256)) * 8
+    async with (
+        live_relay((*CONTROLS, str(store))) as live,
+        person(homeserver, alice, keys=tmp_path / "alice.keys") as lead,
+    ):
+        room = await lead.create_room([bot.user_id], encrypted=True)
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id],
+                    tmp_path / "chat.sqlite", extra=pickle_key(tmp_path))  # fmt: skip
+        async with args.start() as running:
+            audit.watch(running.lines)
+            await running.logged("chat bot started")
+            root = await lead.say(room, f"{bot.user_id} hello")
+            await lead.until_thread(room, root, lambda t: has(t, "End of turn"), seconds=30)
+            await lead.send_file(room, picture, mimetype="image/png", name="shot.png",
+                                 msgtype="m.image", thread=root)  # fmt: skip
+            await lead.until_thread(room, root, lambda t: has(t, "📎 shot.png joins"))
+            await lead.say(room, "and this?", thread=root)
+            digest = hashlib.sha256(picture).hexdigest()
+            await lead.until_thread(room, root, lambda t: has(
+                t, f"image image/png {len(picture)} sha256:{digest}"))  # fmt: skip
+            assert await running.stop() == 0
