@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from relay.chat.text import CONTENT_BYTES, fit_bytes, safe, safe_line, text_size, to_html
-from relay.core import strictjson
+from relay.chat.values import list_of, text_of
 
 Thoughts = Literal["folded", "hidden", "shown"]
 WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice
@@ -104,8 +104,8 @@ class TurnView:
         elif kind in ("tool_call", "tool_call_update"):
             self._tool(update)
         elif kind == "plan":
-            entries = [e for e in _list(update.get("entries")) if isinstance(e, dict)]
-            self.plan = [(_text(e.get("content")), _text(e.get("status")))
+            entries = [e for e in list_of(update.get("entries")) if isinstance(e, dict)]
+            self.plan = [(text_of(e.get("content")), text_of(e.get("status")))
                          for e in entries[:MAX_PLAN_ENTRIES]]  # fmt: skip
             self._touch(f"{self.turn}.plan")
 
@@ -229,7 +229,7 @@ class TurnView:
             text = text[len(take) :]
 
     def _tool(self, update: dict[str, Any]) -> None:
-        tool_id = _text(update.get("toolCallId"))[:200]
+        tool_id = text_of(update.get("toolCallId"))[:200]
         if not tool_id:
             return
         known = self.tools.get(tool_id)
@@ -292,16 +292,6 @@ def _prefix(text: str, budget: int) -> str:
 def _chunk_text(content: Any) -> str:
     if isinstance(content, dict):
         if content.get("type") == "text":
-            return _text(content.get("text"))
-        return f"[{safe_line(_text(content.get('type')) or '?', 40)}]"
+            return text_of(content.get("text"))
+        return f"[{safe_line(text_of(content.get('type')) or '?', 40)}]"
     return ""
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, strictjson.Number):
-        return value.text
-    return value if isinstance(value, str) else ""
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
