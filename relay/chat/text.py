@@ -53,19 +53,26 @@ def text_size(text: str) -> int:
     return len(json.dumps(text)) - 2
 
 
+def prefix_within(text: str, budget: int, at_least: int = 0) -> str:
+    """The longest prefix of ``text`` that takes at most ``budget`` JSON bytes (never
+    shorter than ``at_least`` characters): a binary search, as escapes make a character
+    take one to twelve bytes."""
+    low, high = at_least, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if text_size(text[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
+
 def fit_bytes(text: str, budget: int) -> str:
     """``text`` cut so that it takes at most ``budget`` bytes in JSON, with the note."""
     if text_size(text) <= budget:
         return text
-    low, high = 0, len(text)
-    room = budget - text_size(CUT_NOTE.format(len(text)))
-    while low < high:  # the longest prefix that fits
-        middle = (low + high + 1) // 2
-        if text_size(text[:middle]) <= room:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low] + CUT_NOTE.format(len(text) - low)
+    kept = prefix_within(text, budget - text_size(CUT_NOTE.format(len(text))))
+    return kept + CUT_NOTE.format(len(text) - len(kept))
 
 
 def split_bytes(text: str, budget: int) -> list[str]:
@@ -73,13 +80,7 @@ def split_bytes(text: str, budget: int) -> list[str]:
     (cut at a newline when one is in the second half of a piece)."""
     pieces: list[str] = []
     while text_size(text) > budget:
-        low, high = 1, len(text)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if text_size(text[:middle]) <= budget:
-                low = middle
-            else:
-                high = middle - 1
+        low = len(prefix_within(text, budget, at_least=1))
         newline = text.rfind("\n", low // 2, low)
         end = newline + 1 if newline > 0 else low
         pieces.append(text[:end])

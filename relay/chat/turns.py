@@ -22,7 +22,15 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from relay.chat.text import CONTENT_BYTES, fit_bytes, safe, safe_line, text_size, to_html
+from relay.chat.text import (
+    CONTENT_BYTES,
+    fit_bytes,
+    prefix_within,
+    safe,
+    safe_line,
+    text_size,
+    to_html,
+)
 from relay.chat.values import list_of, text_of
 
 Thoughts = Literal["folded", "hidden", "shown"]
@@ -219,7 +227,7 @@ class TurnView:
                 self._page_bytes = 0
             room = WORDS_PAGE_BYTES - self._page_bytes
             size = text_size(text)
-            take = text if size <= room else _prefix(text, room)
+            take = text if size <= room else prefix_within(text, room)
             if not take:  # a character that does not fit the page: start the next one
                 self._page_bytes = WORDS_PAGE_BYTES
                 continue
@@ -275,18 +283,6 @@ class TurnView:
             return Shown(slot, f"💭 {text}", to_html(f"💭 {text}"))
         html = f"<details><summary>💭 Thinking</summary>{to_html(text)}</details>"
         return Shown(slot, f"💭 Thinking: {text}", html)
-
-
-def _prefix(text: str, budget: int) -> str:
-    """The longest prefix of ``text`` that takes at most ``budget`` JSON bytes."""
-    low, high = 0, len(text)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if text_size(text[:middle]) <= budget:
-            low = middle
-        else:
-            high = middle - 1
-    return text[:low]
 
 
 def _chunk_text(content: Any) -> str:

@@ -4,7 +4,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.chat.text import cut, fit_bytes, safe, safe_line, split_bytes, text_size, to_html
+from relay.chat.text import (
+    cut,
+    fit_bytes,
+    prefix_within,
+    safe,
+    safe_line,
+    split_bytes,
+    text_size,
+    to_html,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +73,13 @@ def test_split_bytes_loses_nothing_and_keeps_each_piece_within_budget(
 def test_text_size_counts_json_escapes() -> None:
     """Non-ASCII and quotes are measured as the JSON the library sends (ASCII escapes)."""
     assert text_size('é"') == len(json.dumps('é"')) - 2 == 8
+
+
+@given(st.text(max_size=300), st.integers(min_value=0, max_value=400))
+def test_the_longest_prefix_within_a_budget_is_found(text: str, budget: int) -> None:
+    """prefix_within gives a prefix within the budget that one more character would break."""
+    found = prefix_within(text, budget)
+    assert text.startswith(found)
+    assert text_size(found) <= budget
+    if len(found) < len(text):
+        assert text_size(text[: len(found) + 1]) > budget
