@@ -82,6 +82,7 @@ class ChatBot:
         self._idle_check: asyncio.Task[object] | None = None
         self.first_start = 0  # ms since the epoch: nothing older is acted on
         self.crypto: RoomCrypto | None = None  # encrypted rooms served (a pickle key given)
+        self.listing: asyncio.Task[object] | None = None  # `@bot sessions`, one at a time
         self.lost_keys = False
 
     def owns_request(self, event_id: str, owner: Answerable | None) -> None:

@@ -8,6 +8,7 @@ refused gets a reply in its thread saying why.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import OrderedDict
@@ -51,6 +52,7 @@ from relay.client.chatbot.state import State, ThreadKind
 from relay.client.chatbot.threadcare import answer_by_number
 from relay.client.chatbot.watchthread import WatchThread
 from relay.observe.logs import Logger
+from relay.observe.tasks import Tasks
 
 
 class Served(Protocol):
@@ -65,6 +67,8 @@ class Served(Protocol):
     over: OrderedDict[str, None]  # threads ended in this run, the state file maybe not told
     opened_by: dict[str, str]
     idleness: Idleness
+    tasks: Tasks
+    listing: asyncio.Task[object] | None  # the `sessions` list being made, if one is
 
     async def levels(self, room: str) -> dict[str, Any] | None:
         """The room's power levels."""
@@ -126,7 +130,12 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         await reply(bot, room, said, body, html)
         return
     if isinstance(what, ListSessions):
-        await _sessions(bot, room, said)
+        if bot.listing is not None and not bot.listing.done():
+            await reply(bot, room, said, "sessions: a list is being made; ask again once it "
+                                          "is there.")  # fmt: skip
+            return
+        # Its own connection and agent, off the sync loop, one at a time.
+        bot.listing = bot.tasks.spawn(_sessions(bot, room, said), "list the agent's sessions")
         return
     if isinstance(what, Share | Open | ResumeSession | Reopen):
         refusal = bot.config.limits.refusal(
