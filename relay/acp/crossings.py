@@ -11,11 +11,12 @@ connection.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import Any, Literal
+from typing import Literal
 
+from relay.acp.fieldpaths import Key, When, parse_field
 from relay.acp.rewrite import SESSION_OPENING_METHODS, Files
 
 Direction = Literal["editor → agent", "agent → editor"]
@@ -62,64 +63,38 @@ class Action:
         return dict(self.elsewhere).get(files, "passes")
 
 
-OPENING = Action("opening", "editor → box (`--cwd-map`, `--cwd-fallback`, "
-                 "`--cwd-must-exist`)", ALL, True)  # fmt: skip
+OPENING = Action(
+    "opening", "editor → box (`--cwd-map`, `--cwd-fallback`, `--cwd-must-exist`)", ALL, True
+)
 MCP = Action("mcp", "`--mcp-servers` merged in", ALL, True)
 WITHHOLD = Action("withhold", "withheld (taken out)", frozenset({Files.BOX}), True)
-LIST_FILTER = Action("list-filter", "editor → box, as `cwd` in session/new (not checked "
-                     "for existence)", BOX_AND_SHARED, True)  # fmt: skip
-ANSWERED = Action("answered", "answered by the relay with -32601 (the capability was "
-                  "withheld; a notification's answer has id null); never reaches the editor",
-                  frozenset({Files.BOX}), True)  # fmt: skip
-REQUEST_PATH = Action("request-path", "box → editor; under no rule, or when its symbolic "
-                      "links lead out of the rule's folder, the relay answers -32602 and the "
-                      "message never reaches the editor",
-                      frozenset({Files.SHARED}), True,
-                      ((Files.BOX, "(answered by the relay: row above)"),))  # fmt: skip
-EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule",
-                     BOX_AND_SHARED)  # fmt: skip
-EDITOR_URI = Action("editor-uri", "`file:` URI box → editor; left as it is under no rule",
-                    BOX_AND_SHARED)  # fmt: skip
-BOX_URI = Action("box-uri", "`file:` URI editor → box; left as it is under no rule",
-                 BOX_AND_SHARED)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-
-
-@dataclass(frozen=True)
-class Each:
-    pass
-
-
-@dataclass(frozen=True)
-class When:
-    key: str
-    values: frozenset[str]
-
-
-Step = Key | Each | When
-_SEGMENT = re.compile(r"^([A-Za-z_]+)(\[\])?(?:\{([A-Za-z_]+)=([a-z_|]+)\})?$")
-
-
-@cache
-def parse_field(text: str) -> tuple[Step, ...]:
-    """``params.update{sessionUpdate=tool_call|tool_call_update}.locations[].path`` as steps:
-    a key, ``[]`` each element of an array, ``{key=a|b}`` only where that key is a or b."""
-    steps: list[Step] = []
-    for segment in text.split(".") if text else ():
-        found = _SEGMENT.match(segment)
-        if found is None:
-            raise ValueError(f"bad field {text!r} at {segment!r}")
-        name, each, key, values = found.groups()
-        steps.append(Key(name))
-        if each:
-            steps.append(Each())
-        if key:
-            steps.append(When(key, frozenset(values.split("|"))))
-    return tuple(steps)
+LIST_FILTER = Action(
+    "list-filter",
+    "editor → box, as `cwd` in session/new (not checked for existence)",
+    BOX_AND_SHARED,
+    True,
+)
+ANSWERED = Action(
+    "answered",
+    "answered by the relay with -32601 (the capability was "
+    "withheld; a notification's answer has id null); never reaches the editor",
+    frozenset({Files.BOX}),
+    True,
+)
+REQUEST_PATH = Action(
+    "request-path",
+    "box → editor; under no rule, or when its symbolic "
+    "links lead out of the rule's folder, the relay answers -32602 and the "
+    "message never reaches the editor",
+    frozenset({Files.SHARED}),
+    True,
+    ((Files.BOX, "(answered by the relay: row above)"),),
+)
+EDITOR_PATH = Action("editor-path", "box → editor; left as it is under no rule", BOX_AND_SHARED)
+EDITOR_URI = Action(
+    "editor-uri", "`file:` URI box → editor; left as it is under no rule", BOX_AND_SHARED
+)
+BOX_URI = Action("box-uri", "`file:` URI editor → box; left as it is under no rule", BOX_AND_SHARED)
 
 
 @dataclass(frozen=True)
@@ -186,52 +161,162 @@ _URI = (b'"uri"',)
 _PATH = (b'"path"',)
 
 CROSSINGS: tuple[Crossing, ...] = (
-    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.fs", WITHHOLD,
-             _quoted("initialize")),
-    Crossing(("initialize",), "request", TO_AGENT, "params.clientCapabilities.terminal",
-             WITHHOLD, _quoted("initialize")),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.cwd", OPENING,
-             _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.additionalDirectories[]",
-             OPENING, _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(SESSION_OPENING_METHODS, "request", TO_AGENT, "params.mcpServers", MCP,
-             _quoted(*SESSION_OPENING_METHODS)),
-    Crossing(("session/list",), "request", TO_AGENT, "params.cwd", LIST_FILTER,
-             _quoted("session/list")),
-    Crossing(("session/list",), "response", TO_EDITOR, "result.sessions[].cwd", EDITOR_PATH,
-             (b'"sessions"',)),
-    Crossing(("session/list",), "response", TO_EDITOR,
-             "result.sessions[].additionalDirectories[]", EDITOR_PATH, (b'"sessions"',)),
-    Crossing(("session/prompt",), "request", TO_AGENT, "params.prompt[]{type=resource_link}.uri",
-             BOX_URI, _URI),
-    Crossing(("session/prompt",), "request", TO_AGENT,
-             "params.prompt[]{type=resource}.resource.uri", BOX_URI, _URI),
+    Crossing(
+        ("initialize",),
+        "request",
+        TO_AGENT,
+        "params.clientCapabilities.fs",
+        WITHHOLD,
+        _quoted("initialize"),
+    ),
+    Crossing(
+        ("initialize",),
+        "request",
+        TO_AGENT,
+        "params.clientCapabilities.terminal",
+        WITHHOLD,
+        _quoted("initialize"),
+    ),
+    Crossing(
+        SESSION_OPENING_METHODS,
+        "request",
+        TO_AGENT,
+        "params.cwd",
+        OPENING,
+        _quoted(*SESSION_OPENING_METHODS),
+    ),
+    Crossing(
+        SESSION_OPENING_METHODS,
+        "request",
+        TO_AGENT,
+        "params.additionalDirectories[]",
+        OPENING,
+        _quoted(*SESSION_OPENING_METHODS),
+    ),
+    Crossing(
+        SESSION_OPENING_METHODS,
+        "request",
+        TO_AGENT,
+        "params.mcpServers",
+        MCP,
+        _quoted(*SESSION_OPENING_METHODS),
+    ),
+    Crossing(
+        ("session/list",), "request", TO_AGENT, "params.cwd", LIST_FILTER, _quoted("session/list")
+    ),
+    Crossing(
+        ("session/list",),
+        "response",
+        TO_EDITOR,
+        "result.sessions[].cwd",
+        EDITOR_PATH,
+        (b'"sessions"',),
+    ),
+    Crossing(
+        ("session/list",),
+        "response",
+        TO_EDITOR,
+        "result.sessions[].additionalDirectories[]",
+        EDITOR_PATH,
+        (b'"sessions"',),
+    ),
+    Crossing(
+        ("session/prompt",),
+        "request",
+        TO_AGENT,
+        "params.prompt[]{type=resource_link}.uri",
+        BOX_URI,
+        _URI,
+    ),
+    Crossing(
+        ("session/prompt",),
+        "request",
+        TO_AGENT,
+        "params.prompt[]{type=resource}.resource.uri",
+        BOX_URI,
+        _URI,
+    ),
     Crossing(("fs/*", "terminal/*"), CALLS, TO_EDITOR, "", ANSWERED, (b'"fs/', b'"terminal/')),
-    Crossing(("fs/read_text_file", "fs/write_text_file"), CALLS, TO_EDITOR, "params.path",
-             REQUEST_PATH, (b'"fs/',)),
-    Crossing(("terminal/create",), CALLS, TO_EDITOR, "params.cwd", REQUEST_PATH,
-             (b'"terminal/',)),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.locations[].path", EDITOR_PATH, _PATH),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path", EDITOR_PATH, _PATH),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}", EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR,
-             f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}", EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_LINK}",
-             EDITOR_URI, _URI),
-    Crossing(("session/update",), "notification", TO_EDITOR, f"{_UPDATE}{_CHUNKS}.{_RESOURCE}",
-             EDITOR_URI, _URI),
-    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.locations[].path", EDITOR_PATH,
-             _PATH),
-    Crossing(_PERMISSION, "request", TO_EDITOR, "params.toolCall.content[]{type=diff}.path",
-             EDITOR_PATH, _PATH),
-    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_LINK}",
-             EDITOR_URI, _URI),
-    Crossing(_PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_RESOURCE}",
-             EDITOR_URI, _URI),
-)  # fmt: skip
+    Crossing(
+        ("fs/read_text_file", "fs/write_text_file"),
+        CALLS,
+        TO_EDITOR,
+        "params.path",
+        REQUEST_PATH,
+        (b'"fs/',),
+    ),
+    Crossing(("terminal/create",), CALLS, TO_EDITOR, "params.cwd", REQUEST_PATH, (b'"terminal/',)),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_TOOL_CALLS}.locations[].path",
+        EDITOR_PATH,
+        _PATH,
+    ),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_TOOL_CALLS}.content[]{{type=diff}}.path",
+        EDITOR_PATH,
+        _PATH,
+    ),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_LINK}",
+        EDITOR_URI,
+        _URI,
+    ),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_TOOL_CALLS}.{_IN_CONTENT}{_RESOURCE}",
+        EDITOR_URI,
+        _URI,
+    ),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_CHUNKS}.{_LINK}",
+        EDITOR_URI,
+        _URI,
+    ),
+    Crossing(
+        ("session/update",),
+        "notification",
+        TO_EDITOR,
+        f"{_UPDATE}{_CHUNKS}.{_RESOURCE}",
+        EDITOR_URI,
+        _URI,
+    ),
+    Crossing(
+        _PERMISSION, "request", TO_EDITOR, "params.toolCall.locations[].path", EDITOR_PATH, _PATH
+    ),
+    Crossing(
+        _PERMISSION,
+        "request",
+        TO_EDITOR,
+        "params.toolCall.content[]{type=diff}.path",
+        EDITOR_PATH,
+        _PATH,
+    ),
+    Crossing(
+        _PERMISSION, "request", TO_EDITOR, f"params.toolCall.{_IN_CONTENT}{_LINK}", EDITOR_URI, _URI
+    ),
+    Crossing(
+        _PERMISSION,
+        "request",
+        TO_EDITOR,
+        f"params.toolCall.{_IN_CONTENT}{_RESOURCE}",
+        EDITOR_URI,
+        _URI,
+    ),
+)
 """The boundary: each place of ACP v1 where a path crosses, and what the relay does there."""
 
 # JSON may spell a method with escapes ("fs\/read_text_file", "\u0066s/..."): an escape of
@@ -275,10 +360,6 @@ def rows_for(
     )
 
 
-class TooManyPlaces(ValueError):
-    """A walk would find more places than its limit."""
-
-
 def value_bound(line: bytes) -> int:
     """At least the number of JSON values in ``line``: each value but the first of an array
     or object follows a comma, and each array or object opens with a bracket (those inside
@@ -290,48 +371,6 @@ def may_hold_too_many_values(line: bytes) -> bool:
     """Whether ``line`` may hold more than ``READ_MAX_VALUES`` JSON values (by
     :func:`value_bound`; values are fewer than bytes, so only a longer line is counted)."""
     return len(line) > READ_MAX_VALUES and value_bound(line) > READ_MAX_VALUES
-
-
-def walk(
-    value: Any, steps: Sequence[Step], where: str = "", limit: int | None = None
-) -> Iterator[tuple[Any, Any, str]]:
-    """Each place ``steps`` lead to in ``value``: (its container, its key or index, its name).
-
-    TooManyPlaces, before anything else is done, when a step would find over ``limit``.
-    """
-    if not steps:
-        return iter(())
-    # Breadth first over (container, key, value, name); the last step's places are the answer.
-    places: list[tuple[Any, Any, Any, str]] = [(None, None, value, where)]
-    for step in steps:
-        places = _step(places, step, limit)
-        if not places:
-            return iter(())
-    return ((container, key, name) for container, key, _value, name in places)
-
-
-def _step(
-    places: list[tuple[Any, Any, Any, str]], step: Step, limit: int | None
-) -> list[tuple[Any, Any, Any, str]]:
-    found: list[tuple[Any, Any, Any, str]] = []
-    for place in places:
-        value, where = place[2], place[3]
-        if isinstance(step, Key):
-            if isinstance(value, dict) and step.name in value:
-                name = f"{where}.{step.name}" if where else step.name
-                found.append((value, step.name, value[step.name], name))
-        elif isinstance(step, Each):
-            if isinstance(value, list):
-                if limit is not None and len(found) + len(value) > limit:
-                    raise TooManyPlaces(f"over {limit} places")  # only Each adds places
-                found.extend((value, i, item, f"{where}[{i}]") for i, item in enumerate(value))
-        elif isinstance(value, dict) and _is_one_of(value.get(step.key), step.values):
-            found.append(place)
-    return found
-
-
-def _is_one_of(value: Any, values: frozenset[str]) -> bool:
-    return isinstance(value, str) and value in values
 
 
 def crossings_table(rows: Sequence[Crossing] = CROSSINGS) -> str:

@@ -58,14 +58,23 @@ from relay.core.watchprofile import (
 
 MAX_PARSED_BYTES = 8 << 20  # a larger line is named, not read
 PLAN_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-CHUNKS = {"user_message_chunk": "user", "agent_message_chunk": "agent",
-          "agent_thought_chunk": "thought"}  # fmt: skip
+CHUNKS = {
+    "user_message_chunk": "user",
+    "agent_message_chunk": "agent",
+    "agent_thought_chunk": "thought",
+}
 # Who said a line, by the frame's from; who answered a permission request, by the notice's by.
-WHO = {Origin.CONTROLLER.value: "client", Origin.AGENT.value: "agent",
-       Origin.WATCHER.value: "a watcher"}  # fmt: skip
+WHO = {
+    Origin.CONTROLLER.value: "client",
+    Origin.AGENT.value: "agent",
+    Origin.WATCHER.value: "a watcher",
+}
 BY = {Origin.CONTROLLER.answerer: "the controller", Origin.WATCHER.answerer: "a watcher"}
-CLOSE_WORDS = {1000: "the connection ended", 1001: "the relay is shutting down",
-               4429: "fell behind"}  # fmt: skip
+CLOSE_WORDS = {
+    1000: "the connection ended",
+    1001: "the relay is shutting down",
+    4429: "fell behind",
+}
 
 
 @dataclass
@@ -322,8 +331,9 @@ class Transcript:
             chosen = f"error: {error_text(params['error'])}"
         else:
             result = params.get("result")
-            chosen = outcome_text(result if isinstance(result, dict) else {},
-                              request.options if request else {})  # fmt: skip
+            chosen = outcome_text(
+                result if isinstance(result, dict) else {}, request.options if request else {}
+            )
         return f"permission {id_text(request_id)} answered first by {who}: {chosen}"
 
     # -- text ------------------------------------------------------------------------------

@@ -32,11 +32,9 @@ from relay.acp.crossings import (
     Crossing,
     Direction,
     Message,
-    TooManyPlaces,
-    parse_field,
     rows_for,
-    walk,
 )
+from relay.acp.fieldpaths import TooManyPlaces, parse_field, walk
 from relay.acp.fileuris import uri_to_box, uri_to_editor
 from relay.acp.paths import PathRefused, Translated, real_path_outside, to_editor, translate
 from relay.acp.refusals import (

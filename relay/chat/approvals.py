@@ -87,8 +87,10 @@ def rule_lines(tally: Tally) -> list[str]:
         return []
     lines = []
     if rule.quorum > 1:
-        lines.append(f"Needs {rule.quorum} approvers choosing the same allow option; a reject "
-                     "from one refuses.")  # fmt: skip
+        lines.append(
+            f"Needs {rule.quorum} approvers choosing the same allow option; a reject "
+            "from one refuses."
+        )
     if not rule.self_approval:
         lines.append("The person who prompted this turn does not count.")
     if rule.timeout is not None:
@@ -102,8 +104,10 @@ def tally_lines(request: Request, tally: Tally) -> list[str]:
     for option in request.options:
         votes = tally.votes(option.option_id)
         if votes and not is_reject(option):
-            lines.append(f"{safe_line(option.name)}: {len(votes)} of {tally.quorum()}: "
-                         f"{', '.join(safe_line(v, 255) for v in votes)}")  # fmt: skip
+            lines.append(
+                f"{safe_line(option.name)}: {len(votes)} of {tally.quorum()}: "
+                f"{', '.join(safe_line(v, 255) for v in votes)}"
+            )
     return lines
 
 
@@ -152,8 +156,10 @@ def pending_text(room: str, waiting: Sequence[tuple[str, Request]]) -> tuple[str
     """``!pending``'s answer: the room's requests still waiting, each with a link to its
     message (``waiting``: message event id and request, oldest first)."""
     if not waiting:
-        return "No permission request is waiting in this room.", "No permission request is " \
-            "waiting in this room."  # fmt: skip
+        return (
+            "No permission request is waiting in this room.",
+            "No permission request is waiting in this room.",
+        )
     head = f"🔐 {len(waiting)} permission request{'s' if len(waiting) > 1 else ''} waiting:"
     plain, html = [head], [to_html(head)]
     for event_id, request in waiting[:MAX_LISTED]:

@@ -25,14 +25,45 @@ from relay.chat.text import safe_line
 MAX_ATTACHED = 4  # files waiting for the next prompt
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 TEXT_TYPES = (
-    "application/json", "application/xml", "application/x-yaml", "application/yaml",
-    "application/toml", "application/javascript", "application/x-sh", "application/sql",
-)  # fmt: skip
+    "application/json",
+    "application/xml",
+    "application/x-yaml",
+    "application/yaml",
+    "application/toml",
+    "application/javascript",
+    "application/x-sh",
+    "application/sql",
+)
 TEXT_SUFFIXES = (
-    ".txt", ".md", ".py", ".js", ".ts", ".tsx", ".json", ".yaml", ".yml", ".toml", ".rs",
-    ".go", ".java", ".c", ".h", ".cpp", ".rb", ".sh", ".sql", ".csv", ".log", ".diff",
-    ".patch", ".html", ".css", ".xml", ".ini", ".cfg",
-)  # fmt: skip
+    ".txt",
+    ".md",
+    ".py",
+    ".js",
+    ".ts",
+    ".tsx",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".rs",
+    ".go",
+    ".java",
+    ".c",
+    ".h",
+    ".cpp",
+    ".rb",
+    ".sh",
+    ".sql",
+    ".csv",
+    ".log",
+    ".diff",
+    ".patch",
+    ".html",
+    ".css",
+    ".xml",
+    ".ini",
+    ".cfg",
+)
 MXC = re.compile(r"mxc://([A-Za-z0-9.:\[\]-]{1,255})/([A-Za-z0-9_-]{1,255})")
 
 
@@ -133,12 +164,16 @@ def refusal(
         if not capabilities.image:
             return f"{name}: this agent takes no images in prompts"
         if attachment.mimetype not in IMAGE_TYPES:
-            return f"{name}: an image of type {attachment.mimetype or 'unknown'}; the agent " \
-                   f"is sent {', '.join(IMAGE_TYPES)}"  # fmt: skip
+            return (
+                f"{name}: an image of type {attachment.mimetype or 'unknown'}; the agent "
+                f"is sent {', '.join(IMAGE_TYPES)}"
+            )
     elif attachment.kind == "file":
         if not is_text(attachment):
-            return f"{name}: only text files join a prompt (this is " \
-                   f"{attachment.mimetype or 'of an unknown type'})"  # fmt: skip
+            return (
+                f"{name}: only text files join a prompt (this is "
+                f"{attachment.mimetype or 'of an unknown type'})"
+            )
         if not capabilities.embedded_context:
             return f"{name}: this agent takes no files in prompts (no embeddedContext)"
     else:
@@ -155,8 +190,11 @@ def block_of(attachment: Attachment, data: bytes, limit: int) -> dict[str, Any] 
     if len(data) > limit:
         return f"{attachment.name}: over --max-attachment-bytes ({limit:,} bytes)"
     if attachment.kind == "image":
-        return {"type": "image", "mimeType": attachment.mimetype,
-                "data": base64.b64encode(data).decode()}  # fmt: skip
+        return {
+            "type": "image",
+            "mimeType": attachment.mimetype,
+            "data": base64.b64encode(data).decode(),
+        }
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -177,5 +215,14 @@ def attachment_state(attachment: Attachment) -> list[Any]:
 def attachment_of(kept: list[Any]) -> Attachment:
     event_id, sender, thread, url, kind, mimetype, size, name, *rest = kept
     sealed = rest[0] if rest else None
-    return Attachment(event_id, sender, thread, url, kind, mimetype, size, name,
-                      cast(tuple[str, str, str], tuple(sealed)) if sealed else None)  # fmt: skip
+    return Attachment(
+        event_id,
+        sender,
+        thread,
+        url,
+        kind,
+        mimetype,
+        size,
+        name,
+        cast(tuple[str, str, str], tuple(sealed)) if sealed else None,
+    )

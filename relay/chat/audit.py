@@ -170,9 +170,14 @@ def since_time(text: str) -> float:
 def asked(request: Request, room: str, thread: str, event_id: str, at: float) -> AuditRecord:
     """The record of ``request``, shown as ``event_id`` in ``thread`` of ``room`` at ``at``."""
     return AuditRecord(
-        asked_at=at, room=room, thread=thread, event_id=event_id, session=request.session,
-        tool=request.facts, options=request.options,
-    )  # fmt: skip
+        asked_at=at,
+        room=room,
+        thread=thread,
+        event_id=event_id,
+        session=request.session,
+        tool=request.facts,
+        options=request.options,
+    )
 
 
 def tapped(record: AuditRecord, tap: AuditTap) -> AuditRecord:
@@ -186,8 +191,9 @@ def decided(
     """The record once decided (a record decided already keeps its first outcome)."""
     if record.outcome != "pending":
         return record
-    return replace(record, outcome=outcome, option=option, decided_by=by,
-                   decided_from=source, decided_at=at)  # fmt: skip
+    return replace(
+        record, outcome=outcome, option=option, decided_by=by, decided_from=source, decided_at=at
+    )
 
 
 def record_of(data: Mapping[str, Any]) -> AuditRecord:
@@ -199,16 +205,31 @@ def record_of(data: Mapping[str, Any]) -> AuditRecord:
     if isinstance(chosen, dict):
         option = next((o for o in options if o.option_id == chosen.get("id")), None)
     return AuditRecord(
-        asked_at=_moment(data["asked_at"]) or 0.0, room=data["room"], thread=data["thread"],
-        event_id=data["request_event"], session=data["session"],
-        tool=ToolFacts(tool["title"], tool["kind"], tuple(tool["paths"]), tool["command"],
-                       int(tool["diff_bytes"])),
-        options=options, outcome=data["outcome"], option=option,
-        decided_by=data["decided_by"], decided_from=data["decided_from"],
+        asked_at=_moment(data["asked_at"]) or 0.0,
+        room=data["room"],
+        thread=data["thread"],
+        event_id=data["request_event"],
+        session=data["session"],
+        tool=ToolFacts(
+            tool["title"],
+            tool["kind"],
+            tuple(tool["paths"]),
+            tool["command"],
+            int(tool["diff_bytes"]),
+        ),
+        options=options,
+        outcome=data["outcome"],
+        option=option,
+        decided_by=data["decided_by"],
+        decided_from=data["decided_from"],
         decided_at=_moment(data["decided_at"]),
-        taps=tuple(AuditTap(t["sender"], t["option"], bool(t["counted"]), t["why_not"],
-                            _moment(t["at"]) or 0.0) for t in data["taps"]),
-    )  # fmt: skip
+        taps=tuple(
+            AuditTap(
+                t["sender"], t["option"], bool(t["counted"]), t["why_not"], _moment(t["at"]) or 0.0
+            )
+            for t in data["taps"]
+        ),
+    )
 
 
 def _moment(text: str) -> float | None:

@@ -246,8 +246,10 @@ def _command(text: str, then: type[Prompt] | type[Open]) -> Meaning:
         if len(words) == 2 and words[1].isdigit() and words[1].isascii():
             return Answer(int(words[1]))
         return Unknown("!answer takes one number: the option, e.g. !answer 11.")
-    return Unknown(f"Unknown command {_quoted(words[0])}: !help lists the commands (a prompt "
-                   f"that starts with ! is written !{_quoted(words[0])}).")  # fmt: skip
+    return Unknown(
+        f"Unknown command {_quoted(words[0])}: !help lists the commands (a prompt "
+        f"that starts with ! is written !{_quoted(words[0])})."
+    )
 
 
 def _set_control(name: str, words: list[str]) -> Meaning:
@@ -270,8 +272,10 @@ def _leading_settings(text: str) -> tuple[tuple[Asked, ...] | Unknown, str]:
         name = words[at].lower()
         size = 3 if name == SET else 2
         if at + size > len(words):
-            return Unknown(f"{_quoted(words[at])} at the start of a mention takes a value "
-                           "(!set: an option and a value), then the prompt."), ""  # fmt: skip
+            return Unknown(
+                f"{_quoted(words[at])} at the start of a mention takes a value "
+                "(!set: an option and a value), then the prompt."
+            ), ""
         what = _set_control(name, words[at + 1 : at + size])
         assert isinstance(what, SetControl)
         settings.append(what.asked)

@@ -344,6 +344,17 @@ def applied(controls: Controls, asked: Asked) -> Controls:
 # -- kept across a restart ----------------------------------------------------------------
 
 
+def asked_state(asked: Asked) -> dict[str, Any]:
+    """A change waiting in a session's queue, as JSON values (the queue is kept)."""
+    return {"set": [asked.control, asked.value, asked.by_category]}
+
+
+def asked_of(item: dict[str, Any]) -> Asked:
+    """A change :func:`asked_state` kept."""
+    control, value, by_category = item["set"]
+    return Asked(str(control), str(value), bool(by_category))
+
+
 def controls_state(controls: Controls) -> dict[str, Any]:
     """The controls as JSON values (for the thread's snapshot)."""
 
@@ -372,8 +383,9 @@ def controls_of_state(kept: Any) -> Controls:
         if c is None:
             return None
         control_id, name, category, current, choices, boolean = c
-        return Control(control_id, name, category, current,
-                       tuple(Choice(v, n) for v, n in choices), boolean)  # fmt: skip
+        return Control(
+            control_id, name, category, current, tuple(Choice(v, n) for v, n in choices), boolean
+        )
 
     usage = kept.get("usage")
     return Controls(

@@ -60,8 +60,12 @@ def _body_within(content: dict[str, Any], limit: int) -> dict[str, Any]:
 def in_thread(content: dict[str, Any], root: str, latest: str) -> dict[str, Any]:
     """``content`` as a reply in the thread of ``root`` (``latest``: the thread's last event,
     which clients without threads show it as replying to)."""
-    relates = {"rel_type": "m.thread", "event_id": root, "is_falling_back": True,
-               "m.in_reply_to": {"event_id": latest}}  # fmt: skip
+    relates = {
+        "rel_type": "m.thread",
+        "event_id": root,
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": latest},
+    }
     return {**content, "m.relates_to": relates}
 
 

@@ -32,20 +32,25 @@ class Limits:
         """Why ``sender`` may not open another thread now (None: they may); ``opened_by``
         maps each live thread to who opened it (None when unknown: restored)."""
         if len(opened_by) >= self.max_threads:
-            return (f"{safe_line(sender)}: {len(opened_by)} threads are running, this bot's "
-                    f"most (--max-threads {self.max_threads}): end one with !end, or wait "
-                    "for one to end.")  # fmt: skip
+            return (
+                f"{safe_line(sender)}: {len(opened_by)} threads are running, this bot's "
+                f"most (--max-threads {self.max_threads}): end one with !end, or wait "
+                "for one to end."
+            )
         mine = sum(1 for who in opened_by.values() if who == sender)
         if mine >= self.per_person:
-            return (f"{safe_line(sender)}: you have {mine} threads running, the most one "
-                    f"person may (--max-threads-per-person {self.per_person}): end one with "
-                    "!end first.")  # fmt: skip
+            return (
+                f"{safe_line(sender)}: you have {mine} threads running, the most one "
+                f"person may (--max-threads-per-person {self.per_person}): end one with "
+                "!end first."
+            )
         return None
 
     def idle_words(self) -> str:
         """Who ended an idle thread, for its "Session ended by …" line."""
-        return (f"the bot: no prompt and no agent activity for {self.idle_timeout:g} s "
-                "(--idle-timeout)")  # fmt: skip
+        return (
+            f"the bot: no prompt and no agent activity for {self.idle_timeout:g} s (--idle-timeout)"
+        )
 
 
 class Idleness:

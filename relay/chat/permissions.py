@@ -81,16 +81,21 @@ def request_state(request: Request) -> dict[str, Any]:
     """A request as JSON values (for the state file); :func:`request_of` reads it back."""
     return {
         "id": strictjson.dumps(request.request_id).decode(),
-        "title": request.title, "kind": request.kind, "detail": request.detail,
+        "title": request.title,
+        "kind": request.kind,
+        "detail": request.detail,
         "options": [[o.option_id, o.name, o.kind] for o in request.options],
-    }  # fmt: skip
+    }
 
 
 def request_of(state: dict[str, Any]) -> Request:
     return Request(
-        strictjson.loads(state["id"].encode()), state["title"], state["kind"], state["detail"],
+        strictjson.loads(state["id"].encode()),
+        state["title"],
+        state["kind"],
+        state["detail"],
         tuple(Option(*option) for option in state["options"]),
-    )  # fmt: skip
+    )
 
 
 def read_request(message: dict[str, Any]) -> Request | None:
@@ -159,8 +164,11 @@ def _detail(tool: dict[str, Any]) -> str:
         if isinstance(item, dict) and item.get("type") == "diff":
             parts.append(_diff(item))
     if not parts:
-        paths = [text_of(loc.get("path")) for loc in list_of(tool.get("locations"))[:4]
-                 if isinstance(loc, dict)]  # fmt: skip
+        paths = [
+            text_of(loc.get("path"))
+            for loc in list_of(tool.get("locations"))[:4]
+            if isinstance(loc, dict)
+        ]
         parts.extend(path for path in paths if path)
     return cut(safe("\n".join(parts)), MAX_DETAIL_CHARS)
 
@@ -179,11 +187,14 @@ def _diff(item: dict[str, Any]) -> str:
 def request_text(request: Request, approvers: str) -> tuple[str, str]:
     """The request's message (plain text and HTML): what, then each option's keycap."""
     head = f"🔐 Permission requested: {request.title} ({request.kind})"
-    options = [f"{KEYCAPS[i]} {safe_line(o.name)} ({safe_line(o.kind, 40)})"
-               for i, o in enumerate(request.options[: len(KEYCAPS)])]  # fmt: skip
+    options = [
+        f"{KEYCAPS[i]} {safe_line(o.name)} ({safe_line(o.kind, 40)})"
+        for i, o in enumerate(request.options[: len(KEYCAPS)])
+    ]
     more = enumerate(request.options[len(KEYCAPS) :], len(KEYCAPS) + 1)
-    options += [f"{n}. {safe_line(o.name)} ({safe_line(o.kind, 40)}): write !answer {n}"
-                for n, o in more]  # fmt: skip
+    options += [
+        f"{n}. {safe_line(o.name)} ({safe_line(o.kind, 40)}): write !answer {n}" for n, o in more
+    ]
     typed = len(request.options) > len(KEYCAPS)
     how = "React with a number" + (" (or write !answer N)" if typed else "")
     foot = f"{how} to answer. Approvers: {safe_line(approvers, 400)}"
@@ -206,8 +217,10 @@ def decided_text(request: Request, decision: str) -> tuple[str, str]:
 
 def chosen(option: Option, by: str, when: str, where: str) -> str:
     """The decision's words: the option, who chose it, when and from where."""
-    return f"✅ {safe_line(option.name)} ({safe_line(option.kind, 40)}): chosen by " \
-           f"{safe_line(by)} {where} at {when}"  # fmt: skip
+    return (
+        f"✅ {safe_line(option.name)} ({safe_line(option.kind, 40)}): chosen by "
+        f"{safe_line(by)} {where} at {when}"
+    )
 
 
 def answer(request: Request, option: Option | None) -> bytes:

@@ -33,6 +33,8 @@ from relay.chat.controls import (
     Controls,
     Refused,
     applied,
+    asked_of,
+    asked_state,
     change,
     commands_text,
     controls_of_session,
@@ -43,6 +45,7 @@ from relay.chat.controls import (
     usage_text,
 )
 from relay.chat.permissions import Request, read_request, request_of, request_state
+from relay.chat.rpc import error_line, error_text, line_of
 from relay.chat.sessions import CANNOT_BRING_BACK, Offered, bringing_back, offered_of
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
@@ -101,10 +104,12 @@ class ChatSession:
         """The first line: ``initialize``."""
         params = {
             "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
-                                   "terminal": False},
+            "clientCapabilities": {
+                "fs": {"readTextFile": False, "writeTextFile": False},
+                "terminal": False,
+            },
             "clientInfo": {"name": "acp-relay-chat", "version": self.version},
-        }  # fmt: skip
+        }
         return Step(send=[self._request("initialize", params)])
 
     def attach(self, attachment: Attachment, limit: int) -> None:
@@ -142,8 +147,9 @@ class ChatSession:
         self.queue.append(text)
         self.queued_by.append(by)
         if self.turn_running:
-            self.view.note(f"⏳ Queued: it goes to the agent after this turn ({len(self.queue)} "
-                           "waiting).")  # fmt: skip
+            self.view.note(
+                f"⏳ Queued: it goes to the agent after this turn ({len(self.queue)} waiting)."
+            )
         return Step()
 
     def change(self, asked: Asked, by: str) -> Step:
@@ -158,19 +164,21 @@ class ChatSession:
             if len(self.queue) >= MAX_QUEUED:
                 self.view.note(f"⚠️ {MAX_QUEUED} prompts already wait: this change was not queued.")
                 return Step()
-            self.queue.append(_queued_change(asked))
+            self.queue.append(asked_state(asked))
             self.queued_by.append(by)
             if self.turn_running:
-                self.view.note(f"⏳ Queued: {asked.control} → {safe_line(asked.value)}, after "
-                               "this turn.")  # fmt: skip
+                self.view.note(
+                    f"⏳ Queued: {asked.control} → {safe_line(asked.value)}, after this turn."
+                )
             return Step()
         return Step(send=[self._change(checked, asked, by)])
 
     def usage(self) -> None:
         """``!usage``: what the session has used, as the agent last said."""
         usage = self.controls.usage
-        self.view.note(usage_text(usage) if usage else "The agent has not said what this "
-                       "session uses.")  # fmt: skip
+        self.view.note(
+            usage_text(usage) if usage else "The agent has not said what this session uses."
+        )
 
     def _busy(self) -> bool:
         return self.session_id is None or self.turn_running or self.changing is not None
@@ -192,25 +200,30 @@ class ChatSession:
         more = f" ({dropped} queued prompts dropped)" if dropped else ""
         self.view.note(f"⏹ Cancelling the turn{more}.")
         params = {"sessionId": self.session_id}
-        cancel = _line({"jsonrpc": "2.0", "method": "session/cancel", "params": params})
+        cancel = line_of({"jsonrpc": "2.0", "method": "session/cancel", "params": params})
         asked, self.asked = self.asked, []
         return Step(send=[cancel], cancelled=asked)
 
     def snapshot(self) -> dict[str, Any]:
         """Everything this session's client holds, as JSON values (for the state file)."""
         return {
-            "session": self.session_id, "next": self.next_id, "queue": list(self.queue),
-            "running": self.turn_running, "view": self.view.snapshot(),
-            "by": self.turn_by, "queued_by": list(self.queued_by),
+            "session": self.session_id,
+            "next": self.next_id,
+            "queue": list(self.queue),
+            "running": self.turn_running,
+            "view": self.view.snapshot(),
+            "by": self.turn_by,
+            "queued_by": list(self.queued_by),
             "controls": controls_state(self.controls),
             "capabilities": [self.capabilities.image, self.capabilities.embedded_context],
             "resuming": self.resuming,
             "attached": [attachment_state(a) for a in self.attached],
-            "changing": None if self.changing is None else [
-                self.changing[0], *_queued_change(self.changing[1])["set"]],
+            "changing": None
+            if self.changing is None
+            else [self.changing[0], *asked_state(self.changing[1])["set"]],
             "waiting": [[k, str(v), method] for (k, v), method in self.waiting.items()],
             "asked": [request_state(request) for request in self.asked],
-        }  # fmt: skip
+        }
 
     def restore(self, kept: dict[str, Any]) -> None:
         """Back to what :meth:`snapshot` kept."""
@@ -233,7 +246,7 @@ class ChatSession:
         changing = kept.get("changing")
         self.changing = None
         if isinstance(changing, list):
-            self.changing = (changing[0], _asked_of({"set": changing[1:]}))
+            self.changing = (changing[0], asked_of({"set": changing[1:]}))
 
     # -- the agent says -------------------------------------------------------------------
 
@@ -259,9 +272,16 @@ class ChatSession:
             if request is not None:
                 self.asked.append(request)
                 return Step(requests=[request])
-            return Step(send=[_error(message["id"], -32602, "a permission request without "
-                                     "options cannot be answered from the chat")])  # fmt: skip
-        return Step(send=[_error(message["id"], -32601, f"the chat does not serve {method}")])
+            return Step(
+                send=[
+                    error_line(
+                        message["id"],
+                        -32602,
+                        "a permission request without options cannot be answered from the chat",
+                    )
+                ]
+            )
+        return Step(send=[error_line(message["id"], -32601, f"the chat does not serve {method}")])
 
     def _notification(self, message: dict[str, Any], method: str) -> Step:
         params = message.get("params")
@@ -308,7 +328,7 @@ class ChatSession:
         result = message.get("result")
         if method == "initialize":
             if error is not None:
-                return Step(failed=f"the agent refused initialize: {_error_text(error)}")
+                return Step(failed=f"the agent refused initialize: {error_text(error)}")
             self.capabilities = capabilities_of(result)
             self.offered = offered_of(result)
             params = {"cwd": self.cwd, "mcpServers": []}
@@ -324,7 +344,7 @@ class ChatSession:
         if method == "session/new":
             session = result.get("sessionId") if isinstance(result, dict) else None
             if error is not None or not isinstance(session, str):
-                why = _error_text(error) if error is not None else "no sessionId"
+                why = error_text(error) if error is not None else "no sessionId"
                 return Step(failed=f"the agent could not open a session: {why}")
             self.session_id = session
             assert isinstance(result, dict)  # it has a sessionId
@@ -334,7 +354,7 @@ class ChatSession:
             self.turn_running = False
             self.asked.clear()
             if error is not None:
-                self.view.note(f"⚠️ The turn failed: {_error_text(error)}")
+                self.view.note(f"⚠️ The turn failed: {error_text(error)}")
             else:
                 reason = result.get("stopReason") if isinstance(result, dict) else None
                 used = usage_text(self.controls.usage) if self.controls.usage else ""
@@ -349,18 +369,24 @@ class ChatSession:
         the agent could not bring it back (the thread ends, saying why)."""
         session, self.resuming = self.resuming or "", None
         if error is not None:
-            return Step(failed=f"the agent could not bring back session {safe_line(session)}: "
-                               f"{_error_text(error)}")  # fmt: skip
+            return Step(
+                failed=f"the agent could not bring back session {safe_line(session)}: "
+                f"{error_text(error)}"
+            )
         self.session_id = session
         if isinstance(result, dict):
             self._controls(controls_of_session(result, self.controls))
         if method == "session/resume":
-            self.view.note(f"↩ Session {safe_line(session)} is back (resumed: the agent does "
-                           "not replay it here).")  # fmt: skip
+            self.view.note(
+                f"↩ Session {safe_line(session)} is back (resumed: the agent does "
+                "not replay it here)."
+            )
         else:
             skipped = f" (the rest of its history, {self.skipped} updates, not shown)"
-            self.view.note(f"↩ Session {safe_line(session)} is back, its history above"
-                           f"{skipped if self.skipped else ''}.")  # fmt: skip
+            self.view.note(
+                f"↩ Session {safe_line(session)} is back, its history above"
+                f"{skipped if self.skipped else ''}."
+            )
         self.replayed = self.skipped = 0
         return self._next_prompt()
 
@@ -371,7 +397,7 @@ class ChatSession:
             return self._next_prompt()
         (words, asked), self.changing = self.changing, None
         if error is not None:
-            self.view.note(f"⚠️ The agent refused {words}: {_error_text(error)}")
+            self.view.note(f"⚠️ The agent refused {words}: {error_text(error)}")
             return self._next_prompt()
         self.view.note(f"⚙️ {words}")
         answered = isinstance(result, dict) and isinstance(result.get("configOptions"), list)
@@ -389,9 +415,9 @@ class ChatSession:
             item, by = self.queue.popleft(), self.queued_by.popleft() if self.queued_by else None
             if isinstance(item, str):
                 return Step(send=[self._prompt(item, by)])
-            checked = change(self.controls, self.session_id or "", _asked_of(item))
+            checked = change(self.controls, self.session_id or "", asked_of(item))
             if isinstance(checked, Change):
-                return Step(send=[self._change(checked, _asked_of(item), by or "")])
+                return Step(send=[self._change(checked, asked_of(item), by or "")])
             self.view.note(f"⚠️ {checked.why}")
         return Step()
 
@@ -407,36 +433,4 @@ class ChatSession:
         request_id = self.next_id
         self.next_id += 1
         self.waiting[id_key(request_id)] = method
-        return _line({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-
-
-def _queued_change(asked: Asked) -> dict[str, Any]:
-    """A change waiting in the queue, as JSON values (the queue is kept in snapshots)."""
-    return {"set": [asked.control, asked.value, asked.by_category]}
-
-
-def _asked_of(item: dict[str, Any]) -> Asked:
-    control, value, by_category = item["set"]
-    return Asked(str(control), str(value), bool(by_category))
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    return strictjson.dumps(message)
-
-
-def _error(request_id: Any, code: int, message: str) -> bytes:
-    return _line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
-
-
-def _error_text(error: Any) -> str:
-    """An agent's JSON-RPC error in words: its message, code, and the details its ``data``
-    gives (agents put the reason there: "Internal error" alone says nothing)."""
-    if not isinstance(error, dict):
-        return "an error"
-    message = error.get("message")
-    code = error.get("code")
-    code_text = code.text if isinstance(code, strictjson.Number) else str(code)
-    data = error.get("data")
-    details = data.get("details") or data.get("message") if isinstance(data, dict) else data
-    why = f": {safe_line(details, 300)}" if isinstance(details, str) and details else ""
-    return f"{safe_line(message if isinstance(message, str) else 'error')} ({code_text}){why}"
+        return line_of({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})

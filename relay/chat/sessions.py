@@ -81,8 +81,11 @@ class SessionLister:
         self.version = version
 
     def start(self) -> bytes:
-        params = {"protocolVersion": 1, "clientCapabilities": {},
-                  "clientInfo": {"name": "acp-relay-chat", "version": self.version}}  # fmt: skip
+        params = {
+            "protocolVersion": 1,
+            "clientCapabilities": {},
+            "clientInfo": {"name": "acp-relay-chat", "version": self.version},
+        }
         return _request(1, "initialize", params)
 
     def line(self, line: bytes) -> bytes | list[Listed] | str | None:
@@ -136,5 +139,6 @@ def sessions_text(cwd: str, listed: Sequence[Listed], bot: str) -> tuple[str, st
 
 
 def _request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
-    return strictjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
-                             "params": params})  # fmt: skip
+    return strictjson.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    )

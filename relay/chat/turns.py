@@ -113,8 +113,10 @@ class TurnView:
             self._tool(update)
         elif kind == "plan":
             entries = [e for e in list_of(update.get("entries")) if isinstance(e, dict)]
-            self.plan = [(text_of(e.get("content")), text_of(e.get("status")))
-                         for e in entries[:MAX_PLAN_ENTRIES]]  # fmt: skip
+            self.plan = [
+                (text_of(e.get("content")), text_of(e.get("status")))
+                for e in entries[:MAX_PLAN_ENTRIES]
+            ]
             self._touch(f"{self.turn}.plan")
 
     def end_turn(self, stop_reason: str, usage: str = "") -> None:
@@ -182,14 +184,20 @@ class TurnView:
     def snapshot(self) -> dict[str, Any]:
         """Everything this view holds, as JSON values (for the state file)."""
         return {
-            "turn": self.turn, "pages": self.pages, "page_bytes": self._page_bytes,
-            "thought": self.thought, "plan": self.plan, "notes": self._notes, "said": self.said,
+            "turn": self.turn,
+            "pages": self.pages,
+            "page_bytes": self._page_bytes,
+            "thought": self.thought,
+            "plan": self.plan,
+            "notes": self._notes,
+            "said": self.said,
             "tools": [[k, t.title, t.kind, t.status] for k, t in self.tools.items()],
-            "order": list(self._order), "changed": sorted(self._changed),
+            "order": list(self._order),
+            "changed": sorted(self._changed),
             "frozen": [[s.slot, s.body, s.html, s.msgtype] for s in self._frozen.values()],
             "flight": [[s.slot, s.body, s.html, s.msgtype] for s in self._in_flight.values()],
             "lines": [[s.slot, s.body] for s in self._lines.values()],
-        }  # fmt: skip
+        }
 
     def restore(self, kept: dict[str, Any]) -> None:
         """Back to what :meth:`snapshot` kept."""
@@ -201,8 +209,9 @@ class TurnView:
         self.tools = OrderedDict((k, _Tool(t, kind, s)) for k, t, kind, s in kept["tools"])
         self._order = OrderedDict.fromkeys(kept["order"])
         self._changed = set(kept["changed"])
-        self._frozen = {slot: Shown(slot, body, html, kind)
-                        for slot, body, html, kind in kept["frozen"]}  # fmt: skip
+        self._frozen = {
+            slot: Shown(slot, body, html, kind) for slot, body, html, kind in kept["frozen"]
+        }
         self._lines = {
             slot: Shown(slot, body, to_html(body)) for slot, body in kept.get("lines", [])
         }

@@ -138,12 +138,18 @@ class Watched:
             request = self._requests.pop(id_key(params.get("id")), None)
             if request is not None:
                 by, subject = params.get("by"), params.get("subject")
-                return WatchStep(taken=[Taken(request, by if isinstance(by, str) else "?",
-                                              subject if isinstance(subject, str) else "",
-                                              params.get("result"))])  # fmt: skip
+                return WatchStep(
+                    taken=[
+                        Taken(
+                            request,
+                            by if isinstance(by, str) else "?",
+                            subject if isinstance(subject, str) else "",
+                            params.get("result"),
+                        )
+                    ]
+                )
         elif method == DETACHED:
-            self.view.note("⏸ The editor's connection dropped; the relay waits for it to "
-                           "resume.")  # fmt: skip
+            self.view.note("⏸ The editor's connection dropped; the relay waits for it to resume.")
         elif method == RESUMED:
             self.view.note("▶️ The editor's connection resumed.")
         return WatchStep()
@@ -151,10 +157,12 @@ class Watched:
     def snapshot(self) -> dict[str, Any]:
         """Everything this holds, as JSON values (for the state file)."""
         return {
-            "view": self.view.snapshot(), "last": self.last_seq, "answer": self.may_answer,
+            "view": self.view.snapshot(),
+            "last": self.last_seq,
+            "answer": self.may_answer,
             "prompts": [[kind, str(value)] for kind, value in self._prompts],
             "requests": [request_state(r) for r in self._requests.values()],
-        }  # fmt: skip
+        }
 
     def restore(self, kept: dict[str, Any]) -> None:
         """Back to what :meth:`snapshot` kept."""

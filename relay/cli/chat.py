@@ -48,12 +48,24 @@ CHAT_EXTRA = ("mautrix", "aiohttp", "yarl", "multidict")  # what `pip install ac
 E2EE_EXTRA = ("olm", "aiosqlite", "asyncpg", "Crypto", "unpaddedbase64", "base58")  # chat-e2ee
 
 LOGGING: tuple[Option, ...] = (
-    Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
-           convert.log_format, default_text="auto: console on a terminal, else json",
-           layered=False),
-    Option("log-level", "log level: debug, info, warning or error", defaults.LOG_LEVEL,
-           "LEVEL", convert.log_level, layered=False),
-)  # fmt: skip
+    Option(
+        "log-format",
+        "log format on stderr: json, console or auto",
+        "auto",
+        "FORMAT",
+        convert.log_format,
+        default_text="auto: console on a terminal, else json",
+        layered=False,
+    ),
+    Option(
+        "log-level",
+        "log level: debug, info, warning or error",
+        defaults.LOG_LEVEL,
+        "LEVEL",
+        convert.log_level,
+        layered=False,
+    ),
+)
 
 
 ALL_OPTIONS = (*OPTIONS, *DIALING, *LOGGING)  # as --help and docs/configuration.md list them
@@ -72,13 +84,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "state file keeps every thread across restarts.",
     )
     parser.add_argument(
-        "url", metavar="URL", nargs="?", default=None,
+        "url",
+        metavar="URL",
+        nargs="?",
+        default=None,
         help="the relay's endpoint, ws:// or wss:// (none with --connect-command)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--config", metavar="FILE", default=None,
+        "--config",
+        metavar="FILE",
+        default=None,
         help=f"TOML file of these options, keys named like the flags (env {defaults.CONFIG_ENV})",
-    )  # fmt: skip
+    )
     add_options(parser, ALL_OPTIONS)
     parser.set_defaults(func=run)
 
@@ -110,8 +127,10 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in CHAT_EXTRA:
             raise
-        raise UsageError(f"acp-relay chat needs the chat extra ({exc.name} is missing): "
-                         f"pip install 'acp-relay[chat]'") from None  # fmt: skip
+        raise UsageError(
+            f"acp-relay chat needs the chat extra ({exc.name} is missing): "
+            f"pip install 'acp-relay[chat]'"
+        ) from None
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
     text = read_named(path, "--config") if path else None
@@ -123,8 +142,10 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     connect_command = values["connect_command"]
     if connect_command is not None:
         if values["ticket_command"] is not None or values["ticket_file"] is not None:
-            raise UsageError("--connect-command prints the ticket too: give no --ticket-command "
-                             "or --ticket-file with it")  # fmt: skip
+            raise UsageError(
+                "--connect-command prints the ticket too: give no --ticket-command "
+                "or --ticket-file with it"
+            )
         values["ticket_command"] = shlex.join(connect_command)  # for the dialing flags' checks
     elif values["ticket_command"] is None and values["ticket_file"] is None:
         raise UsageError(
@@ -135,9 +156,15 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
     if args.url is None and connect_command is None:
         raise UsageError("give the relay's URL (ws:// or wss://), or --connect-command")
     url = args.url or BOXES_URL
-    dial_args = argparse.Namespace(**{**vars(args), "url": url, "ticket": None,
-                                      "ticket_command": values["ticket_command"],
-                                      "ticket_file": values["ticket_file"]})  # fmt: skip
+    dial_args = argparse.Namespace(
+        **{
+            **vars(args),
+            "url": url,
+            "ticket": None,
+            "ticket_command": values["ticket_command"],
+            "ticket_file": values["ticket_file"],
+        }
+    )
     dial = dial_config(dial_args, {})
     access = Access(
         approvers=frozenset(values["approver"]),
@@ -147,29 +174,44 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         share_by=values["share_by"],
     )
     if not access.approvers and access.approver_level is None:
-        raise UsageError("nobody could answer a permission request: give --approver USER_ID "
-                         "or --approver-level LEVEL")  # fmt: skip
+        raise UsageError(
+            "nobody could answer a permission request: give --approver USER_ID "
+            "or --approver-level LEVEL"
+        )
     try:
         policy = policy_from(
-            values[RULES_KEY], access, timeout=values["approval_timeout"],
+            values[RULES_KEY],
+            access,
+            timeout=values["approval_timeout"],
             escalate_after=values["escalate_after"],
-            escalate_to=frozenset(values["escalate_to"]), remind_after=values["remind_after"],
-        )  # fmt: skip
+            escalate_to=frozenset(values["escalate_to"]),
+            remind_after=values["remind_after"],
+        )
     except RuleError as exc:
         where = f"config file {path}: " if path and str(exc).startswith("[[rule]]") else ""
         raise UsageError(f"{where}{exc}") from None
     config = ChatConfig(
-        homeserver=values["homeserver"], user=values["user"], token=token,
-        rooms=frozenset(values["room"]), access=access, dial=dial,
-        cwd=values["cwd"] or os.getcwd(), state=values["state"],
-        thoughts=values["thoughts"], policy=policy,
-        watch_ticket_command=values["watch_ticket_command"], connect_command=connect_command,
-        limits=Limits(values["max_threads"], values["max_threads_per_person"],
-                      values["idle_timeout"]), keep_ended_days=values["keep_ended"],
+        homeserver=values["homeserver"],
+        user=values["user"],
+        token=token,
+        rooms=frozenset(values["room"]),
+        access=access,
+        dial=dial,
+        cwd=values["cwd"] or os.getcwd(),
+        state=values["state"],
+        thoughts=values["thoughts"],
+        policy=policy,
+        watch_ticket_command=values["watch_ticket_command"],
+        connect_command=connect_command,
+        limits=Limits(
+            values["max_threads"], values["max_threads_per_person"], values["idle_timeout"]
+        ),
+        keep_ended_days=values["keep_ended"],
         audit_retention_days=values["audit_retention"],
-        max_attachment_bytes=values["max_attachment_bytes"], pickle_key=pickle_key,
+        max_attachment_bytes=values["max_attachment_bytes"],
+        pickle_key=pickle_key,
         crypto_state=values["crypto_state"] or f"{values['state']}-crypto",
-    )  # fmt: skip
+    )
     return config, token
 
 
@@ -181,8 +223,10 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
     else:
         token, where = env.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
     if not token:
-        raise UsageError(f"no access token: put the bot's token in a file named by "
-                         f"--token-file, or in ${TOKEN_ENV} ({where} is empty)")  # fmt: skip
+        raise UsageError(
+            f"no access token: put the bot's token in a file named by "
+            f"--token-file, or in ${TOKEN_ENV} ({where} is empty)"
+        )
     if not (token.isascii() and token.isprintable()) or " " in token:
         raise UsageError(f"{where} is not one access token: it has spaces or control characters")
     return token
@@ -209,9 +253,11 @@ def _e2ee_installed() -> None:
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in E2EE_EXTRA:
             raise
-        raise UsageError(f"a pickle key serves encrypted rooms, which need the chat-e2ee "
-                         f"extra ({exc.name} is missing): pip install "
-                         "'acp-relay[chat-e2ee]'") from None  # fmt: skip
+        raise UsageError(
+            f"a pickle key serves encrypted rooms, which need the chat-e2ee "
+            f"extra ({exc.name} is missing): pip install "
+            "'acp-relay[chat-e2ee]'"
+        ) from None
 
 
 def _private(path: str, flag: str = "--token-file", holds: str = "the bot's access token") -> None:
@@ -221,6 +267,8 @@ def _private(path: str, flag: str = "--token-file", holds: str = "the bot's acce
     except OSError:
         return  # read_named says what is wrong with it
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise UsageError(f"{flag} {path} is readable by others (mode "
-                         f"{stat.S_IMODE(mode):o}): it holds {holds}; "
-                         f"chmod 600 {path}")  # fmt: skip
+        raise UsageError(
+            f"{flag} {path} is readable by others (mode "
+            f"{stat.S_IMODE(mode):o}): it holds {holds}; "
+            f"chmod 600 {path}"
+        )

@@ -30,13 +30,22 @@ def parser() -> argparse.ArgumentParser:
         description="Print the audit record of every permission request the chat bot kept "
         "in its state file: what was asked, where, the outcome, who decided, every tap.",
     )
-    made.add_argument("--state", metavar="FILE", default=None,
-                      help=f"the bot's state file (env {STATE_ENV})")  # fmt: skip
-    made.add_argument("--since", metavar="DATE", default=None,
-                      help="only requests asked from this date on: 2026-12-01 or "
-                      "2026-12-01T09:30 (UTC unless it says)")  # fmt: skip
-    made.add_argument("--format", choices=FORMATS, default="jsonl",
-                      help="jsonl (one JSON object per line, the default) or csv")  # fmt: skip
+    made.add_argument(
+        "--state", metavar="FILE", default=None, help=f"the bot's state file (env {STATE_ENV})"
+    )
+    made.add_argument(
+        "--since",
+        metavar="DATE",
+        default=None,
+        help="only requests asked from this date on: 2026-12-01 or "
+        "2026-12-01T09:30 (UTC unless it says)",
+    )
+    made.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="jsonl",
+        help="jsonl (one JSON object per line, the default) or csv",
+    )
     return made
 
 

@@ -25,16 +25,37 @@ from relay.observe import logs
 
 CONNECTION: tuple[Option, ...] = (
     *DIALING,
-    Option("resume", "offer the resume profile: a lost connection is resumed within the "
-           "relay's grace, the editor seeing a pause only (needs --ticket-command or "
-           "--ticket-file: each socket needs a fresh ticket)", True, None, convert.boolean,
-           is_flag=True, negatable=True, default_text="on", layered=False),
-    Option("log-format", "log format on stderr: json, console or auto", "auto", "FORMAT",
-           convert.log_format, default_text="auto: console on a terminal, else json",
-           layered=False),
-    Option("log-level", "log level: debug, info, warning or error", defaults.LOG_LEVEL,
-           "LEVEL", convert.log_level, layered=False),
-)  # fmt: skip
+    Option(
+        "resume",
+        "offer the resume profile: a lost connection is resumed within the "
+        "relay's grace, the editor seeing a pause only (needs --ticket-command or "
+        "--ticket-file: each socket needs a fresh ticket)",
+        True,
+        None,
+        convert.boolean,
+        is_flag=True,
+        negatable=True,
+        default_text="on",
+        layered=False,
+    ),
+    Option(
+        "log-format",
+        "log format on stderr: json, console or auto",
+        "auto",
+        "FORMAT",
+        convert.log_format,
+        default_text="auto: console on a terminal, else json",
+        layered=False,
+    ),
+    Option(
+        "log-level",
+        "log level: debug, info, warning or error",
+        defaults.LOG_LEVEL,
+        "LEVEL",
+        convert.log_level,
+        layered=False,
+    ),
+)
 
 OPTIONS = (*TICKET_SOURCES, *CONNECTION)
 

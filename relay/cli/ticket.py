@@ -46,25 +46,61 @@ AUDIENCE = replace(
 RELAY_TTL = option_named("ticket-ttl")  # the relay's limit: env, else the file, else 60 s
 
 OPTIONS: tuple[Option, ...] = (
-    Option("config", f"the relay's TOML config file (or env {CONFIG_ENV}), read for its "
-           "secret-file, audience and ticket-ttl", None, "FILE", convert.text, layered=False),
+    Option(
+        "config",
+        f"the relay's TOML config file (or env {CONFIG_ENV}), read for its "
+        "secret-file, audience and ticket-ttl",
+        None,
+        "FILE",
+        convert.text,
+        layered=False,
+    ),
     SECRET_FILE,
-    Option("ttl", "seconds the ticket stays valid; the relay refuses a ticket older than its "
-           "own --ticket-ttl whatever this says (a warning says so)", None, "SECONDS",
-           convert.positive_seconds, default_text="the relay's --ticket-ttl", layered=False),
-    Option("subject", "who the ticket is for, shown in logs", None, "SUBJECT", convert.text,
-           default_text="$USER", layered=False),
+    Option(
+        "ttl",
+        "seconds the ticket stays valid; the relay refuses a ticket older than its "
+        "own --ticket-ttl whatever this says (a warning says so)",
+        None,
+        "SECONDS",
+        convert.positive_seconds,
+        default_text="the relay's --ticket-ttl",
+        layered=False,
+    ),
+    Option(
+        "subject",
+        "who the ticket is for, shown in logs",
+        None,
+        "SUBJECT",
+        convert.text,
+        default_text="$USER",
+        layered=False,
+    ),
     AUDIENCE,
-    Option("url", "print the full ws:// URL with ?ticket=", None, "URL", convert.text,
-           layered=False),
-    Option("watch", "a watcher's ticket instead, for the connection of this id (the 101's "
-           "Acp-Connection-Id): it opens no connection of its own, and is taken only with the "
-           "acp-relay.watch.v1 subprotocol; the whole id, as connection_id in the relay's log",
-           None, "CONNECTION_ID", convert.connection_id, layered=False),
-    Option("may-answer", "with --watch: the watcher may answer the agent's permission "
-           "requests (the first answer, from anyone, is the one taken)", False, None,
-           convert.boolean, is_flag=True, layered=False, default_text="off"),
-)  # fmt: skip
+    Option(
+        "url", "print the full ws:// URL with ?ticket=", None, "URL", convert.text, layered=False
+    ),
+    Option(
+        "watch",
+        "a watcher's ticket instead, for the connection of this id (the 101's "
+        "Acp-Connection-Id): it opens no connection of its own, and is taken only with the "
+        "acp-relay.watch.v1 subprotocol; the whole id, as connection_id in the relay's log",
+        None,
+        "CONNECTION_ID",
+        convert.connection_id,
+        layered=False,
+    ),
+    Option(
+        "may-answer",
+        "with --watch: the watcher may answer the agent's permission "
+        "requests (the first answer, from anyone, is the one taken)",
+        False,
+        None,
+        convert.boolean,
+        is_flag=True,
+        layered=False,
+        default_text="off",
+    ),
+)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,9 +122,13 @@ def run(args: argparse.Namespace) -> int:
     path = config_file_path(flags, os.environ)
     text = read_named(path, config_file_source(flags)) if path else None
     relay = resolve_some(
-        (SECRET_FILE, AUDIENCE, RELAY_TTL), flags, os.environ, text, cwd=os.getcwd(),
+        (SECRET_FILE, AUDIENCE, RELAY_TTL),
+        flags,
+        os.environ,
+        text,
+        cwd=os.getcwd(),
         file_name=path,
-    )  # fmt: skip
+    )
     signing = load_secrets(relay["secret_file"], os.environ.get(SECRET_ENV))[0]
     subject = args.subject or os.environ.get("USER") or "acp-relay-ticket"
     limit: float = relay["ticket_ttl"]

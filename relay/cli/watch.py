@@ -19,11 +19,19 @@ from relay.config.dialoptions import DIALING, TICKET_ENV, TICKET_SOURCES
 from relay.config.options import Option, add_options
 
 PRINTING: tuple[Option, ...] = (
-    Option("raw", "print each frame as one JSON object per line, for scripts: "
-           '{"seq","from","line"} with the line exactly as it crossed, {"from":"relay",'
-           '"message"}, the first {"type":"watching"} frame and a last {"type":"closed"}',
-           False, None, convert.boolean, is_flag=True, default_text="off", layered=False),
-)  # fmt: skip
+    Option(
+        "raw",
+        "print each frame as one JSON object per line, for scripts: "
+        '{"seq","from","line"} with the line exactly as it crossed, {"from":"relay",'
+        '"message"}, the first {"type":"watching"} frame and a last {"type":"closed"}',
+        False,
+        None,
+        convert.boolean,
+        is_flag=True,
+        default_text="off",
+        layered=False,
+    ),
+)
 
 OPTIONS = (*TICKET_SOURCES, *DIALING, *PRINTING)
 

@@ -40,8 +40,10 @@ def _room_id(value: object) -> str:
     text = convert.text(value).strip()
     if not text.startswith("!") or len(text) < 2 or any(c.isspace() for c in text):
         alias = " (that is an alias)" if text.startswith("#") else ""
-        raise ValueError(f"expected a room id such as !abc123:example.org, got {text!r}"
-                         f"{alias}; a room's id is {ROOM_ID_HOW}")  # fmt: skip
+        raise ValueError(
+            f"expected a room id such as !abc123:example.org, got {text!r}"
+            f"{alias}; a room's id is {ROOM_ID_HOW}"
+        )
     return text
 
 
@@ -60,88 +62,241 @@ def _level(value: object) -> int:
         except ValueError:
             number = None
     if not isinstance(number, int) or isinstance(number, bool):
-        raise ValueError(f"expected a power level, an integer such as 50 (moderators) or 100 "
-                         f"(admins), got {value!r}")  # fmt: skip
+        raise ValueError(
+            f"expected a power level, an integer such as 50 (moderators) or 100 "
+            f"(admins), got {value!r}"
+        )
     return number
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("homeserver", "the homeserver's client URL, e.g. https://matrix.example.org", None,
-           "URL", _homeserver),
-    Option("user", "the bot's Matrix user id, e.g. @relay-bot:example.org", None, "USER_ID",
-           _user_id),
-    Option("token-file", f"file holding the bot's access token (else ${TOKEN_ENV}; never a "
-           "flag value)", None, "FILE", convert.non_empty, is_path=True),
-    Option("room", "a room the bot serves, by id (every other room and invitation is "
-           "ignored)", (), "ROOM_ID", _room_id, repeatable=True),
-    Option("approver", "a user who may answer the agent's permission requests", (),
-           "USER_ID", _user_id, repeatable=True),
-    Option("approver-level", "also approvers: members with at least this power level",
-           None, "LEVEL", _level),
-    Option("prompter", "a user who may prompt (default: the approvers)", (), "USER_ID",
-           _user_id, repeatable=True),
-    Option("prompter-level", "also prompters: members with at least this power level",
-           None, "LEVEL", _level),
-    Option("cwd", "the folder sessions open in, as the relay's --cwd-map expects (an "
-           "editor-side path)", None, "PATH", convert.non_empty,
-           default_text="the current directory"),
-    Option("state", "the bot's state file (SQLite, created 0600: it holds resume secrets)",
-           None, "FILE", convert.non_empty, is_path=True),
-    Option("thoughts", "the agent's thoughts: folded, hidden or shown", "folded", "HOW",
-           convert.one_of(*THOUGHTS)),
-    Option("approval-timeout", "refuse a permission request (its reject option, never an "
-           "allow; 'cancelled' only if it has none) after this many seconds without a "
-           "decision (default: wait; a [[rule]]'s timeout wins)", None, "SECONDS",
-           convert.positive_seconds),
-    Option("remind-after", "once, after this many seconds without a decision, mention again "
-           "in the thread the people who may answer a request and have not (default: never)",
-           None, "SECONDS", convert.positive_seconds),
-    Option("escalate-after", "after this many seconds without a decision, add the "
-           "--escalate-to people to those who may answer a request, mentioning them "
-           "(default: never; a [[rule]] may set its own)", None, "SECONDS",
-           convert.positive_seconds),
-    Option("escalate-to", "a user added to a request's approvers by --escalate-after", (),
-           "USER_ID", _user_id, repeatable=True),
-    Option("pickle-key-file", f"file holding the key that locks the bot's room keys (else "
-           f"${PICKLE_ENV}; never a flag value): given, the bot serves encrypted rooms (the "
-           "chat-e2ee extra)", None, "FILE", convert.non_empty, is_path=True),
-    Option("crypto-state", "the bot's end-to-end encryption keys (SQLite, created 0600: it "
-           "holds the keys that read the served rooms)", None, "FILE", convert.non_empty,
-           is_path=True, default_text="the --state file's name with -crypto"),
-    Option("max-attachment-bytes", "largest image or text file that joins a prompt, in bytes "
-           "or with KiB/MiB (fetched from the homeserver within it; base64 adds a third on "
-           "the way to the agent)", 8 << 20, "SIZE", convert.size),
-    Option("audit-retention", "days the state file keeps a permission request's audit "
-           "record (acp-relay chat audit), whatever became of its thread", 365.0, "DAYS",
-           convert.seconds),
-    Option("ticket-command", "command that prints a fresh ticket, split like a shell but "
-           "never run by one; run for each connection and each resume", None, "COMMAND",
-           convert.text),
-    Option("ticket-file", "file holding a ticket, read again for each connection", None,
-           "FILE", convert.text, is_path=True),
-    Option("connect-command", "instead of URL and a ticket source: a command that prints "
-           "'URL TICKET' for each new thread (a box of its own), and, given that URL as its "
-           "last argument, a fresh ticket for each resume", None, "COMMAND", convert.command),
-    Option("watch-ticket-command", "command that prints a watcher's ticket (with "
-           "--may-answer) for the connection id given as its last argument, for "
-           "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'; or 'URL "
-           "TICKET' to name the connection's relay; told who asks in "
-           "$ACP_RELAY_CHAT_REQUESTER and the room in $ACP_RELAY_CHAT_ROOM, it may refuse "
-           "by exiting non-zero", None, "COMMAND", convert.command),
-    Option("share-by", "who may attach a room to an editor's connection with share: "
-           "approvers or prompters (its approvers may then answer that editor's requests)",
-           "approvers", "WHO", convert.one_of(*SHARE_BY)),
-    Option("max-threads", "the most threads the bot runs at once (each is a relay "
-           "connection and an agent); a mention past it is refused with a reply", 16, "N",
-           convert.positive_int),
-    Option("max-threads-per-person", "the most live threads one person may have opened",
-           4, "N", convert.positive_int),
-    Option("keep-ended", "days the state file keeps an ended thread and a decided "
-           "permission request (the thread's secret and view go when it ends)", 30.0, "DAYS",
-           convert.seconds),
-    Option("idle-timeout", "end a thread's session after this many seconds without a "
-           "prompt or agent activity (0: never)", 3600.0, "SECONDS", convert.seconds),
-)  # fmt: skip
+    Option(
+        "homeserver",
+        "the homeserver's client URL, e.g. https://matrix.example.org",
+        None,
+        "URL",
+        _homeserver,
+    ),
+    Option(
+        "user", "the bot's Matrix user id, e.g. @relay-bot:example.org", None, "USER_ID", _user_id
+    ),
+    Option(
+        "token-file",
+        f"file holding the bot's access token (else ${TOKEN_ENV}; never a flag value)",
+        None,
+        "FILE",
+        convert.non_empty,
+        is_path=True,
+    ),
+    Option(
+        "room",
+        "a room the bot serves, by id (every other room and invitation is ignored)",
+        (),
+        "ROOM_ID",
+        _room_id,
+        repeatable=True,
+    ),
+    Option(
+        "approver",
+        "a user who may answer the agent's permission requests",
+        (),
+        "USER_ID",
+        _user_id,
+        repeatable=True,
+    ),
+    Option(
+        "approver-level",
+        "also approvers: members with at least this power level",
+        None,
+        "LEVEL",
+        _level,
+    ),
+    Option(
+        "prompter",
+        "a user who may prompt (default: the approvers)",
+        (),
+        "USER_ID",
+        _user_id,
+        repeatable=True,
+    ),
+    Option(
+        "prompter-level",
+        "also prompters: members with at least this power level",
+        None,
+        "LEVEL",
+        _level,
+    ),
+    Option(
+        "cwd",
+        "the folder sessions open in, as the relay's --cwd-map expects (an editor-side path)",
+        None,
+        "PATH",
+        convert.non_empty,
+        default_text="the current directory",
+    ),
+    Option(
+        "state",
+        "the bot's state file (SQLite, created 0600: it holds resume secrets)",
+        None,
+        "FILE",
+        convert.non_empty,
+        is_path=True,
+    ),
+    Option(
+        "thoughts",
+        "the agent's thoughts: folded, hidden or shown",
+        "folded",
+        "HOW",
+        convert.one_of(*THOUGHTS),
+    ),
+    Option(
+        "approval-timeout",
+        "refuse a permission request (its reject option, never an "
+        "allow; 'cancelled' only if it has none) after this many seconds without a "
+        "decision (default: wait; a [[rule]]'s timeout wins)",
+        None,
+        "SECONDS",
+        convert.positive_seconds,
+    ),
+    Option(
+        "remind-after",
+        "once, after this many seconds without a decision, mention again "
+        "in the thread the people who may answer a request and have not (default: never)",
+        None,
+        "SECONDS",
+        convert.positive_seconds,
+    ),
+    Option(
+        "escalate-after",
+        "after this many seconds without a decision, add the "
+        "--escalate-to people to those who may answer a request, mentioning them "
+        "(default: never; a [[rule]] may set its own)",
+        None,
+        "SECONDS",
+        convert.positive_seconds,
+    ),
+    Option(
+        "escalate-to",
+        "a user added to a request's approvers by --escalate-after",
+        (),
+        "USER_ID",
+        _user_id,
+        repeatable=True,
+    ),
+    Option(
+        "pickle-key-file",
+        f"file holding the key that locks the bot's room keys (else "
+        f"${PICKLE_ENV}; never a flag value): given, the bot serves encrypted rooms (the "
+        "chat-e2ee extra)",
+        None,
+        "FILE",
+        convert.non_empty,
+        is_path=True,
+    ),
+    Option(
+        "crypto-state",
+        "the bot's end-to-end encryption keys (SQLite, created 0600: it "
+        "holds the keys that read the served rooms)",
+        None,
+        "FILE",
+        convert.non_empty,
+        is_path=True,
+        default_text="the --state file's name with -crypto",
+    ),
+    Option(
+        "max-attachment-bytes",
+        "largest image or text file that joins a prompt, in bytes "
+        "or with KiB/MiB (fetched from the homeserver within it; base64 adds a third on "
+        "the way to the agent)",
+        8 << 20,
+        "SIZE",
+        convert.size,
+    ),
+    Option(
+        "audit-retention",
+        "days the state file keeps a permission request's audit "
+        "record (acp-relay chat audit), whatever became of its thread",
+        365.0,
+        "DAYS",
+        convert.seconds,
+    ),
+    Option(
+        "ticket-command",
+        "command that prints a fresh ticket, split like a shell but "
+        "never run by one; run for each connection and each resume",
+        None,
+        "COMMAND",
+        convert.text,
+    ),
+    Option(
+        "ticket-file",
+        "file holding a ticket, read again for each connection",
+        None,
+        "FILE",
+        convert.text,
+        is_path=True,
+    ),
+    Option(
+        "connect-command",
+        "instead of URL and a ticket source: a command that prints "
+        "'URL TICKET' for each new thread (a box of its own), and, given that URL as its "
+        "last argument, a fresh ticket for each resume",
+        None,
+        "COMMAND",
+        convert.command,
+    ),
+    Option(
+        "watch-ticket-command",
+        "command that prints a watcher's ticket (with "
+        "--may-answer) for the connection id given as its last argument, for "
+        "'share CONNECTION_ID', e.g. 'acp-relay ticket --may-answer --watch'; or 'URL "
+        "TICKET' to name the connection's relay; told who asks in "
+        "$ACP_RELAY_CHAT_REQUESTER and the room in $ACP_RELAY_CHAT_ROOM, it may refuse "
+        "by exiting non-zero",
+        None,
+        "COMMAND",
+        convert.command,
+    ),
+    Option(
+        "share-by",
+        "who may attach a room to an editor's connection with share: "
+        "approvers or prompters (its approvers may then answer that editor's requests)",
+        "approvers",
+        "WHO",
+        convert.one_of(*SHARE_BY),
+    ),
+    Option(
+        "max-threads",
+        "the most threads the bot runs at once (each is a relay "
+        "connection and an agent); a mention past it is refused with a reply",
+        16,
+        "N",
+        convert.positive_int,
+    ),
+    Option(
+        "max-threads-per-person",
+        "the most live threads one person may have opened",
+        4,
+        "N",
+        convert.positive_int,
+    ),
+    Option(
+        "keep-ended",
+        "days the state file keeps an ended thread and a decided "
+        "permission request (the thread's secret and view go when it ends)",
+        30.0,
+        "DAYS",
+        convert.seconds,
+    ),
+    Option(
+        "idle-timeout",
+        "end a thread's session after this many seconds without a "
+        "prompt or agent activity (0: never)",
+        3600.0,
+        "SECONDS",
+        convert.seconds,
+    ),
+)
 
 REQUIRED = ("homeserver", "user", "room", "state")
 
@@ -172,8 +327,9 @@ def resolve_chat(
     values[RULES_KEY] = table.get(RULES_KEY)
     missing = [f"--{name}" for name in REQUIRED if values.get(name.replace("-", "_")) in (None, ())]
     if missing:
-        raise UsageError(f"acp-relay chat needs {', '.join(missing)} (flag, ACP_RELAY_* or "
-                         "config file)")  # fmt: skip
+        raise UsageError(
+            f"acp-relay chat needs {', '.join(missing)} (flag, ACP_RELAY_* or config file)"
+        )
     return values
 
 
@@ -212,8 +368,10 @@ def _file(text: str | None, name: str | None, options: tuple[Option, ...]) -> di
             table[key] = value
             continue
         if key.replace("-", "_") not in known:
-            raise UsageError(f"config file {name}: unknown key {key!r}; valid keys: "
-                             f"{', '.join(o.name for o in options)}, and [[rule]] "
-                             "tables")  # fmt: skip
+            raise UsageError(
+                f"config file {name}: unknown key {key!r}; valid keys: "
+                f"{', '.join(o.name for o in options)}, and [[rule]] "
+                "tables"
+            )
         table[key.replace("-", "_")] = value
     return table

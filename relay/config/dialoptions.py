@@ -24,32 +24,86 @@ _HEADER_NAME_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvw
 
 # At most one of these; with none, a ?ticket= in the URL, else $ACP_RELAY_TICKET.
 TICKET_SOURCES: tuple[Option, ...] = (
-    Option("ticket-command", "command that prints a fresh ticket, split like a shell but "
-           "never run by one; run at each connect", None, "COMMAND", convert.text,
-           layered=False),
-    Option("ticket-file", "file holding the ticket", None, "FILE", convert.text,
-           layered=False),
-    Option("ticket", f"the ticket itself; shows in process listings, prefer ${TICKET_ENV}",
-           None, "TICKET", convert.text, layered=False),
-)  # fmt: skip
+    Option(
+        "ticket-command",
+        "command that prints a fresh ticket, split like a shell but "
+        "never run by one; run at each connect",
+        None,
+        "COMMAND",
+        convert.text,
+        layered=False,
+    ),
+    Option("ticket-file", "file holding the ticket", None, "FILE", convert.text, layered=False),
+    Option(
+        "ticket",
+        f"the ticket itself; shows in process listings, prefer ${TICKET_ENV}",
+        None,
+        "TICKET",
+        convert.text,
+        layered=False,
+    ),
+)
 
 DIALING: tuple[Option, ...] = (
-    Option("ticket-in", "send the ticket as Authorization: Bearer (header) or ?ticket= "
-           "(query)", "header", "WHERE", convert.one_of("header", "query"), layered=False),
-    Option("header", "extra header on the upgrade request, e.g. for a proxy", (),
-           "'NAME: VALUE'", convert.text, repeatable=True, layered=False),
-    Option("cacert", "PEM CA bundle trusted for wss:// instead of the system's", None,
-           "FILE", convert.text, layered=False),
-    Option("max-message-bytes", "largest message either way, in bytes or with KiB/MiB/GiB",
-           defaults.MAX_MESSAGE_BYTES, "SIZE", convert.size, default_text="64MiB",
-           layered=False),
-    Option("ping-interval", "seconds between heartbeat pings", defaults.PING_INTERVAL,
-           "SECONDS", convert.positive_seconds, layered=False),
-    Option("ping-timeout", "seconds without a pong before the relay counts as gone",
-           defaults.PING_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
-    Option("open-timeout", "seconds to reach the relay and finish the handshake",
-           defaults.OPEN_TIMEOUT, "SECONDS", convert.positive_seconds, layered=False),
-)  # fmt: skip
+    Option(
+        "ticket-in",
+        "send the ticket as Authorization: Bearer (header) or ?ticket= (query)",
+        "header",
+        "WHERE",
+        convert.one_of("header", "query"),
+        layered=False,
+    ),
+    Option(
+        "header",
+        "extra header on the upgrade request, e.g. for a proxy",
+        (),
+        "'NAME: VALUE'",
+        convert.text,
+        repeatable=True,
+        layered=False,
+    ),
+    Option(
+        "cacert",
+        "PEM CA bundle trusted for wss:// instead of the system's",
+        None,
+        "FILE",
+        convert.text,
+        layered=False,
+    ),
+    Option(
+        "max-message-bytes",
+        "largest message either way, in bytes or with KiB/MiB/GiB",
+        defaults.MAX_MESSAGE_BYTES,
+        "SIZE",
+        convert.size,
+        default_text="64MiB",
+        layered=False,
+    ),
+    Option(
+        "ping-interval",
+        "seconds between heartbeat pings",
+        defaults.PING_INTERVAL,
+        "SECONDS",
+        convert.positive_seconds,
+        layered=False,
+    ),
+    Option(
+        "ping-timeout",
+        "seconds without a pong before the relay counts as gone",
+        defaults.PING_TIMEOUT,
+        "SECONDS",
+        convert.positive_seconds,
+        layered=False,
+    ),
+    Option(
+        "open-timeout",
+        "seconds to reach the relay and finish the handshake",
+        defaults.OPEN_TIMEOUT,
+        "SECONDS",
+        convert.positive_seconds,
+        layered=False,
+    ),
+)
 
 
 # Where a watcher's ticket comes from, for `watch` to say when it has none.

@@ -17,15 +17,40 @@ from relay.core.framing import MAX_CLOSE_REASON_BYTES, end_within
 
 # Numbers POSIX fixes, or that Linux, macOS and the BSDs share.
 _SHARED_SIGNALS = {
-    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
-    8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM",
-    24: "SIGXCPU", 25: "SIGXFSZ", 26: "SIGVTALRM", 27: "SIGPROF",
-}  # fmt: skip
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    5: "SIGTRAP",
+    6: "SIGABRT",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    11: "SIGSEGV",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+    24: "SIGXCPU",
+    25: "SIGXFSZ",
+    26: "SIGVTALRM",
+    27: "SIGPROF",
+}
 _LINUX_SIGNALS = {
-    7: "SIGBUS", 10: "SIGUSR1", 12: "SIGUSR2", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT",
-    19: "SIGSTOP", 20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 28: "SIGWINCH",
-    29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
-}  # fmt: skip
+    7: "SIGBUS",
+    10: "SIGUSR1",
+    12: "SIGUSR2",
+    16: "SIGSTKFLT",
+    17: "SIGCHLD",
+    18: "SIGCONT",
+    19: "SIGSTOP",
+    20: "SIGTSTP",
+    21: "SIGTTIN",
+    22: "SIGTTOU",
+    23: "SIGURG",
+    28: "SIGWINCH",
+    29: "SIGIO",
+    30: "SIGPWR",
+    31: "SIGSYS",
+}
 SIGNAL_NAMES = _SHARED_SIGNALS | (_LINUX_SIGNALS if sys.platform == "linux" else {})
 
 CLOSE_NORMAL = 1000  # RFC 6455 normal closure: the agent exited 0

@@ -32,8 +32,16 @@ class History:
     """
 
     __slots__ = (
-        "_head", "_lines", "_origins", "_starts", "_total", "dropped", "last", "limit", "size",
-    )  # fmt: skip
+        "_head",
+        "_lines",
+        "_origins",
+        "_starts",
+        "_total",
+        "dropped",
+        "last",
+        "limit",
+        "size",
+    )
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -118,14 +118,22 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "connection opened": ("subject", "remote", "agent_pid"),
     "connection refused": ("status", "reason", "remote"),
     "connection closed": (
-        "exit_status", "close_code", "close_reason", "messages_in", "messages_out", "duration",
+        "exit_status",
+        "close_code",
+        "close_reason",
+        "messages_in",
+        "messages_out",
+        "duration",
     ),
     "connecting": ("url", "ticket_in"),
     "connect finished": (
-        "exit_status", "messages_from_editor", "messages_to_editor", "answered_with_error",
+        "exit_status",
+        "messages_from_editor",
+        "messages_to_editor",
+        "answered_with_error",
         "duration",
     ),
-}  # fmt: skip
+}
 _LEVEL_COLOURS = {"warning": "\x1b[33m", "error": "\x1b[31m", "critical": "\x1b[31m"}
 
 

@@ -21,10 +21,22 @@ START_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 DURATION_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0)
 
 REFUSAL_REASONS = (
-    "origin", "ticket_missing", "ticket_invalid", "ticket_expired", "ticket_audience",
-    "ticket_replayed", "capacity", "path", "not_upgrade", "subprotocol", "bad_request",
-    "method", "handshakes", "resume", "watch",
-)  # fmt: skip
+    "origin",
+    "ticket_missing",
+    "ticket_invalid",
+    "ticket_expired",
+    "ticket_audience",
+    "ticket_replayed",
+    "capacity",
+    "path",
+    "not_upgrade",
+    "subprotocol",
+    "bad_request",
+    "method",
+    "handshakes",
+    "resume",
+    "watch",
+)
 CLOSE_CLASSES = ("normal", "going_away", "error", "protocol", "relay", "none")
 EXIT_CLASSES = ("zero", "nonzero", "signal", "not_started")
 # Agent lines over --max-message-bytes or not UTF-8; client messages after the agent's stdin closed.
@@ -37,8 +49,13 @@ WARM_EVENTS = ("started", "failed", "taken", "ended", "recycled")
 # frame that was refused; permission requests answered first by the controller or a
 # watcher; answers dropped for coming after the first.
 WATCH_EVENTS = (
-    "attached", "fell_behind", "refused", "answer_controller", "answer_watcher", "answer_late",
-)  # fmt: skip
+    "attached",
+    "fell_behind",
+    "refused",
+    "answer_controller",
+    "answer_watcher",
+    "answer_late",
+)
 
 
 def close_class(code: int | None) -> str:

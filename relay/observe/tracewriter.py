@@ -230,9 +230,13 @@ class ConnectionTrace:
             elif answered(line):
                 now = self.clock()
                 record = message(
-                    now, TO_AGENT, line.reply, by="relay", reason=line.reason,
+                    now,
+                    TO_AGENT,
+                    line.reply,
+                    by="relay",
+                    reason=line.reason,
                     crossed=crossed(line.report),
-                )  # fmt: skip
+                )
                 self._write(now, record, len(line.reply))
             elif isinstance(line, Rewritten):
                 now = self.clock()

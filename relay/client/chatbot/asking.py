@@ -129,8 +129,12 @@ class Asking:
         """Take reactions on ``event_id`` as taps under the request's rule, and run its
         timers (restored: for what is left of them)."""
         rule = self.bot.policy.rule_for(request.kind)
-        pending = Pending(request, event_id, tally or Tally(rule, self.prompter()),
-                          asked_at if asked_at is not None else time.time())  # fmt: skip
+        pending = Pending(
+            request,
+            event_id,
+            tally or Tally(rule, self.prompter()),
+            asked_at if asked_at is not None else time.time(),
+        )
         self.requests[event_id] = pending
         self._arm(pending)
         self.bot.owns_request(event_id, self)
@@ -148,10 +152,12 @@ class Asking:
         waited = time.time() - pending.asked_at
         due: list[tuple[float | None, Callable[[Pending], Awaitable[None]]]] = [
             (rule.timeout if rule else None, self._timed_out),
-            (rule.escalate_after if rule and rule.escalate_to and not tally.escalated else None,
-             self._escalate),
+            (
+                rule.escalate_after if rule and rule.escalate_to and not tally.escalated else None,
+                self._escalate,
+            ),
             (self.bot.policy.remind_after if not tally.reminded else None, self._remind),
-        ]  # fmt: skip
+        ]
         for after, then in due:
             if after is not None:
                 pending.timers.append(
@@ -243,8 +249,9 @@ class Asking:
             note = AuditTap(sender, option.option_id, last.counted, last.why_not, time.time())
             self.bot.state.audit.change(pending.event_id, lambda record: tapped(record, note))
         if isinstance(verdict, NotCounted):
-            self.bot.log.info("a tap that does not count", user=sender,
-                              request=pending.event_id, why=verdict.why)  # fmt: skip
+            self.bot.log.info(
+                "a tap that does not count", user=sender, request=pending.event_id, why=verdict.why
+            )
             if tell and not told:
                 self.showing.say(not_counted_text(sender, verdict.why))
             return verdict.why

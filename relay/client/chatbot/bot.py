@@ -215,8 +215,15 @@ class ChatBot:
             dial = replace(
                 dial, url=url, ticket=TicketSource(command=(*self.config.connect_command, url))
             )
-        thread = SessionThread(self, dial, room, root, session, self.config.connect_command,
-                               self.config.max_attachment_bytes)  # fmt: skip
+        thread = SessionThread(
+            self,
+            dial,
+            room,
+            root,
+            session,
+            self.config.connect_command,
+            self.config.max_attachment_bytes,
+        )
         self.threads[root] = thread
         self.tasks.spawn(self._forget_when_over(thread), "forget the thread once over")
         self.idleness.active(root, time.monotonic())
@@ -290,13 +297,21 @@ class ChatBot:
         self.encrypted.add(room)
         if self.crypto is not None:
             if self.lost_keys:
-                self.log.warning("keys lost: what was said before this start is unreadable",
-                                 room=room)  # fmt: skip
-                await self.matrix.send_or_log(room, "m.room.message", message(LOST_KEYS_WORDS),
-                                              f"lost-keys-{self.matrix.device}")  # fmt: skip
+                self.log.warning(
+                    "keys lost: what was said before this start is unreadable", room=room
+                )
+                await self.matrix.send_or_log(
+                    room,
+                    "m.room.message",
+                    message(LOST_KEYS_WORDS),
+                    f"lost-keys-{self.matrix.device}",
+                )
             return
-        self.log.warning("served room is encrypted: not supported", room=room,
-                         fix="install acp-relay[chat-e2ee] and give --pickle-key-file")  # fmt: skip
+        self.log.warning(
+            "served room is encrypted: not supported",
+            room=room,
+            fix="install acp-relay[chat-e2ee] and give --pickle-key-file",
+        )
         await self.matrix.send_or_log(
             room, "m.room.message", message(ENCRYPTED_WORDS), f"encrypted-{int(time.time())}"
         )

@@ -66,8 +66,11 @@ class RoomCrypto:
         """The crypto file at ``path`` for ``device`` (the token's); StateError saying the
         fix."""
         create_private(path, "--crypto-state", "the keys that read the served rooms")
-        db = Database.create(f"sqlite:///{path}", upgrade_table=PgCryptoStore.upgrade_table,
-                             log=_trace_logger("mau.acp-relay.crypto-db"))  # fmt: skip
+        db = Database.create(
+            f"sqlite:///{path}",
+            upgrade_table=PgCryptoStore.upgrade_table,
+            log=_trace_logger("mau.acp-relay.crypto-db"),
+        )
         await db.start()
         await PgStateStore.upgrade_table.upgrade(db)
         store = PgCryptoStore(str(client.mxid), pickle_key, db)
@@ -106,10 +109,15 @@ class RoomCrypto:
         rooms = answer.get("rooms")
         bookkeeping = {k: v for k, v in answer.items() if k != "rooms"}
         if isinstance(rooms, dict):
-            bookkeeping["rooms"] = {"join": {
-                room: {"state": data.get("state", {}),
-                       "timeline": {"events": [e for e in _timeline(data) if "state_key" in e]}}
-                for room, data in _joined(rooms).items()}}  # fmt: skip
+            bookkeeping["rooms"] = {
+                "join": {
+                    room: {
+                        "state": data.get("state", {}),
+                        "timeline": {"events": [e for e in _timeline(data) if "state_key" in e]},
+                    }
+                    for room, data in _joined(rooms).items()
+                }
+            }
         tasks = self.client.handle_sync(cast(JSON, bookkeeping))
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for failed in (r for r in results if isinstance(r, Exception)):
@@ -127,8 +135,11 @@ class RoomCrypto:
         except SessionNotFound:
             return LATER
         except DecryptionError as exc:
-            self.log.warning("an event could not be decrypted", event_id=event.get("event_id"),
-                             reason=type(exc).__name__)  # fmt: skip
+            self.log.warning(
+                "an event could not be decrypted",
+                event_id=event.get("event_id"),
+                reason=type(exc).__name__,
+            )
             return None
 
     async def decrypt_later(self, room: str, event: dict[str, Any]) -> dict[str, Any] | None:

@@ -287,8 +287,10 @@ class MatrixSession:
         """A file of the homeserver's media (authenticated download, the bot's token), read
         up to ``limit`` bytes; MediaRefused saying why it cannot be had."""
         assert self._http is not None
-        url = (f"{self.homeserver}/_matrix/client/v1/media/download/{quote(server, safe='')}/"
-               f"{quote(media_id, safe='')}")  # fmt: skip
+        url = (
+            f"{self.homeserver}/_matrix/client/v1/media/download/{quote(server, safe='')}/"
+            f"{quote(media_id, safe='')}"
+        )
         headers = {"Authorization": f"Bearer {self._token}"}
         try:
             async with self._http.get(url, headers=headers, allow_redirects=False) as response:

@@ -124,15 +124,17 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         await reply(bot, room, said, ENDED_TEXT if isinstance(what, Ended) else words)
         return
     if isinstance(what, ListPending):
-        waiting = [(kept.event_id, request_of(kept.record))
-                   for _, kept in bot.state.pending_in_room(room)]  # fmt: skip
+        waiting = [
+            (kept.event_id, request_of(kept.record)) for _, kept in bot.state.pending_in_room(room)
+        ]
         body, html = pending_text(room, waiting)
         await reply(bot, room, said, body, html)
         return
     if isinstance(what, ListSessions):
         if bot.listing is not None and not bot.listing.done():
-            await reply(bot, room, said, "sessions: a list is being made; ask again once it "
-                                          "is there.")  # fmt: skip
+            await reply(
+                bot, room, said, "sessions: a list is being made; ask again once it is there."
+            )
             return
         # Its own connection and agent, off the sync loop, one at a time.
         bot.listing = bot.tasks.spawn(_sessions(bot, room, said), "list the agent's sessions")
@@ -157,8 +159,9 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
     if isinstance(what, Open):
         bot.opened_by[said.event_id] = said.sender
         url, at = bot.config.dial.url, time.time()
-        bot.state.add_thread(said.event_id, room, ThreadKind.SESSION, url, at,
-                              said.sender, what.prompt)  # fmt: skip
+        bot.state.add_thread(
+            said.event_id, room, ThreadKind.SESSION, url, at, said.sender, what.prompt
+        )
         opened = bot.open_thread(room, said.event_id)
         bot.log.info("thread opened", thread=said.event_id, by=said.sender)
         opened.open(what.prompt, said.sender, what.settings)
@@ -187,8 +190,9 @@ async def on_message(bot: Served, room: str, said: Message) -> None:
         thread.session.usage()
         thread.showing.wake()
         return
-    bot.log.debug("message handled", thread=said.thread, by=said.sender,
-                   meaning=type(what).__name__)  # fmt: skip
+    bot.log.debug(
+        "message handled", thread=said.thread, by=said.sender, meaning=type(what).__name__
+    )
     if isinstance(what, Prompt):
         thread.prompt(what.text, said.sender)
     elif isinstance(what, Cancel):
@@ -207,8 +211,13 @@ async def on_attachment(bot: Served, room: str, attachment: Attachment) -> None:
         thread.showing.say("This thread follows the editor's session: send files there.")
         return
     bot.idleness.active(thread.root, time.monotonic())
-    bot.log.info("a file sent in a thread", thread=thread.root, by=attachment.sender,
-                 kind=attachment.kind, size=attachment.size)  # fmt: skip
+    bot.log.info(
+        "a file sent in a thread",
+        thread=thread.root,
+        by=attachment.sender,
+        kind=attachment.kind,
+        size=attachment.size,
+    )
     thread.attach(attachment)
 
 
@@ -253,27 +262,31 @@ async def _share(bot: Served, room: str, said: Message, share: Share) -> None:
     the chat, which would receive the watcher's ticket."""
     if not bot.access.may_share(said.sender, await bot.levels(room)):
         who = "approvers" if bot.access.share_by == "approvers" else "prompters"
-        await reply(bot, room, said, f"share: only {who} may attach this room to an "
-                                      "editor's connection.")  # fmt: skip
+        await reply(
+            bot, room, said, f"share: only {who} may attach this room to an editor's connection."
+        )
         return
     if share.url is not None:
         await reply(bot, room, said, SHARE_NO_URL)
         return
     if bot.config.watch_ticket_command is None:
-        await reply(bot, room, said, "share needs the bot started with "
-                                      "--watch-ticket-command")  # fmt: skip
+        await reply(bot, room, said, "share needs the bot started with --watch-ticket-command")
         return
     if not CONNECTION_ID.fullmatch(share.connection):
-        await reply(bot, room, said, "share: expected a connection id (letters, digits "
-                                      "and dashes, as the relay's logs show it)")  # fmt: skip
+        await reply(
+            bot,
+            room,
+            said,
+            "share: expected a connection id (letters, digits "
+            "and dashes, as the relay's logs show it)",
+        )
         return
     url = bot.config.dial.url
     bot.state.add_thread(said.event_id, room, ThreadKind.WATCH, url, time.time(), said.sender)
     bot.state.connected(said.event_id, share.connection, "", 0.0)
     watch = bot.follow(room, said.event_id, share.connection, said.sender)
     assert watch is not None
-    bot.log.info("share opened", thread=said.event_id, by=said.sender,
-                  connection=share.connection)  # fmt: skip
+    bot.log.info("share opened", thread=said.event_id, by=said.sender, connection=share.connection)
     watch.start()
 
 

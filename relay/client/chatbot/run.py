@@ -65,8 +65,12 @@ async def run_chat(config: ChatConfig, on_stop: Callable[[asyncio.Event], None])
                 if crypto is not None:
                     await crypto.crypto.close()
                 return 0 if joined is None else int(joined)
-            log.info("chat bot started", rooms=sorted(config.rooms), relay=config.dial.url,
-                     encrypted_rooms=crypto is not None)  # fmt: skip
+            log.info(
+                "chat bot started",
+                rooms=sorted(config.rooms),
+                relay=config.dial.url,
+                encrypted_rooms=crypto is not None,
+            )
             bot = ChatBot(config, matrix, state, log)
             bot.crypto = crypto.crypto if crypto is not None else None
             try:
@@ -92,13 +96,14 @@ async def _contact(config: ChatConfig, matrix: MatrixSession, log: Logger) -> in
     try:
         who = await matrix.first_contact(seconds)
     except TimeoutError:
-        return _fail(f"the homeserver {where} did not answer within {seconds:g} s "
-                     "(--open-timeout)")  # fmt: skip
+        return _fail(f"the homeserver {where} did not answer within {seconds:g} s (--open-timeout)")
     except Unreachable as exc:
         return _fail(f"cannot use the homeserver {where}: {exc}")
     except MatrixRequestError as exc:
-        return _fail(f"the homeserver refused the access token ({exc.errcode}): "
-                     "give the bot's token in --token-file")  # fmt: skip
+        return _fail(
+            f"the homeserver refused the access token ({exc.errcode}): "
+            "give the bot's token in --token-file"
+        )
     if who != config.user:
         return _fail(f"the access token is {who}'s, not --user {config.user}'s")
     return 0
@@ -113,9 +118,11 @@ async def _join(config: ChatConfig, matrix: MatrixSession, log: Logger) -> int:
             await matrix.join(room)  # an invitation an earlier run saw and ignored
         except MatrixRequestError as exc:
             log.error("a served room cannot be joined", room=room, errcode=exc.errcode or "")
-            return _fail(f"--room {room}: the bot is not in this room and cannot join it "
-                         f"({exc.errcode or exc.http_status}): invite {config.user} to it "
-                         "first, or check the room id")  # fmt: skip
+            return _fail(
+                f"--room {room}: the bot is not in this room and cannot join it "
+                f"({exc.errcode or exc.http_status}): invite {config.user} to it "
+                "first, or check the room id"
+            )
         # Said once joined: what is said in the room from then on is served.
         log.info("invited to a served room: joining", room=room, at_start=True)
         log.info("joined a served room at start", room=room)
@@ -131,8 +138,10 @@ async def _crypto(config: ChatConfig, matrix: MatrixSession, log: Logger) -> Ope
 
     assert matrix.api is not None
     if not matrix.device:
-        return _fail("the access token has no device (an admin API login?): encrypted rooms "
-                     "need the token of a login, which makes a device")  # fmt: skip
+        return _fail(
+            "the access token has no device (an admin API login?): encrypted rooms "
+            "need the token of a login, which makes a device"
+        )
     try:
         opened = await RoomCrypto.open(
             config.crypto_state, config.pickle_key, matrix.api, matrix.device, log
@@ -140,8 +149,9 @@ async def _crypto(config: ChatConfig, matrix: MatrixSession, log: Logger) -> Ope
     except StateError as exc:
         return _fail(str(exc))
     if opened.lost:
-        log.warning("the crypto state was for another device: new keys from now on",
-                    device=matrix.device)  # fmt: skip
+        log.warning(
+            "the crypto state was for another device: new keys from now on", device=matrix.device
+        )
     log.info("end-to-end encryption ready", device=matrix.device)
     return opened
 

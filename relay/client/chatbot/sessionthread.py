@@ -142,8 +142,9 @@ class SessionThread:
         """``by``'s prompt, carried out once the link is up (a restored thread resumes
         first), in the order prompts and cancels came; with the files attached since the
         last one, fetched first (a prompt is never sent without one of them)."""
-        self.tasks.spawn(self._once_linked(lambda: self.session.prompt(text, by),
-                                           files=(text, by)), "a prompt")  # fmt: skip
+        self.tasks.spawn(
+            self._once_linked(lambda: self.session.prompt(text, by), files=(text, by)), "a prompt"
+        )
 
     def attach(self, attachment: Attachment) -> None:
         """An image or file sent in the thread: it joins the next prompt (or is refused)."""
@@ -177,8 +178,9 @@ class SessionThread:
         return self.session.prompt(text, by, blocks)
 
     def _not_sent(self, why: str) -> Step:
-        self.session.view.note(f"⚠️ The prompt was not sent: {why}. Send the files that can "
-                               "go, then the prompt again.")  # fmt: skip
+        self.session.view.note(
+            f"⚠️ The prompt was not sent: {why}. Send the files that can go, then the prompt again."
+        )
         self.log.info("a prompt's file could not join it", reason=why)
         return Step()
 
@@ -246,8 +248,13 @@ class SessionThread:
         ws = None if ticket is None else await self._resumable(ticket)
         if ws is None:
             return
-        first = {"type": "resume", "connection": row.connection, "secret": row.secret,
-                 "ack": row.received, "sent": row.sent}  # fmt: skip
+        first = {
+            "type": "resume",
+            "connection": row.connection,
+            "secret": row.secret,
+            "ack": row.received,
+            "sent": row.sent,
+        }
         welcome = await self._welcome_back(ws, first)
         if welcome is None:
             return
@@ -262,8 +269,9 @@ class SessionThread:
         link.sent.last = welcome.received  # what the relay has: later lines are numbered after
         keeping = self.link
         assert isinstance(keeping, KeptLink)
-        keeping.replayed = [line for _, line in self.bot.state.unacknowledged(
-            self.root, row.checkpointed)]  # fmt: skip
+        keeping.replayed = [
+            line for _, line in self.bot.state.unacknowledged(self.root, row.checkpointed)
+        ]
         again = [line for _, line in self.bot.state.unacknowledged(self.root, welcome.received)]
         if again:
             self.tasks.spawn(keeping.resend(again), "send again what the relay lacks")

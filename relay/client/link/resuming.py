@@ -316,9 +316,13 @@ class ResumingLink:
                 return close_failure(ws, config)
             return Failure(
                 f"the relay refused to resume: {close.reason or close.code}",
-                {"url": config.url, "cause": "resume", "closeCode": int(close.code),
-                 "closeReason": close.reason},
-            )  # fmt: skip
+                {
+                    "url": config.url,
+                    "cause": "resume",
+                    "closeCode": int(close.code),
+                    "closeReason": close.reason,
+                },
+            )
         except ProfileError as exc:  # the socket is closed with 1002
             return _broke_profile(cannot_connect(config.url, "handshake", str(exc)))
         except TimeoutError:

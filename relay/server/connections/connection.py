@@ -65,13 +65,7 @@ from relay.core.connectionevents import (
     WatcherLeft,
 )
 from relay.core.exits import Exit
-from relay.core.lifecycle import (
-    AT_ONCE,
-    GOING_AWAY,
-    SHUTTING_DOWN,
-    Lifecycle,
-    watchers_close,
-)
+from relay.core.lifecycle import AT_ONCE, GOING_AWAY, SHUTTING_DOWN, Lifecycle, watchers_close
 from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION, Open, Resume
 from relay.core.tickets import Claims
 from relay.core.watchprofile import DETACHED, RESUMED
@@ -79,10 +73,7 @@ from relay.observe.boundaryrecords import BoundaryRecords
 from relay.observe.logs import get_logger
 from relay.observe.observer import ConnectionObserver, Peer
 from relay.observe.tracewriter import ConnectionTrace
-from relay.server.agents.process import (
-    AgentProcess,
-    drain_stderr,
-)
+from relay.server.agents.process import AgentProcess, drain_stderr
 from relay.server.agents.starting import NotStarted, RelayContext, start_agent
 from relay.server.connections.attachments import Attachment
 from relay.server.connections.carriers import Carrier
@@ -250,9 +241,14 @@ class Connection:
             assert children is not None
             if self.controller is not None:
                 await output_flushed(
-                    self.controller.ws, self.stdout_done, children, self.agent_stdout,
-                    grace=self.config.kill_grace, carrier=self.carrier, observer=self.observer,
-                )  # fmt: skip
+                    self.controller.ws,
+                    self.stdout_done,
+                    children,
+                    self.agent_stdout,
+                    grace=self.config.kill_grace,
+                    carrier=self.carrier,
+                    observer=self.observer,
+                )
             self.tell(Flushed())
         elif isinstance(step, CloseSocket):
             await self._close(step)
