@@ -66,7 +66,7 @@ def main(argv: Sequence[str]) -> int:
 
 
 def _records(path: str | None, since: str | None) -> list[AuditRecord]:
-    from relay.client.chatbot.state import State, StateError
+    from relay.client.chatbot.store import State, StateError
 
     if not path:
         raise UsageError(f"acp-relay chat audit needs --state FILE (or ${STATE_ENV})")

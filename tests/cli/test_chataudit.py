@@ -12,7 +12,7 @@ import pytest
 
 from relay.chat.audit import CSV_COLUMNS, asked, decided
 from relay.chat.permissions import Option, Request, ToolFacts, request_state
-from relay.client.chatbot.state import State, ThreadKind
+from relay.client.chatbot.store import State, ThreadKind
 from tests.support.cli import run_cli
 from tests.support.env import clean_env
 

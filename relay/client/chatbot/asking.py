@@ -2,7 +2,7 @@
 each tap judged under the request's rule, its timers, its audit record, its decision.
 
 I/O for :mod:`relay.chat.rules`, :mod:`relay.chat.approvals` and :mod:`relay.chat.audit`:
-a request is posted through the thread's :class:`relay.client.chatbot.showing.Showing`
+a request is posted through the thread's :class:`relay.client.chatbot.rounds.Showing`
 (after the round that shows what came before it), mentioning the people who may answer
 it, the bot reacting with each keycap. Each tap is judged by its sender's user id and the
 request's rule (quorum, self-approval), kept with the request's tally and audit record in
@@ -53,8 +53,8 @@ from relay.chat.rules import (
     tally_state,
     timeout_option,
 )
-from relay.client.chatbot.showing import Bot, Showing, now_text
-from relay.client.chatbot.state import KeptRequest
+from relay.client.chatbot.rounds import Bot, Showing, now_text
+from relay.client.chatbot.store import KeptRequest
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The audit's records in the bot's state file: one per permission request, from its asking
 to its outcome, kept ``--audit-retention`` days apart from the threads' own pruning.
 
-I/O over the state file's ``audit`` table (:mod:`relay.client.chatbot.statefile`); the
+I/O over the state file's ``audit`` table (:mod:`relay.client.chatbot.schema`); the
 record itself is :mod:`relay.chat.audit`'s, kept as its JSON form.
 """
 

@@ -35,7 +35,7 @@ from mautrix.util.async_db import Database
 from mautrix.util.logging import TraceLogger
 
 from relay.client.chatbot.matrix import LATER, Later
-from relay.client.chatbot.statefile import StateError, create_private
+from relay.client.chatbot.schema import StateError, create_private
 from relay.observe.logs import Logger
 
 logging.getLogger("aiosqlite").setLevel(logging.INFO)  # its debug lines carry every query

@@ -1,7 +1,7 @@
 """What a chat thread's relay connection keeps in the state file, so a restart loses nothing.
 
 A :class:`KeptLink` is a thread's :class:`relay.client.link.resuming.ResumingLink` with
-the state file (:mod:`relay.client.chatbot.state`) beside it: each line to the agent is
+the state file (:mod:`relay.client.chatbot.store`) beside it: each line to the agent is
 kept before it is sent, under the number the link gives it; at each checkpoint where the
 link stands is kept with what the thread shows, and only then are the records received
 acknowledged to the relay (:class:`Kept`), so a bot killed at any moment resumes from
@@ -17,7 +17,7 @@ from typing import Any
 
 from websockets.exceptions import ConnectionClosed
 
-from relay.client.chatbot.state import State
+from relay.client.chatbot.store import State
 from relay.client.link.resuming import ResumingLink
 from relay.core.resumeprofile import ack_frame
 from relay.core.windows import Received

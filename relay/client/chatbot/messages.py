@@ -48,7 +48,7 @@ from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
 from relay.client.chatbot.sessionlist import list_sessions
 from relay.client.chatbot.sessionthread import SessionThread
-from relay.client.chatbot.state import State, ThreadKind
+from relay.client.chatbot.store import State, ThreadKind
 from relay.client.chatbot.threadcare import answer_by_number
 from relay.client.chatbot.watchthread import WatchThread
 from relay.observe.logs import Logger

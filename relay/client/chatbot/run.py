@@ -22,7 +22,7 @@ from mautrix.errors import MatrixRequestError
 from relay.client.chatbot.bot import ChatBot, unless
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession, TokenRevoked, Unreachable
-from relay.client.chatbot.state import State, StateError
+from relay.client.chatbot.store import State, StateError
 
 if TYPE_CHECKING:
     from relay.client.chatbot.crypto import Opened

@@ -7,7 +7,7 @@ from :mod:`relay.client.link.ticketsource`), needing the resume profile
 :class:`relay.client.link.ends.ClientSide`: the agent's lines go to the thread's ACP
 client (:class:`relay.chat.session.ChatSession`), what it asks goes back over the link.
 
-What a restart needs is kept as it goes (:mod:`relay.client.chatbot.state`): the
+What a restart needs is kept as it goes (:mod:`relay.client.chatbot.store`): the
 connection and its resume secret once welcomed, and through the thread's
 :class:`relay.client.chatbot.keptlink.KeptLink` each line to the agent before it is sent,
 and at each round of edits where the link stands and what the thread shows. Until the
@@ -32,8 +32,8 @@ from relay.chat.session import WAIT_FOR_THE_TURN, ChatSession, Step
 from relay.client.chatbot.asking import Asking
 from relay.client.chatbot.keptlink import Kept, KeptLink, Unlinked
 from relay.client.chatbot.matrix import MediaRefused, opened_file
-from relay.client.chatbot.showing import Bot, Showing, now_text
-from relay.client.chatbot.state import ThreadRow
+from relay.client.chatbot.rounds import Bot, Showing, now_text
+from relay.client.chatbot.store import ThreadRow
 from relay.client.link.dialing import DialConfig, close_failure, ticket_for
 from relay.client.link.opening import OPEN, resumable_socket, welcomed
 from relay.client.link.resuming import ResumingLink, start_profile

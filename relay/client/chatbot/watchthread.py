@@ -8,7 +8,7 @@ argument, and the Matrix id of the person who asked for the share in
 ``$ACP_RELAY_CHAT_REQUESTER``, so that a control plane may refuse: it then exits non-zero,
 and the thread says the share was refused while its words stay in the log; each attach
 needs a fresh one). Frames go to :class:`relay.chat.watched.Watched`,
-requests to the thread's :class:`relay.client.chatbot.showing.Showing`. An approver's
+requests to the thread's :class:`relay.client.chatbot.rounds.Showing`. An approver's
 keycap sends the answer as a watcher; the relay takes the first answer, the editor's or
 the team's, and its notice decides what the request's message finally says.
 """
@@ -28,8 +28,8 @@ from relay.chat.permissions import outcome_option, request_of
 from relay.chat.text import safe_line
 from relay.chat.watched import Taken, Watched, WatchStep
 from relay.client.chatbot.asking import Asking, Pending
-from relay.client.chatbot.showing import Bot, Showing, now_text
-from relay.client.chatbot.state import KeptRequest
+from relay.client.chatbot.rounds import Bot, Showing, now_text
+from relay.client.chatbot.store import KeptRequest
 from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial
 from relay.client.link.ticketsource import (
     TicketUnavailable,

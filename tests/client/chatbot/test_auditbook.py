@@ -7,7 +7,7 @@ from pathlib import Path
 from relay.chat.audit import asked
 from relay.chat.permissions import Option, Request, request_state
 from relay.chat.rules import Tally, tally_state
-from relay.client.chatbot.state import State, ThreadKind
+from relay.client.chatbot.store import State, ThreadKind
 
 
 def kept_request(state: State, root: str, event_id: str, at: float) -> None:

@@ -16,8 +16,8 @@ from relay.chat.access import Access
 from relay.client.chatbot.bot import ChatBot
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import MatrixSession
-from relay.client.chatbot.showing import Answerable
-from relay.client.chatbot.state import State
+from relay.client.chatbot.rounds import Answerable
+from relay.client.chatbot.store import State
 from relay.client.link.dialing import DialConfig
 from relay.client.link.ticketsource import TicketSource
 from relay.observe import logs

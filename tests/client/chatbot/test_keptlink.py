@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from relay.client.chatbot.keptlink import Unlinked
-from relay.client.chatbot.state import State, ThreadKind
+from relay.client.chatbot.store import State, ThreadKind
 
 
 async def test_a_thread_without_a_link_keeps_a_decision_once_and_sends_nothing(

@@ -7,7 +7,7 @@ import pytest
 from relay.chat.audit import AuditTap, asked, tapped
 from relay.chat.permissions import Option, Request, request_state
 from relay.chat.rules import Tally, tally_state
-from relay.client.chatbot.state import State, StateError, ThreadKind
+from relay.client.chatbot.store import State, StateError, ThreadKind
 
 
 def test_the_state_file_is_created_0600_and_one_others_may_read_is_refused(tmp_path: Path) -> None:

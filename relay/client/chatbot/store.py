@@ -23,7 +23,7 @@ from typing import Any
 
 from relay.chat.audit import AuditRecord
 from relay.client.chatbot.auditbook import AuditBook
-from relay.client.chatbot.statefile import StateError, open_state
+from relay.client.chatbot.schema import StateError, open_state
 
 __all__ = ["KeptRequest", "State", "StateError", "ThreadKind", "ThreadRow"]
 

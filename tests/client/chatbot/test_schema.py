@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.client.chatbot.state import State
-from relay.client.chatbot.statefile import SCHEMA_1, VERSION, StateError, open_state, version_of
+from relay.client.chatbot.schema import SCHEMA_1, VERSION, StateError, open_state, version_of
+from relay.client.chatbot.store import State
 
 
 def first_release_file(path: Path) -> None:

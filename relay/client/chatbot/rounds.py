@@ -26,7 +26,7 @@ from relay.chat.rules import (
 )
 from relay.chat.turns import Shown, TurnView
 from relay.client.chatbot.matrix import MatrixSession, TokenRevoked
-from relay.client.chatbot.state import State
+from relay.client.chatbot.store import State
 from relay.observe.logs import Logger
 from relay.observe.tasks import Tasks
 
