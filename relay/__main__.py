@@ -1,6 +1,6 @@
 """Entry point for ``python -m relay``."""
 
-from relay.cli import main
+from relay.commands import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

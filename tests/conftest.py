@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from relay.cli.devfolder import PREFIX, stale_folders
+from relay.commands.devfolder import PREFIX, stale_folders
 from relay.observe import logs
 from tests.system import INSTALLED, use_terminal
 

@@ -272,7 +272,12 @@ def docker_context(root: Path) -> set[str]:
 def test_dockerignore_sends_only_what_the_wheel_is_built_from() -> None:
     """The build context is pyproject.toml, README.md and relay/ sources: no venv, git, tests."""
     context = docker_context(ROOT)
-    assert {"pyproject.toml", "README.md", "relay/__init__.py", "relay/cli/__init__.py"} <= context
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "relay/__init__.py",
+        "relay/commands/__init__.py",
+    } <= context
     assert {path.split("/")[0] for path in context} == {"pyproject.toml", "README.md", "relay"}
     assert not [p for p in context if "__pycache__" in p or p.endswith(".pyc")]
     for probe in (".venv/bin/python", ".git/config", "tests/conftest.py", "secret", ".env"):
@@ -310,9 +315,9 @@ def test_wheel_builds_from_the_docker_context(context_wheel: Path) -> None:
         names = wheel.namelist()
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = wheel.read(entry_points).decode()
-    assert "relay/cli/__init__.py" in names
+    assert "relay/commands/__init__.py" in names
     assert "relay/demo_agent/__main__.py" in names
-    assert "acp-relay = relay.cli:main" in scripts
+    assert "acp-relay = relay.commands:main" in scripts
 
 
 async def test_healthcheck_command_passes_on_a_live_relay_and_fails_without_one() -> None:
@@ -827,7 +832,7 @@ def test_build_rootfs_lays_out_the_relay_and_its_init(rootfs: Path) -> None:
     assert os.access(launcher, os.X_OK)
     site = venv / "lib" / f"python{version}" / "site-packages"
     for package in (
-        "relay/cli/__init__.py",
+        "relay/commands/__init__.py",
         "websockets",
         "uvloop",
         "structlog",

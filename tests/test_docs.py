@@ -206,7 +206,7 @@ def test_the_shared_promise_says_a_terminal_runs_any_command(document: str) -> N
 MODULES = {
     path.stem: ".".join(path.relative_to(ROOT).with_suffix("").parts)
     for path in (ROOT / "relay").glob("*/**/*.py")
-    if path.stem != "__init__" and path.parent.name != "cli"
+    if path.stem != "__init__" and path.parent.name != "commands"
 }  # a module by its own name, where the data paths name it without its package
 NAMED = re.compile(r"`([a-z]+\.[A-Za-z_.]+)`")
 

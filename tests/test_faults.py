@@ -8,7 +8,7 @@ outcome a user sees. Faults already covered elsewhere are not repeated:
 tests/server/test_serving.py (1009, 1007, binary and multi-line frames, invalid UTF-8 and
 over-limit agent lines), tests/server/connections/test_connection.py (TCP reset, heartbeat
 timeout, stubborn agents, an agent that does not read or a client that does not read),
-tests/server/agents/test_process.py and tests/cli/test_commands.py (signals, refusals). Real
+tests/server/agents/test_process.py and tests/commands/test_commands.py (signals, refusals). Real
 processes and sockets on 127.0.0.1 only; figures go to stdout (``pytest -s``) and
 tests/artifacts/reliability.json. The long versions are in tests/test_soak.py."""
 

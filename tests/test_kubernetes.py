@@ -27,7 +27,7 @@ import yaml
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
-from relay.cli.serve import SHUTDOWN_MARGIN
+from relay.commands.serve import SHUTDOWN_MARGIN
 from relay.config.settings import resolve, unknown_env_names
 from tests.support.processes import stop
 from tests.support.sockets import free_port

@@ -84,32 +84,37 @@ def test_every_module_that_says_it_is_pure_is_listed_and_checked() -> None:
 
 
 def test_the_connect_side_imports_nothing_of_the_serve_side() -> None:
-    """relay.client and every relay.cli command but the server's reach no server module."""
+    """relay.client and every relay.commands command but the server's reach no server module."""
     assert serve_side_reached(ROOT) == {}
 
 
 def test_the_server_commands_are_modules_of_relay_cli_and_the_rest_the_clients() -> None:
-    """SERVER_COMMANDS are modules of relay.cli; connect, ticket, watch, chat the client's."""
+    """SERVER_COMMANDS are modules of relay.commands; connect, ticket, watch, chat the client's."""
     names = module_files(ROOT)
     assert [name for name in SERVER_COMMANDS if name not in names] == []
-    clients = ("relay.cli.connect", "relay.cli.ticket", "relay.cli.watch", "relay.cli.chat")
+    clients = (
+        "relay.commands.connect",
+        "relay.commands.ticket",
+        "relay.commands.watch",
+        "relay.commands.chat",
+    )
     assert [name for name in clients if not client_side(name)] == []
 
 
 def test_a_new_command_is_the_clients_unless_named_the_servers(tmp_path: Path) -> None:
-    """An undeclared relay.cli command importing the server is reported; serve is not."""
+    """An undeclared relay.commands command importing the server is reported; serve is not."""
     files = {
         "relay/__init__.py": "",
-        "relay/cli/__init__.py": "",
-        "relay/cli/newcmd.py": "from relay.server import serving\n",
-        "relay/cli/serve.py": "from relay.server import serving\n",
+        "relay/commands/__init__.py": "",
+        "relay/commands/newcmd.py": "from relay.server import serving\n",
+        "relay/commands/serve.py": "from relay.server import serving\n",
         "relay/server/__init__.py": "",
         "relay/server/serving.py": "",
     }
     write_tree(tmp_path, files)
     assert serve_side_reached(tmp_path) == {
-        "relay.server": ["relay.cli.newcmd", "relay.server"],
-        "relay.server.serving": ["relay.cli.newcmd", "relay.server.serving"],
+        "relay.server": ["relay.commands.newcmd", "relay.server"],
+        "relay.server.serving": ["relay.commands.newcmd", "relay.server.serving"],
     }
 
 
@@ -223,7 +228,7 @@ def test_the_sub_package_check_finds_each_import_against_the_order(tmp_path: Pat
 
 
 RUN_AND_LIST = (
-    "import os, sys\nfrom relay.cli import main\nstatus = main(sys.argv[1:])\n"
+    "import os, sys\nfrom relay.commands import main\nstatus = main(sys.argv[1:])\n"
     "with open(os.environ['LOADED_MODULES'], 'w') as out:\n"
     "    out.write(' '.join(sorted(sys.modules)))\nsys.exit(status)\n"
 )
@@ -245,7 +250,7 @@ def modules_loaded_by_running(args: list[str], env: dict[str, str], into: Path) 
 @pytest.mark.parametrize(
     ("args", "its_module"),
     [
-        (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.cli.ticket"),
+        (["ticket", "--url", "ws://127.0.0.1:1/acp"], "relay.commands.ticket"),
         (["connect", "ws://127.0.0.1:{port}/acp"], "relay.client.editor.bridge"),
         (["watch", "ws://127.0.0.1:{port}/acp"], "relay.client.watch"),
         (
@@ -273,7 +278,7 @@ def test_running_the_connect_side_loads_nothing_of_the_serve_side(
 ) -> None:
     """``ticket``, ``connect``, ``watch`` and ``chat`` (to a port nobody listens on, the
     editor's stdin empty; chat stopping at its missing token) run without loading a module of
-    relay.server, relay.cli.serve or websockets' server."""
+    relay.server, relay.commands.serve or websockets' server."""
     env = {**secret_env(), "ACP_RELAY_TICKET": "x" * 40} if args[0] != "ticket" else secret_env()
     argv = [arg.format(port=free_port()) for arg in args]
     loaded = modules_loaded_by_running(argv, env, tmp_path / "modules")

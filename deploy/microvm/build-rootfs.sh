@@ -147,7 +147,7 @@ cat >"$venv/bin/acp-relay" <<EOF
 #!$prefix/bin/python
 import sys
 
-from relay.cli import main
+from relay.commands import main
 
 sys.exit(main())
 EOF

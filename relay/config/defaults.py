@@ -1,6 +1,6 @@
 """Defaults shared by ``serve``, ``connect``, the server and the bridge: one place for each.
 
-Pure constants. The option tables (:mod:`relay.config.settings`, :mod:`relay.cli`) show them in
+Pure constants. The option tables (:mod:`relay.config.settings`, :mod:`relay.commands`) show them in
 ``--help`` and docs/configuration.md; the server's and the bridge's configurations
 default to them.
 """

@@ -5,7 +5,7 @@ Pure. Where the ticket comes from (:data:`TICKET_SOURCES`, at most one of them) 
 the socket is opened (:data:`DIALING`); the relay's URL, the extra headers and a ticket
 command's words are checked here, a mistake being a :class:`relay.config.errors.UsageError`
 that says the fix and never echoes a header's value or a ticket. What needs the files
-(``--ticket-file``, ``--cacert``) is :mod:`relay.cli.dialflags`'s.
+(``--ticket-file``, ``--cacert``) is :mod:`relay.commands.dialflags`'s.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from relay.cli.ticket import fresh_ticket
+from relay.commands.ticket import fresh_ticket
 from tests.bench.client import cpu_seconds, loadgen_file
 from tests.bench.peers import SECRET, STREAMER, Server, relay
 from tests.bench.report import RELAY

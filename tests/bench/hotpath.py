@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relay.cli.ticket import fresh_ticket
+from relay.commands.ticket import fresh_ticket
 from tests.bench.peers import PEERS_VENV, py_spy
 from tests.bench.run import HERE, SECRET, STREAMER, wait_for_port, with_group_killed
 from tests.support.sockets import free_port

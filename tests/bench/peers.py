@@ -31,7 +31,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from relay.cli.ticket import fresh_ticket
+from relay.commands.ticket import fresh_ticket
 from tests.support.sockets import free_port
 
 HERE = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ import signal
 import sys
 from types import FrameType
 
-from relay.cli import main as relay_main
+from relay.commands import main as relay_main
 
 
 def main(argv: list[str]) -> int:

@@ -41,7 +41,7 @@ OUTAGE = 1.0  # seconds the network stays down
 UPDATES = 50  # notifications in each answer
 TICKETS = shlex.join([
     sys.executable, "-c",
-    "from relay.cli.ticket import fresh_ticket; "
+    "from relay.commands.ticket import fresh_ticket; "
         f"print(fresh_ticket({SECRET!r}, subject='bench'))",
 ])  # fmt: skip
 CONNECT_ARGS = ("--ticket-command", TICKETS, "--ping-interval", "1", "--ping-timeout", "1")

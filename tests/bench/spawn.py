@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=200, help="starts per way")
     parser.add_argument("--ballast-mib", type=int, default=0, help="grow the process first")
     args = parser.parse_args()
-    import relay.cli.serve  # noqa: F401  (the relay's own modules: a relay-sized process)
+    import relay.commands.serve  # noqa: F401  (the relay's own modules: a relay-sized process)
 
     ballast = bytearray(args.ballast_mib << 20)
     for offset in range(0, len(ballast), 4096):

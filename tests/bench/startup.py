@@ -50,7 +50,7 @@ from typing import Any
 from websockets.asyncio.client import connect
 
 import relay
-from relay.cli.ticket import fresh_ticket
+from relay.commands.ticket import fresh_ticket
 from tests.bench.peers import SECRET, prepare, running, wait_for_port, websocketd
 from tests.bench.report import RELAY, Check, Row
 from tests.support.agents import SLOW_START

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from relay.cli.preflight import first_blocked
+from relay.commands.preflight import first_blocked
 from relay.config.account import Account
 
 NOBODY = Account("nobody", 65534, 65534, (65534,), "/nonexistent")

@@ -3,7 +3,7 @@ docs/configuration.md and the boundary's table of docs/paths-and-mcp.md.
 
 Run after adding or changing an option or a crossing:
 ``.venv/bin/python -m tests.support.config_docs``. tests/config/test_settings.py,
-tests/cli/test_commands.py and tests/acp/test_boundary.py fail while a page and the code
+tests/commands/test_commands.py and tests/acp/test_boundary.py fail while a page and the code
 disagree.
 """
 
@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 
 from relay.acp.crossings import crossings_table
-from relay.cli import chat as chat_command
-from relay.cli import connect as connect_command
-from relay.cli import ticket as ticket_command
-from relay.cli import watch as watch_command
+from relay.commands import chat as chat_command
+from relay.commands import connect as connect_command
+from relay.commands import ticket as ticket_command
+from relay.commands import watch as watch_command
 from relay.config.serveoptions import grouped_options_table, options_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "configuration.md"

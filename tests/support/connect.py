@@ -30,7 +30,7 @@ TICKET_COMMAND = shlex.join(
     [
         sys.executable,
         "-c",
-        "from relay.cli.ticket import fresh_ticket; "
+        "from relay.commands.ticket import fresh_ticket; "
         f"print(fresh_ticket({SECRET!r}, subject='tester'))",
     ]
 )

@@ -8,7 +8,7 @@ the client's: neither imports the other), then the commands. ``relay.demo_agent`
 apart: it imports nothing of the relay, and nothing of the relay imports it. Inside each
 side, its sub-packages have an order of their own (:data:`SUBPACKAGE_ORDER`), checked alike.
 
-The client side (``relay.client.*`` and every command of ``relay.cli`` but the server's,
+The client side (``relay.client.*`` and every command of ``relay.commands`` but the server's,
 :data:`SERVER_COMMANDS`: a new command is the client's unless named there) reaches no module
 of the server side (``relay.server.*`` and the server's commands) through its imports,
 followed to the end (statically, ``TYPE_CHECKING`` included).
@@ -29,7 +29,7 @@ PURE_PACKAGES = ["relay.core", "relay.acp", "relay.config", "relay.chat"]
 SHARED_IO = ["relay.streams", "relay.observe"]  # I/O both sides use
 SERVER_SIDE = ["relay.server"]
 CLIENT_SIDE = ["relay.client"]
-COMMANDS = ["relay.cli", "relay.__main__"]
+COMMANDS = ["relay.commands", "relay.__main__"]
 PACKAGE_ORDER = [*PURE_PACKAGES, *SHARED_IO, *SERVER_SIDE, *CLIENT_SIDE, *COMMANDS]
 APART = ["relay.demo_agent"]  # imports nothing of the relay; nothing of it imports it
 SIDES = (SERVER_SIDE, CLIENT_SIDE)
@@ -45,10 +45,10 @@ SUBPACKAGE_ORDER = {
     "relay.client": [["link"], ["editor", "chatbot", "watch"]],
 }
 
-# The commands of relay.cli that are the server's: ``serve`` and the modules that reach the
-# server for it. Every other module of relay.cli is the client side's (a new one included)
+# The commands of relay.commands that are the server's: ``serve`` and the modules that reach the
+# server for it. Every other module of relay.commands is the client side's (a new one included)
 # and may reach nothing of the server.
-SERVER_COMMANDS = ("relay.cli.serve", "relay.cli.devbanner")
+SERVER_COMMANDS = ("relay.commands.serve", "relay.commands.devbanner")
 SERVE_SIDE = ("relay.server", *SERVER_COMMANDS)
 WEBSOCKETS_SERVER = ("websockets.server", "websockets.asyncio.server")
 MAX_MODULE_LINES = 450
@@ -56,9 +56,9 @@ MAX_MODULE_LINES = 450
 
 def client_side(name: str) -> bool:
     """Whether module ``name`` is the client side's: in relay.client, or a module of
-    relay.cli that :data:`SERVER_COMMANDS` does not name."""
+    relay.commands that :data:`SERVER_COMMANDS` does not name."""
     return within(name, CLIENT_SIDE) or (
-        within(name, ("relay.cli",)) and not within(name, SERVER_COMMANDS)
+        within(name, ("relay.commands",)) and not within(name, SERVER_COMMANDS)
     )
 
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from relay.cli.ticket import fresh_ticket
+from relay.commands.ticket import fresh_ticket
 from relay.config.defaults import (
     MAX_CONNECTIONS,
     MAX_MESSAGE_BYTES,

@@ -29,8 +29,8 @@ from relay.chat.watched import Watched
 from relay.client.chatbot.botconfig import ChatConfig
 from relay.client.chatbot.matrix import Later, MatrixSession
 from relay.client.chatbot.messages import on_attachment, on_message
-from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.rounds import Answerable
+from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.store import State, ThreadKind, ThreadRow
 from relay.client.chatbot.threadcare import end_idle_threads
 from relay.client.chatbot.watchthread import WatchThread

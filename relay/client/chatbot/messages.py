@@ -1,6 +1,6 @@
 """What a person's message in a served room does: open a thread, prompt, command, share.
 
-The pure meaning of a message is :func:`relay.chat.commands.meaning`'s; this carries it
+The pure meaning of a message is :func:`relay.chat.meanings.meaning`'s; this carries it
 out for the bot (:class:`relay.client.chatbot.bot.ChatBot`): who may prompt and who may
 share is checked by the sender's user id, the caps on threads are applied, and anything
 refused gets a reply in its thread saying why.
@@ -18,7 +18,9 @@ from relay import __version__
 from relay.chat.access import Access
 from relay.chat.approvals import pending_text
 from relay.chat.attachments import Attachment
-from relay.chat.commands import (
+from relay.chat.events import Message, in_thread, message
+from relay.chat.limits import Idleness
+from relay.chat.meanings import (
     ENDED_TEXT,
     HELP_TEXT,
     Answer,
@@ -39,8 +41,6 @@ from relay.chat.commands import (
     Unknown,
     meaning,
 )
-from relay.chat.events import Message, in_thread, message
-from relay.chat.limits import Idleness
 from relay.chat.permissions import request_of
 from relay.chat.sessions import sessions_text
 from relay.chat.text import safe_line

@@ -1,7 +1,7 @@
 """The bot's care of its live threads beside the sync: idle sessions ended, and a pending
 request answered by number (``!answer N``).
 
-I/O for :mod:`relay.chat.limits` and :mod:`relay.chat.commands`: the clock is read here.
+I/O for :mod:`relay.chat.limits` and :mod:`relay.chat.meanings`: the clock is read here.
 Idle threads are ended from outside the thread, through its public ``end``, as ``!end``
 does.
 """

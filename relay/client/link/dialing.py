@@ -56,7 +56,7 @@ WATCHING: Offer = (SocketKind.WATCHER,)
 @dataclass(frozen=True)
 class DialConfig:
     """How a client dials the relay (``connect``, ``watch``, each thread of ``chat``), from
-    the dialing flags (:mod:`relay.cli.dialflags`); ``url`` never carries the ticket."""
+    the dialing flags (:mod:`relay.commands.dialflags`); ``url`` never carries the ticket."""
 
     url: str
     ticket: TicketSource

@@ -137,7 +137,7 @@ async def test_with_connect_command_each_thread_gets_its_box_and_resumes_there(
     async with live_relay(DEMO_AGENT) as live, person(homeserver, alice) as lead:
         script = tmp_path / "boxes.py"
         script.write_text(
-            "import sys\nfrom relay.cli.ticket import fresh_ticket\n"
+            "import sys\nfrom relay.commands.ticket import fresh_ticket\n"
             f"ticket = fresh_ticket({SECRET!r}, subject='fleet')\n"
             f"url = {live.url()!r}\n"
             "print(ticket if sys.argv[1:] == [url] else url + ' ' + ticket)\n"

@@ -1,7 +1,7 @@
 """``acp-relay connect``: the editor's side, stdin and stdout bridged to a relay's WebSocket.
 
 Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.link.dialing.DialConfig`
-(the options :mod:`relay.config.dialoptions`'s, read by :mod:`relay.cli.dialflags`, so a
+(the options :mod:`relay.config.dialoptions`'s, read by :mod:`relay.commands.dialflags`, so a
 mistake is one line and exit status 2), then runs the bridge.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import replace
 
 import uvloop
 
-from relay.cli.dialflags import dial_config
 from relay.client.editor.bridge import run_bridge
 from relay.client.link.dialing import DialConfig
+from relay.commands.dialflags import dial_config
 from relay.config import convert, defaults
 from relay.config.dialoptions import DIALING, TICKET_ENV, TICKET_SOURCES
 from relay.config.options import Option, add_options

@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import replace
 
-from relay.cli.preflight import load_secrets
+from relay.commands.preflight import load_secrets
 from relay.config import convert
 from relay.config.errors import UsageError
 from relay.config.serveoptions import option_named

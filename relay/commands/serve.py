@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from relay.acp.mcp import McpServer
 from relay.acp.paths import describe_rules
-from relay.cli.devbanner import print_dev_banner
-from relay.cli.devfolder import DevFolder, remove_stale
-from relay.cli.preflight import (
+from relay.commands.devbanner import print_dev_banner
+from relay.commands.devfolder import DevFolder, remove_stale
+from relay.commands.preflight import (
     agent_account,
     check_account_reaches,
     check_agent_program,
@@ -37,8 +37,8 @@ from relay.cli.preflight import (
     private_directory,
     state_directory,
 )
-from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
-from relay.cli.startsignals import STOP_SIGNALS, defer_stop_signals, stop_if_requested
+from relay.commands.processsetup import keep_memory_private, raise_open_files_limit
+from relay.commands.startsignals import STOP_SIGNALS, defer_stop_signals, stop_if_requested
 from relay.config.errors import UsageError
 from relay.config.resolved import RelayConfig, assemble, mcp_servers
 from relay.config.settings import (

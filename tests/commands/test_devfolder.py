@@ -1,4 +1,5 @@
-"""relay.cli.devfolder: a --dev run's private folder, and the sweep of those whose relay is gone."""
+"""relay.commands.devfolder: a --dev run's private folder, and the sweep of those whose relay
+is gone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.cli.devfolder import PID_FILE, PREFIX, DevFolder, remove_stale, stale_folders
+from relay.commands.devfolder import PID_FILE, PREFIX, DevFolder, remove_stale, stale_folders
 from tests.support.accounts import NOBODY, is_root
 
 

@@ -1,7 +1,7 @@
 """``acp-relay watch``: a live conversation on a terminal, as a watcher of its connection.
 
 Turns the flags and ``$ACP_RELAY_TICKET`` into a :class:`relay.client.watch.WatchConfig`
-(the ticket and the socket as ``connect`` takes them: :mod:`relay.cli.dialflags`), then
+(the ticket and the socket as ``connect`` takes them: :mod:`relay.commands.dialflags`), then
 watches until the connection ends.
 """
 
@@ -12,8 +12,8 @@ import os
 
 import uvloop
 
-from relay.cli.dialflags import dial_config
 from relay.client.watch import WatchConfig, run_watch
+from relay.commands.dialflags import dial_config
 from relay.config import convert
 from relay.config.dialoptions import DIALING, TICKET_ENV, TICKET_SOURCES
 from relay.config.options import Option, add_options

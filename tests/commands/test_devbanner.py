@@ -1,4 +1,4 @@
-"""The ``serve --dev`` banner (relay/cli/devbanner.py), read from a real ``acp-relay serve
+"""The ``serve --dev`` banner (relay/commands/devbanner.py), read from a real ``acp-relay serve
 --dev`` as a person would: its URL, its "More tickets" command, what it names."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for relay.cli.startsignals: a stop signal at any stage of ``serve``'s start-up ends it
+"""Tests for relay.commands.startsignals: a stop signal at any stage of ``serve``'s start-up ends it
 cleanly (no traceback, nothing left behind), as real ``serve`` subprocesses.
 
 Each stage is reached by watching for what it leaves (a handler in /proc, the --dev

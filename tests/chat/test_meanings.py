@@ -1,6 +1,8 @@
 import pytest
 
-from relay.chat.commands import (
+from relay.chat.controls import Asked
+from relay.chat.events import Message
+from relay.chat.meanings import (
     Answer,
     Cancel,
     End,
@@ -20,8 +22,6 @@ from relay.chat.commands import (
     Unknown,
     meaning,
 )
-from relay.chat.controls import Asked
-from relay.chat.events import Message
 
 BOT = "@bot:t"
 

@@ -1,7 +1,7 @@
 """Command line: ``acp-relay serve``, ``ticket``, ``connect`` and ``watch``.
 
-The I/O edge of configuration: each command's module (:mod:`relay.cli.serve`,
-:mod:`relay.cli.ticket`, :mod:`relay.cli.connect`, :mod:`relay.cli.watch`) reads the
+The I/O edge of configuration: each command's module (:mod:`relay.commands.serve`,
+:mod:`relay.commands.ticket`, :mod:`relay.commands.connect`, :mod:`relay.commands.watch`) reads the
 environment and the files its flags name, hands them to the pure
 :mod:`relay.config.settings`, then runs. Every command's flags are
 :class:`relay.config.options.Option` rows with the defaults of :mod:`relay.config.defaults`.
@@ -58,7 +58,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )  # none: main lists them
     for name in COMMANDS:
         if command is None or name == command:
-            importlib.import_module(f"relay.cli.{name}").register(commands)
+            importlib.import_module(f"relay.commands.{name}").register(commands)
         else:
             commands.add_parser(name)
     return parser
@@ -152,11 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``acp-relay``; returns the exit status."""
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:2] == ["chat", "audit"]:  # a subcommand of chat's, beside its URL argument
-        from relay.cli.chataudit import main as audit
+        from relay.commands.chataudit import main as audit
 
         return audit(words[2:])
-    if chosen_command(words) == "serve":  # before its modules load: see relay.cli.startsignals
-        from relay.cli.startsignals import defer_stop_signals
+    if chosen_command(words) == "serve":  # before its modules load: see relay.commands.startsignals
+        from relay.commands.startsignals import defer_stop_signals
 
         defer_stop_signals()
     parser = build_parser(chosen_command(words))

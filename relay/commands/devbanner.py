@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from relay.cli.devfolder import DevFolder
+from relay.commands.devfolder import DevFolder
 from relay.config.defaults import DEV_TICKET_TTL
 from relay.config.resolved import RelayConfig
 from relay.config.settings import Settings
@@ -90,7 +90,7 @@ def print_dev_banner(
 ) -> None:
     """Print ready-to-use URLs and commands on stdout (never in the logs): the URL's ticket
     works once, the console's address carries the run's token."""
-    from relay.cli.ticket import fresh_ticket
+    from relay.commands.ticket import fresh_ticket
     from relay.server.http import devconsole
 
     audience = settings.audience

@@ -1,4 +1,4 @@
-"""relay.cli.processsetup: serve's own process, non-dumpable and with room for open files."""
+"""relay.commands.processsetup: serve's own process, non-dumpable and with room for open files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 SNIPPET = """
 import ctypes, resource
-from relay.cli.processsetup import keep_memory_private, raise_open_files_limit
+from relay.commands.processsetup import keep_memory_private, raise_open_files_limit
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
 made_private = keep_memory_private()

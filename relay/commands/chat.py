@@ -2,7 +2,7 @@
 
 Resolves the options (flag > ``ACP_RELAY_*`` > ``--config`` file > default:
 :mod:`relay.config.chatoptions`), the relay's URL and dialing flags as ``connect`` takes
-them (:mod:`relay.cli.dialflags`), reads the access token from its file or
+them (:mod:`relay.commands.dialflags`), reads the access token from its file or
 ``ACP_RELAY_MATRIX_TOKEN`` (never from a flag, never logged), opens the state file, checks
 the token against ``--user``, then runs the bot (:mod:`relay.client.chatbot.bot`) until
 SIGTERM or SIGINT, which keep every thread's connection for the next start to resume.
@@ -24,7 +24,7 @@ import uvloop
 from relay.chat.access import Access
 from relay.chat.limits import Limits
 from relay.chat.rules import RuleError, policy_from
-from relay.cli.dialflags import dial_config
+from relay.commands.dialflags import dial_config
 from relay.config import convert, defaults
 from relay.config.chatoptions import (
     BOXES_URL,

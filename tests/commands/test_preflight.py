@@ -1,4 +1,4 @@
-"""Tests for relay.cli.preflight: the files and folders flags name, checked at start-up."""
+"""Tests for relay.commands.preflight: the files and folders flags name, checked at start-up."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.cli.preflight import (
+from relay.commands.preflight import (
     Kind,
     agent_account,
     check_account_reaches,

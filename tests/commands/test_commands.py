@@ -25,10 +25,10 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from relay import __version__
-from relay.cli import chat as chat_command
-from relay.cli import connect as connect_command
-from relay.cli import ticket as ticket_command
-from relay.cli import watch as watch_command
+from relay.commands import chat as chat_command
+from relay.commands import connect as connect_command
+from relay.commands import ticket as ticket_command
+from relay.commands import watch as watch_command
 from relay.config.serveoptions import OPTIONS, options_table
 from relay.core.tickets import Claims, TicketError, verify
 from tests.support.accounts import NOBODY, is_root, python_for, relay_for
@@ -513,7 +513,7 @@ def refusal(result: subprocess.CompletedProcess[str]) -> str:
 WITHOUT_ACP = (
     sys.executable,
     "-c",
-    "import sys\nsys.modules['acp'] = None\nfrom relay.cli import main\nsys.exit(main())\n",
+    "import sys\nsys.modules['acp'] = None\nfrom relay.commands import main\nsys.exit(main())\n",
 )
 
 
@@ -1209,8 +1209,8 @@ def test_clean_env_leaves_out_the_shells_pythonpath_and_relay_settings(
 # -- what each command loads, warm agents ------------------------------------------------------
 
 LOADS = (
-    "import sys\nfrom relay.cli import build_parser\n"
-    "build_parser(sys.argv[1])\n__import__(f'relay.cli.{sys.argv[1]}')\n"
+    "import sys\nfrom relay.commands import build_parser\n"
+    "build_parser(sys.argv[1])\n__import__(f'relay.commands.{sys.argv[1]}')\n"
     "print(' '.join(sorted(sys.modules)))\n"
 )
 
@@ -1243,7 +1243,11 @@ def test_watch_loads_only_its_own_command() -> None:
     """watch loads its socket, stdout and rendering, none of connect's bridge nor serve's."""
     loaded = modules_loaded_by("watch")
     assert {"relay.client.watch", "relay.acp.transcript"} <= loaded
-    assert {"relay.cli.connect", "relay.client.editor.bridge", "relay.cli.serve"} & loaded == set()
+    assert {
+        "relay.commands.connect",
+        "relay.client.editor.bridge",
+        "relay.commands.serve",
+    } & loaded == set()
 
 
 def test_top_level_help_lists_every_command() -> None:
