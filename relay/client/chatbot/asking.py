@@ -283,10 +283,12 @@ class Asking:
         elif not self.bot.state.decide(pending.event_id, words):
             return
         self.forget_request(pending.event_id)
-        if self.decides_here:  # a watch learns from the relay whose answer was taken
-            self.audit_decided(pending.event_id, what, option, by, source)
         self.bot.log.info("permission request answered", request=pending.event_id, decision=words)
-        await self.decided(pending, words)
+        if self.decides_here:
+            self.audit_decided(pending.event_id, what, option, by, source)
+            await self.decided(pending, words)
+        # A watch's answer edited the message before it went, and the relay's notice edits
+        # it last (whose answer was taken): an edit here could land after the notice's.
 
     def audit_decided(
         self, event_id: str, outcome: str, option: Option | None, by: str, source: str

@@ -201,6 +201,9 @@ class WatchThread:
             return False
         key = next((k for k, e in self.asked.items() if e == event_id), None)
         self.answered[key] = words
+        pending = self.asking.requests.get(event_id)
+        if pending is not None:  # said before the answer goes: the relay's notice comes after
+            await self.asking.decided(pending, sent)
         with suppress(ConnectionClosed):
             await self.ws.send(line.decode())
         return True
