@@ -32,8 +32,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
+from relay.client.link.editorerrors import PLAIN_TO_A_TLS_PORT
 from relay.config.settings import resolve, unknown_env_names
-from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT
 from tests.support.agents import ECHO_AGENT
 from tests.support.cli import RelayRun, parse_json_lines, serve
 from tests.support.connect import check_refused, refused_at_once

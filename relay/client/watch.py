@@ -27,7 +27,7 @@ from websockets.frames import CloseCode
 
 from relay.acp.transcript import Transcript
 from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial, ticket_for
-from relay.core.editorerrors import Failure
+from relay.client.link.editorerrors import Failure
 from relay.core.redaction import REDACTED
 from relay.core.subprotocols import SocketKind
 from relay.core.watchprofile import (

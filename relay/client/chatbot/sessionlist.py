@@ -16,7 +16,7 @@ from websockets.frames import CloseCode
 
 from relay.chat.sessions import Listed, SessionLister
 from relay.client.link.dialing import DialConfig, dial, ticket_for
-from relay.core.editorerrors import Failure
+from relay.client.link.editorerrors import Failure
 from relay.observe import logs
 
 

@@ -35,10 +35,10 @@ from relay.client.chatbot.matrix import MediaRefused, opened_file
 from relay.client.chatbot.rounds import Bot, Showing, now_text
 from relay.client.chatbot.store import ThreadRow
 from relay.client.link.dialing import DialConfig, close_failure, ticket_for
+from relay.client.link.editorerrors import Failure, cannot_connect
 from relay.client.link.opening import OPEN, resumable_socket, welcomed
 from relay.client.link.resuming import ResumingLink, start_profile
 from relay.client.link.ticketsource import TicketSource, TicketUnavailable, run_ticket_command
-from relay.core.editorerrors import Failure, cannot_connect
 from relay.core.resumeprofile import ProfileError, Welcome
 from relay.observe import logs
 from relay.observe.logs import Logger

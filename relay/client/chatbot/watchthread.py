@@ -31,6 +31,7 @@ from relay.client.chatbot.asking import Asking, Pending
 from relay.client.chatbot.rounds import Bot, Showing, now_text
 from relay.client.chatbot.store import KeptRequest
 from relay.client.link.dialing import WATCHING, DialConfig, close_failure, dial
+from relay.client.link.editorerrors import Failure
 from relay.client.link.ticketsource import (
     TicketUnavailable,
     checked_ticket,
@@ -38,7 +39,6 @@ from relay.client.link.ticketsource import (
 )
 from relay.config.chatoptions import BOXES_URL
 from relay.core import strictjson
-from relay.core.editorerrors import Failure
 from relay.core.subprotocols import SocketKind
 from relay.core.watchprofile import HEADER_ROOM, read_frame
 from relay.observe import logs

@@ -7,8 +7,8 @@ writes the relay's lines to stdout: plain, each line one text frame, or resumabl
 (:mod:`relay.client.link.opening` opens it as the relay chooses). Stdin is read only once
 the link is open, so whatever the editor writes early waits in its pipe. When the
 connection cannot be made or ends, every request the editor has in flight
-(:mod:`relay.core.inflight`), and every later one, is answered with the JSON-RPC error of
-:mod:`relay.core.editorerrors`, until the editor closes stdin. Stdout carries protocol lines
+(:mod:`relay.client.link.inflight`), and every later one, is answered with the JSON-RPC error of
+:mod:`relay.client.link.editorerrors`, until the editor closes stdin. Stdout carries protocol lines
 only; diagnostics go to stderr through :mod:`relay.observe.logs`, and the ticket
 (:mod:`relay.client.link.ticketsource`) never appears in them. The stdio itself is
 :mod:`relay.streams.stdio`'s.
@@ -28,10 +28,10 @@ from websockets.frames import CloseCode
 
 from relay.acp.outcome import Forward, Outcome
 from relay.client.link.dialing import CLOSE_TIMEOUT, DialConfig, close_failure, ticket_for
+from relay.client.link.editorerrors import Failure, closing_unanswered, stopped_unanswered
 from relay.client.link.ends import Link
+from relay.client.link.inflight import InFlight, request_id
 from relay.client.link.opening import open_link
-from relay.core.editorerrors import Failure, closing_unanswered, stopped_unanswered
-from relay.core.inflight import InFlight, request_id
 from relay.core.resumeprofile import Welcome
 from relay.observe import logs
 from relay.observe.logs import Logger

@@ -4,8 +4,8 @@ Every client dials here (``connect``, ``watch``, each thread of ``chat``): :func
 gets the ticket for the next socket, :func:`dial` opens the WebSocket (the ticket in the
 header or the query string, the kinds of socket offered) and says what kind the relay's
 choice made it (:func:`relay.core.subprotocols.selected_kind`). The I/O edge of
-:mod:`relay.core.editorerrors`: a failed handshake or an ended socket becomes the
-:class:`relay.core.editorerrors.Failure` the client will be shown.
+:mod:`relay.client.link.editorerrors`: a failed handshake or an ended socket becomes the
+:class:`relay.client.link.editorerrors.Failure` the client will be shown.
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidMes
 from websockets.typing import Subprotocol
 
 from relay import __version__
-from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
-from relay.config import defaults
-from relay.core.editorerrors import (
+from relay.client.link.editorerrors import (
     PLAIN_TO_A_TLS_PORT,
     TLS_TO_A_PLAIN_PORT,
     Cause,
@@ -37,6 +35,8 @@ from relay.core.editorerrors import (
     connection_closed,
     http_refusal,
 )
+from relay.client.link.ticketsource import TicketSource, TicketUnavailable, fetch_ticket
+from relay.config import defaults
 from relay.core.subprotocols import SocketKind, selected_kind
 from relay.core.ticketurls import with_ticket
 from relay.streams.wsadapter import peer_closed_first

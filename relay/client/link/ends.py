@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from websockets.asyncio.client import ClientConnection
 
 from relay.client.link.dialing import DialConfig
-from relay.core.editorerrors import Failure
+from relay.client.link.editorerrors import Failure
 from relay.core.resumeprofile import Welcome
 from relay.observe.logs import Logger
 from relay.observe.observer import PumpObserver

@@ -24,10 +24,10 @@ from relay.client.link.dialing import (
     DialConfig,
     dial,
 )
+from relay.client.link.editorerrors import Failure, cannot_connect
 from relay.client.link.ends import ClientSide, Link
 from relay.client.link.plain import PlainLink
 from relay.client.link.resuming import ResumingLink, start_profile
-from relay.core.editorerrors import Failure, cannot_connect
 from relay.core.resumeprofile import ProfileError, Welcome
 from relay.core.subprotocols import SocketKind
 

@@ -38,8 +38,7 @@ from websockets.frames import CloseCode
 
 from relay.acp.outcome import Forward, judge_text
 from relay.client.link.dialing import RESUMABLE_OR_PLAIN, close_failure, dial, ticket_for
-from relay.client.link.ends import ClientSide
-from relay.core.editorerrors import (
+from relay.client.link.editorerrors import (
     RELAY_BROKE,
     Close,
     Failure,
@@ -47,6 +46,7 @@ from relay.core.editorerrors import (
     could_not_resume,
     resumable,
 )
+from relay.client.link.ends import ClientSide
 from relay.core.framing import close_reason
 from relay.core.resumeprofile import (
     CANNOT_RESUME,
@@ -354,7 +354,7 @@ class ResumingLink:
 
 def _may_resume(ws: ClientConnection) -> bool:
     """Whether the lost socket may be resumed: the relay did not close it, nor connect for
-    what the relay sent (see :func:`relay.core.editorerrors.resumable`)."""
+    what the relay sent (see :func:`relay.client.link.editorerrors.resumable`)."""
     received, sent = ws.protocol.close_rcvd, ws.protocol.close_sent
     return resumable(
         None if received is None else Close(int(received.code), received.reason),

@@ -1,6 +1,6 @@
 """Warm agents: started ahead of demand, waiting with stdin open, handed to connections.
 
-The thin I/O side of :mod:`relay.core.warmplan`, which decides what to start, when to retry
+The thin I/O side of :mod:`relay.server.agents.warmplan`, which decides what to start, when to retry
 and what to recycle; here the agents are started (with the same command, workspace and
 environment as a connection's cold start), watched while they wait, and stopped. Nothing
 is written to a waiting agent. Its stderr is read and logged while it waits (a bounded
@@ -9,7 +9,7 @@ its stdout is left in its pipe, for the connection that takes it to carry.
 
 A connection takes the agent that has waited longest (:meth:`WarmAgents.take`) and
 owns it from then on, like one it started itself; a replacement is started right after
-(a tenth of a second, see :mod:`relay.core.warmplan`).
+(a tenth of a second, see :mod:`relay.server.agents.warmplan`).
 Every warm agent is in the relay's registry of agents from its start, so the relay's
 last-resort kill reaches it, and :meth:`WarmAgents.close` stops every waiting one.
 """
@@ -24,7 +24,6 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from relay.config.resolved import RelayConfig
-from relay.core.warmplan import Ended, WarmPolicy, WarmPool
 from relay.observe.logs import Logger, get_logger
 from relay.observe.stats import RelayStats
 from relay.server.agents.process import (
@@ -34,6 +33,7 @@ from relay.server.agents.process import (
     drain_stderr,
     launch_agent,
 )
+from relay.server.agents.warmplan import Ended, WarmPolicy, WarmPool
 
 WAITING_STDERR_LINES = 100  # stderr lines logged per waiting agent; the others are counted
 STDERR_TAIL = 5  # last stderr lines logged with an agent that ended while waiting

@@ -27,8 +27,8 @@ from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
 from structlog.testing import capture_logs
 from websockets.asyncio.client import connect as ws_connect
 
+from relay.client.link.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
 from relay.commands import main
-from relay.core.editorerrors import PLAIN_TO_A_TLS_PORT, TLS_TO_A_PLAIN_PORT
 from tests.support.agents import AGENTS, DEMO_AGENT, FAILS_LOUDLY
 from tests.support.cli import serve
 from tests.support.clients import RecordingClient

@@ -19,8 +19,8 @@ from relay.client.link.dialing import (
     dial,
     ticket_for,
 )
+from relay.client.link.editorerrors import Failure
 from relay.client.link.ticketsource import TicketSource
-from relay.core.editorerrors import Failure
 from relay.core.subprotocols import SocketKind
 from tests.support.agents import ECHO_AGENT
 from tests.support.live import live_relay, make_ticket

@@ -13,11 +13,11 @@ import pytest
 
 from relay.client.editor.bridge import Bridge
 from relay.client.link.dialing import DialConfig
+from relay.client.link.editorerrors import Failure
 from relay.client.link.opening import ONE_OFF_TICKET, open_link, resumable_socket
 from relay.client.link.plain import PlainLink
 from relay.client.link.resuming import ResumingLink
 from relay.client.link.ticketsource import TicketSource
-from relay.core.editorerrors import Failure
 from tests.support.agents import ECHO_AGENT
 from tests.support.connect import notification
 from tests.support.live import live_relay, make_ticket, until_idle

@@ -13,7 +13,6 @@ from typing import Any
 from structlog.testing import capture_logs
 from websockets.asyncio.client import ClientConnection, connect
 
-from relay.core.warmplan import WarmPolicy
 from relay.observe.stats import RelayStats
 from relay.server.agents.process import AgentProcess, launch_agent
 from relay.server.agents.warm import (
@@ -21,6 +20,7 @@ from relay.server.agents.warm import (
     WarmAgents,
     _WaitingStderr,
 )
+from relay.server.agents.warmplan import WarmPolicy
 from tests.support.agents import ECHO_AGENT, SLOW_START, STUBBORN, python_agent
 from tests.support.live import live_relay, relay_config
 from tests.support.processes import children_of, pid_alive

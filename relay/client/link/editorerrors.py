@@ -4,7 +4,7 @@ Pure: values in, values out. An editor that launched ``acp-relay connect`` as it
 waits for an answer to every request it sent; when the relay cannot be reached, refuses
 the upgrade, or the socket ends, each of those requests (and every later one) gets a
 JSON-RPC error whose ``message`` says the cause in words and whose ``data`` carries the
-details. Which requests still await an answer is :mod:`relay.core.inflight`'s job.
+details. Which requests still await an answer is :mod:`relay.client.link.inflight`'s job.
 
 Error code: -32603 (internal error) for every cause. ACP's -32000 ("authentication
 required") would make an editor offer the agent's sign-in methods, which cannot fix a
@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from relay.client.link.inflight import RequestId
 from relay.core.exits import signal_name
-from relay.core.inflight import RequestId
 from relay.core.redaction import REDACTED
 
 INTERNAL_ERROR = -32603

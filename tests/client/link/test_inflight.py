@@ -1,4 +1,5 @@
-"""Tests for relay.core.inflight: which lines are requests or responses, and which await one."""
+"""Tests for relay.client.link.inflight: which lines are requests or responses, and which
+await one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.core.inflight import HEAD_CHARS, MAX_ID_CHARS, InFlight, request_id, response_id
+from relay.client.link.inflight import HEAD_CHARS, MAX_ID_CHARS, InFlight, request_id, response_id
 
 BIG = "é✓" + "x" * (HEAD_CHARS * 4)
 

@@ -2,10 +2,10 @@
 
 Pure: lines in, ids out. :class:`InFlight` remembers the ids of the editor requests that
 ``connect`` sent on and the agent has not answered, so that when the relay connection
-fails each of them can be answered with the failure (:mod:`relay.core.editorerrors`). Telling a
-request from a response reads a line's top-level keys from its first
-:data:`HEAD_CHARS` characters when they decide, so a big prompt or reply is not parsed
-whole.
+fails each of them can be answered with the failure
+(:mod:`relay.client.link.editorerrors`). Telling a request from a response reads a line's
+top-level keys from its first :data:`HEAD_CHARS` characters when they decide, so a big
+prompt or reply is not parsed whole.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests for relay.core.editorerrors: the errors connect answers the editor's requests with."""
+"""Tests for relay.client.link.editorerrors: the errors connect answers the editor's requests
+with."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relay.core.editorerrors import (
+from relay.client.link.editorerrors import (
     NOT_IN_CACERT,
     PLAIN_TO_A_TLS_PORT,
     TRUST_WITH_CACERT,

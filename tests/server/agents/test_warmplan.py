@@ -1,11 +1,11 @@
-"""The warm pool's decisions (relay.core.warmplan): starts, backoff after start-up crashes,
+"""The warm pool's decisions (relay.server.agents.warmplan): starts, backoff after start-up crashes,
 recycling."""
 
 from __future__ import annotations
 
 import pytest
 
-from relay.core.warmplan import Ended, Plan, WarmPolicy, WarmPool
+from relay.server.agents.warmplan import Ended, Plan, WarmPolicy, WarmPool
 
 POLICY = WarmPolicy(size=2, max_age=100.0, startup_window=10.0, backoff_first=1.0, backoff_max=8.0)
 
