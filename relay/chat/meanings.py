@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from relay.chat.controls import Asked
+from relay.chat.earlier import valid_session_id
 from relay.chat.events import NOTICE, Message
-from relay.chat.sessions import valid_session_id
 from relay.chat.text import safe_line
 
 CANCEL = "!cancel"

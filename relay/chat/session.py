@@ -44,9 +44,9 @@ from relay.chat.controls import (
     updated,
     usage_text,
 )
+from relay.chat.earlier import CANNOT_BRING_BACK, Offered, bringing_back, offered_of
 from relay.chat.permissions import Request, read_request, request_of, request_state
 from relay.chat.rpc import error_line, error_text, line_of
-from relay.chat.sessions import CANNOT_BRING_BACK, Offered, bringing_back, offered_of
 from relay.chat.text import safe_line
 from relay.chat.turns import Thoughts, TurnView
 from relay.core import strictjson

@@ -18,6 +18,7 @@ from relay import __version__
 from relay.chat.access import Access
 from relay.chat.approvals import pending_text
 from relay.chat.attachments import Attachment
+from relay.chat.earlier import sessions_text
 from relay.chat.events import Message, in_thread, message
 from relay.chat.limits import Idleness
 from relay.chat.meanings import (
@@ -42,11 +43,10 @@ from relay.chat.meanings import (
     meaning,
 )
 from relay.chat.permissions import request_of
-from relay.chat.sessions import sessions_text
 from relay.chat.text import safe_line
 from relay.client.chatbot.botconfig import ChatConfig
+from relay.client.chatbot.listing import list_sessions
 from relay.client.chatbot.matrix import MatrixSession
-from relay.client.chatbot.sessionlist import list_sessions
 from relay.client.chatbot.sessionthread import SessionThread
 from relay.client.chatbot.store import State, ThreadKind
 from relay.client.chatbot.threadcare import answer_by_number

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from relay.chat.sessions import (
+from relay.chat.earlier import (
     CANNOT_BRING_BACK,
     MAX_LISTED,
     Listed,

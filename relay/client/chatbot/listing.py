@@ -1,6 +1,6 @@
 """``@bot sessions``: the agent's earlier sessions, asked on a connection of its own.
 
-I/O for :class:`relay.chat.sessions.SessionLister`: a plain socket to the bot's relay (a
+I/O for :class:`relay.chat.earlier.SessionLister`: a plain socket to the bot's relay (a
 ticket from its source, as for a thread), ``initialize`` then ``session/list`` for the
 bot's ``--cwd``, and the socket closed (its agent goes with it), all within
 ``--open-timeout`` twice over; what went wrong is said in words, never with the ticket.
@@ -14,7 +14,7 @@ from contextlib import suppress
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
-from relay.chat.sessions import Listed, SessionLister
+from relay.chat.earlier import Listed, SessionLister
 from relay.client.link.dialing import DialConfig, dial, ticket_for
 from relay.client.link.editorerrors import Failure
 from relay.observe import logs
