@@ -10,9 +10,11 @@ one transaction with the version it reaches.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
+from collections.abc import Callable
 
 
 class StateError(Exception):
@@ -37,8 +39,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     root TEXT NOT NULL, seq INTEGER NOT NULL, line BLOB NOT NULL, PRIMARY KEY (root, seq));
 """
 
-# MIGRATIONS[n] takes a file from version n + 1 to n + 2 (version 1 is SCHEMA_1's).
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+# MIGRATIONS[n] takes a file from version n + 1 to n + 2 (version 1 is SCHEMA_1's): SQL,
+# or a step written in Python where SQLite's own functions would not do everywhere.
+MIGRATIONS: tuple[tuple[str | Callable[[sqlite3.Connection], None], ...], ...] = (
     (
         # who opened a thread (caps per person, the share requester, self-approval), its
         # first prompt until the agent has it, when it was last active and when it ended
@@ -71,6 +74,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         # the ACP session a thread ran: kept when it ends, so that !reopen can bring it back
         "ALTER TABLE threads ADD COLUMN session TEXT",
+    ),
+    (
+        # a request found by its JSON-RPC id without reading every request of its thread
+        "ALTER TABLE requests ADD COLUMN request_key TEXT",
+        "CREATE INDEX requests_by_key ON requests (root, request_key)",
+        lambda db: _key_requests(db),
     ),
 )
 VERSION = 1 + len(MIGRATIONS)  # the version this release writes
@@ -114,7 +123,10 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
         with db:
             db.execute("BEGIN")
             for step in steps:
-                db.execute(step)
+                if isinstance(step, str):
+                    db.execute(step)
+                else:
+                    step(db)
             db.execute(f"PRAGMA user_version = {version:d}")
 
 
@@ -134,3 +146,11 @@ def create_private(path: str, flag: str = "--state", holds: str = "resume secret
             f"{flag} {path} is readable by others (mode {stat.S_IMODE(mode):o}): it holds "
             f"{holds}; chmod 600 {path}"
         )
+
+
+def _key_requests(db: sqlite3.Connection) -> None:
+    """Each kept request's JSON-RPC id (its JSON text) in its own column (json_extract is
+    not in every SQLite a Python is built with)."""
+    rows = db.execute("SELECT event_id, request FROM requests").fetchall()
+    keyed = [(json.loads(text).get("id"), event_id) for event_id, text in rows]
+    db.executemany("UPDATE requests SET request_key = ? WHERE event_id = ?", keyed)

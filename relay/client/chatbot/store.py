@@ -320,9 +320,16 @@ class State:
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute(
-                "INSERT OR IGNORE INTO requests (root, event_id, request, tally, asked_at) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (root, event_id, json.dumps(request), _json_or_none(tally), self.clock()),
+                "INSERT OR IGNORE INTO requests (root, event_id, request, tally, asked_at, "
+                "request_key) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    root,
+                    event_id,
+                    json.dumps(request),
+                    _json_or_none(tally),
+                    self.clock(),
+                    request["id"],
+                ),
             )
             if audit is not None:
                 self.audit.asked(audit)
@@ -361,22 +368,21 @@ class State:
     def request_message(self, root: str, request_id: str) -> tuple[str, bool] | None:
         """The message of the request with JSON id ``request_id`` in the thread, whether
         pending or decided, and whether it is decided; None if it was never shown."""
-        rows = self.db.execute(
-            "SELECT event_id, request, decided IS NOT NULL FROM requests WHERE root = ? "
-            "ORDER BY rowid DESC",
-            (root,),
-        )
-        for event_id, text, decided in rows:
-            if json.loads(text).get("id") == request_id:
-                return str(event_id), bool(decided)
-        return None
+        row = self.db.execute(
+            "SELECT event_id, decided IS NOT NULL FROM requests WHERE root = ? AND "
+            "request_key = ? ORDER BY rowid DESC LIMIT 1",
+            (root, request_id),
+        ).fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
 
     def shown_request(self, root: str, request_id: str) -> str | None:
         """The message of the pending request with JSON id ``request_id``, if it was shown."""
-        for kept in self.pending_requests(root):
-            if kept.record.get("id") == request_id:
-                return kept.event_id
-        return None
+        row = self.db.execute(
+            "SELECT event_id FROM requests WHERE root = ? AND request_key = ? AND "
+            "decided IS NULL ORDER BY rowid DESC LIMIT 1",
+            (root, request_id),
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def pending_requests(self, root: str) -> list[KeptRequest]:
         """The thread's requests still pending, in the order they were asked."""

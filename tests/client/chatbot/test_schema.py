@@ -27,7 +27,7 @@ def first_release_file(path: Path) -> None:
 
 def test_a_first_release_file_opens_migrated_with_everything_it_kept(tmp_path: Path) -> None:
     """Version 1 (no user_version) becomes this release's version; threads, secrets,
-    requests and the turn's words are all still there."""
+    requests (found by their id) and the turn's words are all still there."""
     path = tmp_path / "chat.sqlite"
     first_release_file(path)
     state = State(str(path))
@@ -37,6 +37,8 @@ def test_a_first_release_file_opens_migrated_with_everything_it_kept(tmp_path: P
     assert (row.connection, row.secret, row.sent, row.received) == ("conn-1", "s3cret", 3, 7)
     assert row.view == {"view": {"pages": ["hello"]}}  # v1 kept them in the view
     assert [kept.event_id for kept in state.pending_requests("$root")] == ["$req"]
+    assert state.shown_request("$root", "1") == "$req"  # found by its id, keyed on migration
+    assert state.request_message("$root", "1") == ("$req", False)
     state.close()
     with closing(open_state(str(path))) as again:  # and opens again without a migration
         assert version_of(again) == VERSION
