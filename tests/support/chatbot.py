@@ -13,7 +13,7 @@ import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,3 +119,32 @@ async def chat_bot(
             async with asyncio.timeout(10):
                 await proc.wait()
                 await run.reader
+
+
+@dataclass
+class Args:
+    """What every start of the bot in one test is given."""
+
+    homeserver: Homeserver
+    bot: Account
+    url: str | None
+    folder: Path
+    rooms: list[str]
+    approvers: list[str]
+    state: Path
+    extra: Sequence[str] = ()
+    ticket_command: str = TICKET_COMMAND
+
+    def start(self) -> AbstractAsyncContextManager[BotRun]:
+        """``acp-relay chat`` with these arguments, for the block."""
+        return chat_bot(
+            self.homeserver,
+            self.bot,
+            self.url,
+            folder=self.folder,
+            rooms=self.rooms,
+            approvers=self.approvers,
+            state=self.state,
+            extra=self.extra,
+            ticket_command=self.ticket_command,
+        )

@@ -227,3 +227,24 @@ def check_refused(refused: Refused, message: str, data: dict[str, Any], secret: 
     assert [r["reason"] for r in failed] == [message]
     assert secret not in refused.stderr
     assert secret not in message + json.dumps(data)
+
+
+# A share's watcher tickets, and an editor's answers as a test waits for them.
+WATCH_TICKETS = shlex.join([sys.executable, "-m", "relay", "ticket", "--may-answer", "--watch"])
+
+
+async def answer_to(ed: Editor, request_id: int) -> list[dict[str, Any]]:
+    """What the editor read until the answer to ``request_id``, that answer last."""
+    seen = []
+    while True:
+        message = await ed.receive()
+        seen.append(message)
+        if message.get("id") == request_id and "method" not in message:
+            return seen
+
+
+async def permission_request(ed: Editor) -> dict[str, Any]:
+    while True:
+        message = await ed.receive()
+        if message.get("method") == "session/request_permission":
+            return message

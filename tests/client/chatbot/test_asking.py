@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.client.chatbot.test_restarts import Args
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
+from tests.support.chatbot import Args
 from tests.support.env import secret_env
 from tests.support.live import live_relay, until_detached
 from tests.support.matrix import Person, Seen, has, person

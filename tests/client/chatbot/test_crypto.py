@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import signal
 import sqlite3
 from contextlib import closing
@@ -12,12 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.chatbot.test_restarts import Args
 from tests.support.agents import CONTROLS, DEMO_AGENT
 from tests.support.audit import LogAudit
+from tests.support.chatbot import Args
+from tests.support.connect import (
+    TICKET_COMMAND,
+    WATCH_TICKETS,
+    answer_to,
+    editor,
+    log_records,
+    request,
+)
+from tests.support.env import clean_env
 from tests.support.live import live_relay, until_detached
 from tests.support.matrix import Person, Seen, has, person
 from tests.support.synapse import Homeserver
+from tests.support.waiting import until
 
 pytest.importorskip("olm", reason="the chat-e2ee extra is not installed")
 pytestmark = pytest.mark.timeout(180)
@@ -175,3 +186,45 @@ async def test_an_encrypted_rooms_image_reaches_the_agent_as_the_bytes_posted(
             await lead.until_thread(room, root, lambda t: has(
                 t, f"image image/png {len(picture)} sha256:{digest}"))  # fmt: skip
             assert await running.stop() == 0
+
+
+async def test_an_editors_session_shared_in_an_encrypted_room_is_answered_there(
+    homeserver: Homeserver, tmp_path: Path, audit: LogAudit
+) -> None:
+    """share in an encrypted room: the editor's turn is shown encrypted, an encrypted tap
+    answers the editor's request, and the thread says the chat's answer was taken."""
+    bot, alice = homeserver.register("bot"), homeserver.register("alice")
+    audit.secret(bot.token)
+    async with (
+        live_relay(DEMO_AGENT) as live,
+        person(homeserver, alice, keys=tmp_path / "alice.keys") as lead,
+        editor(live.url(), "--ticket-command", TICKET_COMMAND, env=clean_env()) as ed,
+    ):
+        await ed.send(request(1, "initialize", protocolVersion=1))
+        await answer_to(ed, 1)
+        await ed.send(request(2, "session/new", cwd=os.getcwd(), mcpServers=[]))
+        session = (await answer_to(ed, 2))[-1]["result"]["sessionId"]
+        connection = await until(lambda: next(
+            (r["connection_id"] for r in log_records(bytes(ed.stderr)) if r.get("connection_id")),
+            None))  # fmt: skip
+        room = await lead.create_room([bot.user_id], encrypted=True)
+        extra = [*pickle_key(tmp_path), "--watch-ticket-command", WATCH_TICKETS]
+        args = Args(homeserver, bot, live.url(), tmp_path, [room], [alice.user_id],
+                    tmp_path / "chat.sqlite", extra=extra)  # fmt: skip
+        async with args.start() as running:
+            audit.watch(running.lines)
+            await running.logged("chat bot started")
+            root = await lead.say(room, f"{bot.user_id} share {connection}")
+            await lead.until_thread(room, root, lambda t: has(t, "Following the editor's"),
+                                    seconds=30)  # fmt: skip
+            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "/ask"}]}
+            await ed.send(request(3, "session/prompt", **prompt))
+            asked = await request_in(lead, room, root, 1)
+            await lead.react(room, asked.event_id, "1️⃣", encrypted=True)
+            await answer_to(ed, 3)
+            await lead.until_thread(room, root, lambda t: has(
+                t, "the chat's answer was taken", "permission: allow"))  # fmt: skip
+            assert await running.stop() == 0
+    stored = stored_json(homeserver, room)
+    assert "Write notes.md" not in stored
+    assert "/ask" not in stored

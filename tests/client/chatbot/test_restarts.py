@@ -8,52 +8,22 @@ import signal
 import sqlite3
 import stat
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, closing
-from dataclasses import dataclass
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import TICKET_COMMAND, BotRun, chat_bot
+from tests.support.chatbot import Args
 from tests.support.live import SECRET, live_relay, until_detached
 from tests.support.matrix import Seen, has, person
 from tests.support.netcut import NetCut
-from tests.support.synapse import Account, Homeserver
+from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@dataclass
-class Args:
-    """What every start of the bot in one test is given."""
-
-    homeserver: Homeserver
-    bot: Account
-    url: str | None
-    folder: Path
-    rooms: list[str]
-    approvers: list[str]
-    state: Path
-    extra: Sequence[str] = ()
-    ticket_command: str = TICKET_COMMAND
-
-    def start(self) -> AbstractAsyncContextManager[BotRun]:
-        """``acp-relay chat`` with these arguments, for the block."""
-        return chat_bot(
-            self.homeserver,
-            self.bot,
-            self.url,
-            folder=self.folder,
-            rooms=self.rooms,
-            approvers=self.approvers,
-            state=self.state,
-            extra=self.extra,
-            ticket_command=self.ticket_command,
-        )
 
 
 def count(thread: list[Seen], text: str) -> int:

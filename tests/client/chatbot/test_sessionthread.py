@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.client.chatbot.test_restarts import Args
 from tests.support.agents import CONTROLS
 from tests.support.audit import LogAudit
+from tests.support.chatbot import Args
 from tests.support.geminiapi import gemini_api
 from tests.support.live import live_relay
 from tests.support.matrix import has, person

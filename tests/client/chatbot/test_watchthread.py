@@ -10,14 +10,21 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
 from tests.support.chatbot import chat_bot
-from tests.support.connect import TICKET_COMMAND, Editor, editor, log_records, request
+from tests.support.connect import (
+    TICKET_COMMAND,
+    WATCH_TICKETS,
+    answer_to,
+    editor,
+    log_records,
+    permission_request,
+    request,
+)
 from tests.support.env import clean_env
 from tests.support.live import live_relay
 from tests.support.matrix import has, person
@@ -25,24 +32,6 @@ from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
-WATCH_TICKETS = shlex.join([sys.executable, "-m", "relay", "ticket", "--may-answer", "--watch"])
-
-
-async def answer_to(ed: Editor, request_id: int) -> list[dict[str, Any]]:
-    """What the editor read until the answer to ``request_id``, that answer last."""
-    seen = []
-    while True:
-        message = await ed.receive()
-        seen.append(message)
-        if message.get("id") == request_id and "method" not in message:
-            return seen
-
-
-async def permission_request(ed: Editor) -> dict[str, Any]:
-    while True:
-        message = await ed.receive()
-        if message.get("method") == "session/request_permission":
-            return message
 
 
 async def test_the_team_answers_an_editors_session_and_the_first_answer_wins(
