@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -533,3 +534,22 @@ def test_a_connection_ends_once_and_then_stays_ended(resumable: bool, events: li
             assert stopped or not started or isinstance(event, Flushed)
     assert ends <= 1
     assert lifecycle.watchers >= 0
+
+
+@given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
+def test_a_deadline_is_consumed_by_the_tick_it_asks_for(
+    resumable: bool, events: list[Event]
+) -> None:
+    """Whatever happened, a Tick at the deadline moves the deadline past it or clears it:
+    the connection never waits on a time already past (its wait would spin)."""
+    lifecycle = starting(resumable)
+    for event in events:
+        with contextlib.suppress(LifecycleError):
+            lifecycle.handle(event)
+        deadline = lifecycle.deadline()
+        if deadline is None:
+            continue
+        with contextlib.suppress(LifecycleError):
+            lifecycle.handle(Tick(deadline))
+        after = lifecycle.deadline()
+        assert after is None or after > deadline
