@@ -40,24 +40,16 @@ from relay.core.connectionevents import (
     AgentExited,
     AgentStarted,
     CloseSocket,
-    CloseWatchers,
-    Detach,
     End,
     Event,
-    Flushed,
     FlushOutput,
-    GraceExpired,
-    KeptRunning,
     RefuseWatcher,
     RelayFailed,
-    Resumed,
-    ShutdownWatchers,
     SocketAttached,
     SocketGone,
     StartFailed,
     StdoutEnded,
     Step,
-    StopAgent,
     StopChildren,
     StopRequested,
     Tick,
@@ -65,10 +57,9 @@ from relay.core.connectionevents import (
     WatcherLeft,
 )
 from relay.core.exits import Exit
-from relay.core.lifecycle import AT_ONCE, GOING_AWAY, SHUTTING_DOWN, Lifecycle, watchers_close
+from relay.core.lifecycle import AT_ONCE, Lifecycle
 from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION, Open, Resume
 from relay.core.tickets import Claims
-from relay.core.watchprofile import DETACHED, RESUMED
 from relay.observe.boundaryrecords import BoundaryRecords
 from relay.observe.logs import get_logger
 from relay.observe.observer import ConnectionObserver, Peer
@@ -79,7 +70,8 @@ from relay.server.connections.attachments import Attachment
 from relay.server.connections.carriers import Carrier
 from relay.server.connections.readaside import read_aside
 from relay.server.connections.sharing import NO_WATCHING, Watchers, Watching
-from relay.server.connections.waits import IdleClock, bounded_wait, output_flushed
+from relay.server.connections.steps import CarriesSteps
+from relay.server.connections.waits import IdleClock, bounded_wait
 from relay.streams.pipewriter import write_lines
 from relay.streams.pump import frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import socket_end, stall_timeout
@@ -90,7 +82,7 @@ if TYPE_CHECKING:
 STDOUT_DRAIN_CHUNK = 1 << 16  # bytes read at a time from a stdout nobody listens to
 
 
-class Connection:
+class Connection(CarriesSteps):
     """One agent process for one client, from the agent's start to both being gone."""
 
     def __init__(
@@ -186,16 +178,6 @@ class Connection:
         self._told.set()
         return steps
 
-    def _now(self, step: Step) -> None:
-        if isinstance(step, Detach):
-            self.observer.detached(step.why, step.grace)
-            self.watching.notify(DETACHED, {"reason": step.why, "grace": step.grace})
-        elif isinstance(step, Resumed):
-            self.watching.notify(RESUMED, {})
-        elif isinstance(step, ShutdownWatchers):
-            self._spawn(self.watching.close_all(GOING_AWAY, SHUTTING_DOWN))
-        # AdmitWatcher and RefuseWatcher answer the watcher's own call: see watch()
-
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         self._at_once.add(task)
@@ -230,36 +212,6 @@ class Connection:
                 await self._told.wait()
         except TimeoutError:
             self.tell(Tick(time.monotonic()))
-
-    async def _carry(
-        self, step: Step, agent: AgentProcess | None, children: asyncio.Task[None] | None
-    ) -> None:
-        if isinstance(step, StopAgent):
-            assert agent is not None
-            self.exit = await agent.stop(self.config.kill_grace, eof_first=step.eof_first)
-        elif isinstance(step, FlushOutput):
-            assert children is not None
-            if self.controller is not None:
-                await output_flushed(
-                    self.controller.ws,
-                    self.stdout_done,
-                    children,
-                    self.agent_stdout,
-                    grace=self.config.kill_grace,
-                    carrier=self.carrier,
-                    observer=self.observer,
-                )
-            self.tell(Flushed())
-        elif isinstance(step, CloseSocket):
-            await self._close(step)
-        elif isinstance(step, CloseWatchers):
-            exit_reason = None if self.exit is None else self.exit.reason
-            code, reason = watchers_close(exit_reason, self.lifecycle.shutting_down)
-            await self.watching.close_all(code, reason)
-        elif isinstance(step, KeptRunning):
-            self.observer.stdout_closed()
-        elif isinstance(step, GraceExpired):
-            self.observer.expired(step.grace)
 
     # -- the agent's side ------------------------------------------------------------------
 
