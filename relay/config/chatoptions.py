@@ -113,11 +113,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "prompter",
-        "a user who may prompt (default: the approvers)",
+        "a user who may prompt",
         (),
         "USER_ID",
         _user_id,
         repeatable=True,
+        default_text="the approvers",
     ),
     Option(
         "prompter-level",
@@ -153,27 +154,30 @@ OPTIONS: tuple[Option, ...] = (
         "approval-timeout",
         "refuse a permission request (its reject option, never an "
         "allow; 'cancelled' only if it has none) after this many seconds without a "
-        "decision (default: wait; a [[rule]]'s timeout wins)",
+        "decision (a [[rule]]'s timeout wins)",
         None,
         "SECONDS",
         convert.positive_seconds,
+        default_text="wait",
     ),
     Option(
         "remind-after",
         "once, after this many seconds without a decision, mention again "
-        "in the thread the people who may answer a request and have not (default: never)",
+        "in the thread the people who may answer a request and have not",
         None,
         "SECONDS",
         convert.positive_seconds,
+        default_text="never",
     ),
     Option(
         "escalate-after",
         "after this many seconds without a decision, add the "
         "--escalate-to people to those who may answer a request, mentioning them "
-        "(default: never; a [[rule]] may set its own)",
+        "(a [[rule]] may set its own)",
         None,
         "SECONDS",
         convert.positive_seconds,
+        default_text="never",
     ),
     Option(
         "escalate-to",
