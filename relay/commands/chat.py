@@ -216,12 +216,7 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
 
 
 def _token(token_file: str | None, env: Mapping[str, str]) -> str:
-    if token_file is not None:
-        token = read_named(token_file, "--token-file").strip()  # a regular file, bounded
-        _private(token_file)
-        where = f"--token-file {token_file}"
-    else:
-        token, where = env.get(TOKEN_ENV, "").strip(), f"${TOKEN_ENV}"
+    token, where = _secret(token_file, "--token-file", env, TOKEN_ENV, "the bot's access token")
     if not token:
         raise UsageError(
             f"no access token: put the bot's token in a file named by "
@@ -235,13 +230,23 @@ def _token(token_file: str | None, env: Mapping[str, str]) -> str:
 def _pickle_key(path: str | None, env: Mapping[str, str]) -> str | None:
     """The key that locks the bot's room keys: from its file (0600) or the environment;
     None (encrypted rooms not served) when neither gives one."""
+    holds = "the key that unlocks the bot's room keys"
+    key, where = _secret(path, "--pickle-key-file", env, PICKLE_ENV, holds)
+    if path is not None and not key:
+        raise UsageError(f"{where} is empty: put a long random key in it")
+    return key or None
+
+
+def _secret(
+    path: str | None, flag: str, env: Mapping[str, str], name: str, holds: str
+) -> tuple[str, str]:
+    """A secret from the file ``flag`` names (a regular file, read bounded, refused when
+    others may read what it ``holds``), else from the variable ``name``; and where from."""
     if path is None:
-        return env.get(PICKLE_ENV, "").strip() or None
-    key = read_named(path, "--pickle-key-file").strip()
-    _private(path, "--pickle-key-file", "the key that unlocks the bot's room keys")
-    if not key:
-        raise UsageError(f"--pickle-key-file {path} is empty: put a long random key in it")
-    return key
+        return env.get(name, "").strip(), f"${name}"
+    value = read_named(path, flag).strip()
+    _private(path, flag, holds)
+    return value, f"{flag} {path}"
 
 
 def _e2ee_installed() -> None:
@@ -260,8 +265,8 @@ def _e2ee_installed() -> None:
         ) from None
 
 
-def _private(path: str, flag: str = "--token-file", holds: str = "the bot's access token") -> None:
-    """A token file others may read is refused, as the state file is: the token is the bot."""
+def _private(path: str, flag: str, holds: str) -> None:
+    """A secret's file others may read is refused, as the state file is."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
