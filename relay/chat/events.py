@@ -136,6 +136,26 @@ Incoming = Message | Reaction | Encryption | Attachment | Other
 MEDIA = ("m.image", "m.file", "m.audio", "m.video")  # an attachment (only images and files join)
 
 
+def rooms_of(answer: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """A ``/sync`` answer's rooms of ``kind`` (``join``, ``invite``), each with its data (an
+    empty object where it is not one)."""
+    rooms = answer.get("rooms")
+    found = rooms.get(kind) if isinstance(rooms, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        room: data if isinstance(data, dict) else {}
+        for room, data in found.items()
+        if isinstance(room, str)
+    }
+
+
+def events_of(block: Any) -> list[dict[str, Any]]:
+    """The events of a ``/sync`` block (``{"events": [...]}``), each an object."""
+    events = block.get("events") if isinstance(block, dict) else None
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
 def read_event(event: Mapping[str, Any]) -> Incoming:
     """What one timeline event of ``/sync`` is, each field checked."""
     event_id, sender = _text(event.get("event_id")), _text(event.get("sender"))

@@ -11,11 +11,13 @@ from relay.chat.events import (
     Other,
     Reaction,
     bounded,
+    events_of,
     in_thread,
     message,
     reaction,
     read_event,
     replacing,
+    rooms_of,
 )
 from relay.chat.text import CONTENT_BYTES, MAX_EVENT_BYTES, json_size
 
@@ -134,3 +136,16 @@ def test_an_image_or_a_file_is_an_attachment_and_its_edit_is_not() -> None:
     assert (found.thread, found.url, found.size) == ("$root", "mxc://hs/x", 3)
     edited = {**event, "content": {**content, "m.new_content": content}}
     assert not isinstance(read_event(edited), Attachment)
+
+
+def test_a_sync_answers_rooms_and_events_are_read_within_their_shapes() -> None:
+    """Rooms of a kind with their data (an empty object where it is not one); a block's
+    events, each an object; anything else nothing."""
+    room_a: dict[str, Any] = {"timeline": {"events": [{"type": "x"}, 3, None]}}
+    answer = {"rooms": {"join": {"!a": room_a, "!b": "junk"}, "invite": {"!c": {}}}}
+    joined = rooms_of(answer, "join")
+    assert joined == {"!a": room_a, "!b": {}}
+    assert list(rooms_of(answer, "invite")) == ["!c"]
+    assert rooms_of({"rooms": []}, "join") == {}
+    assert events_of(joined["!a"].get("timeline")) == [{"type": "x"}]
+    assert events_of({"events": "no"}) == []

@@ -22,7 +22,15 @@ from mautrix.errors import MatrixRequestError
 
 from relay import __version__
 from relay.chat.attachments import Attachment
-from relay.chat.events import Encryption, Message, Reaction, message, read_event
+from relay.chat.events import (
+    Encryption,
+    Message,
+    Reaction,
+    events_of,
+    message,
+    read_event,
+    rooms_of,
+)
 from relay.chat.limits import Idleness
 from relay.chat.session import ChatSession
 from relay.chat.watched import Watched
@@ -245,9 +253,7 @@ class ChatBot:
     # -- a sync's answer -------------------------------------------------------------------------
 
     async def handle(self, answer: dict[str, Any], *, act: bool) -> None:
-        rooms = answer.get("rooms")
-        rooms = rooms if isinstance(rooms, dict) else {}
-        for room in _keys(rooms.get("invite")):
+        for room in rooms_of(answer, "invite"):
             if room in self.config.rooms:
                 try:
                     await self.matrix.join(room)
@@ -258,18 +264,17 @@ class ChatBot:
                 self.log.info("invited to a served room: joining", room=room)
             else:
                 self.log.info("invitation to a room not served: ignored", room=room)
-        joined = rooms.get("join")
-        for room, data in joined.items() if isinstance(joined, dict) else []:
-            if room in self.config.rooms and isinstance(data, dict):
+        for room, data in rooms_of(answer, "join").items():
+            if room in self.config.rooms:
                 await self._room(room, data, act=act)
 
     async def _room(self, room: str, data: dict[str, Any], *, act: bool) -> None:
         """One room's part of a batch, in the homeserver's order: the state block (the state
         before the timeline), then each timeline event at its place, a power-level change
         taking effect for what follows it only."""
-        for event in _events(data.get("state")):
+        for event in events_of(data.get("state")):
             await self._state_event(room, event)
-        timeline = _events(data.get("timeline"))
+        timeline = events_of(data.get("timeline"))
         joined_at = _own_join(timeline, self.config.user)
         for place, event in enumerate(timeline):
             await self._state_event(room, event)
@@ -382,15 +387,6 @@ async def unless(call: Any, stop: asyncio.Event) -> Any:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     return None
-
-
-def _keys(value: Any) -> list[str]:
-    return [key for key in value if isinstance(key, str)] if isinstance(value, dict) else []
-
-
-def _events(value: Any) -> list[dict[str, Any]]:
-    events = value.get("events") if isinstance(value, dict) else None
-    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
 
 def _own_join(timeline: list[dict[str, Any]], user: str) -> int:

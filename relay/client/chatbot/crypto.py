@@ -34,6 +34,7 @@ from mautrix.types import JSON, DeviceID, EncryptedEvent, RoomID, SessionID
 from mautrix.util.async_db import Database
 from mautrix.util.logging import TraceLogger
 
+from relay.chat.events import events_of, rooms_of
 from relay.client.chatbot.matrix import LATER, Later
 from relay.client.chatbot.schema import StateError, create_private
 from relay.observe.logs import Logger
@@ -106,18 +107,18 @@ class RoomCrypto:
     async def sync(self, answer: dict[str, Any]) -> None:
         """A ``/sync`` answer's keys, counts, device lists and membership taken in (its
         timeline is the bot's to act on, each event decrypted by :meth:`decrypt`)."""
-        rooms = answer.get("rooms")
         bookkeeping = {k: v for k, v in answer.items() if k != "rooms"}
-        if isinstance(rooms, dict):
-            bookkeeping["rooms"] = {
-                "join": {
-                    room: {
-                        "state": data.get("state", {}),
-                        "timeline": {"events": [e for e in _timeline(data) if "state_key" in e]},
-                    }
-                    for room, data in _joined(rooms).items()
+        bookkeeping["rooms"] = {
+            "join": {
+                room: {
+                    "state": data.get("state", {}),
+                    "timeline": {
+                        "events": [e for e in events_of(data.get("timeline")) if "state_key" in e]
+                    },
                 }
+                for room, data in rooms_of(answer, "join").items()
             }
+        }
         tasks = self.client.handle_sync(cast(JSON, bookkeeping))
         results = await asyncio.gather(*tasks, return_exceptions=True)
         for failed in (r for r in results if isinstance(r, Exception)):
@@ -182,16 +183,3 @@ def _trace_logger(name: str) -> TraceLogger:
 def _as_dict(decrypted: Any, original: dict[str, Any]) -> dict[str, Any]:
     served = decrypted.serialize()
     return {**original, "type": served.get("type"), "content": served.get("content", {})}
-
-
-def _joined(rooms: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    joined = rooms.get("join")
-    if not isinstance(joined, dict):
-        return {}
-    return {room: data for room, data in joined.items() if isinstance(data, dict)}
-
-
-def _timeline(data: dict[str, Any]) -> list[dict[str, Any]]:
-    timeline = data.get("timeline")
-    events = timeline.get("events") if isinstance(timeline, dict) else None
-    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
