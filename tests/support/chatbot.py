@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.chat.audit import asked
+from relay.chat.permissions import Option, Request, request_state
+from relay.chat.rules import Tally, tally_state
+from relay.client.chatbot.store import State
 from tests.support.env import secret_env
+from tests.support.matrix import Person, Seen
 from tests.support.synapse import Account, Homeserver
 from tests.support.waiting import until
 
@@ -148,3 +153,24 @@ class Args:
             extra=self.extra,
             ticket_command=self.ticket_command,
         )
+
+
+async def request_in(who: Person, room: str, root: str, nth: int, seconds: float = 30) -> Seen:
+    """The thread's ``nth`` permission request (1-based; pending or decided), once the bot's
+    keycaps are under it."""
+
+    def asked(thread: list[Seen]) -> list[Seen]:
+        return [s for s in thread if s.body.startswith("🔐")]
+
+    await who.until_thread(room, root, lambda t: len(asked(t)) >= nth and len(
+        asked(t)[nth - 1].reactions) >= 2, seconds=seconds)  # fmt: skip
+    return asked(who.thread(room, root))[nth - 1]
+
+
+def keep_request(state: State, root: str, event_id: str, at: float) -> None:
+    """A permission request kept in ``state`` as a thread shows it (its tally and audit
+    record too), asked at ``at``."""
+    request = Request(f"r-{event_id}", "Run", "execute", "", (Option("a", "Allow", "allow_once"),))
+    tally = tally_state(Tally(None, "@alice:t"))
+    state.request_shown(root, event_id, request_state(request), tally,
+                        asked(request, "!r", root, event_id, at))  # fmt: skip

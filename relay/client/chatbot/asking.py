@@ -105,9 +105,7 @@ class Asking:
                 self.watch_request(request, kept[0])
             return
         tally = Tally(self.bot.policy.rule_for(request.kind), self.prompter())
-        mentions = await self._mentions(tally)
-        body, html = asked_text(request, tally, self.bot.access, mentions)
-        content = message(body, html=html, mentions=mentions.users)
+        content = await self._asked(request, tally)
         event_id, _ = await self.showing.post(content, f"request {record['id']}")
         if event_id is None:
             return  # refused (logged): the agent waits for the editor, or its own timeout
@@ -211,11 +209,15 @@ class Asking:
             members = await self.bot.matrix.joined_members(self.showing.room)
         return mentions_for(tally, self.bot.access, members, power, self.bot.matrix.user)
 
+    async def _asked(self, request: Request, tally: Tally) -> dict[str, Any]:
+        """The request's message while pending: its tally, mentioning whom it waits for."""
+        mentions = await self._mentions(tally)
+        body, html = asked_text(request, tally, self.bot.access, mentions)
+        return message(body, html=html, mentions=mentions.users)
+
     async def _edit_pending(self, pending: Pending) -> None:
         """The request's message as it stands: its tally, whom it waits for."""
-        mentions = await self._mentions(pending.tally)
-        body, html = asked_text(pending.request, pending.tally, self.bot.access, mentions)
-        content = message(body, html=html, mentions=mentions.users)
+        content = await self._asked(pending.request, pending.tally)
         await self.showing.send("m.room.message", replacing(pending.event_id, content))
 
     async def reacted(self, sender: str, target: str, key: str, power: Any) -> None:

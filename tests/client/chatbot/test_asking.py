@@ -18,28 +18,19 @@ import pytest
 
 from tests.support.agents import DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import Args
+from tests.support.chatbot import Args, request_in
 from tests.support.env import secret_env
 from tests.support.live import live_relay, until_detached
-from tests.support.matrix import Person, Seen, has, person
+from tests.support.matrix import Person, has, person
 from tests.support.synapse import Homeserver
 
 pytestmark = pytest.mark.timeout(150)
-REQUESTED = "Permission requested"
 
 
 def rules_file(folder: Path, text: str) -> Path:
     path = folder / "chat.toml"
     path.write_text(text)
     return path
-
-
-async def next_request(who: Person, room: str, root: str, nth: int) -> Seen:
-    """The thread's ``nth`` permission request (1-based) once the bot's keycaps are under it."""
-    thread = await who.until_thread(room, root, lambda t: len(
-        [s for s in t if " (edit)" in s.body and s.sender != who.user_id and "🔐" in s.body]
-    ) >= nth and all(len(s.reactions) >= 2 for s in t if REQUESTED in s.body))  # fmt: skip
-    return [s for s in thread if "🔐" in s.body and " (edit)" in s.body][nth - 1]
 
 
 def mentions_of(who: Person, room: str, event_id: str) -> Any:
@@ -92,7 +83,7 @@ self-approval = false
             audit.watch(first_run.lines)
             await first_run.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
-            request = await next_request(lead, room, root, 1)
+            request = await request_in(lead, room, root, 1)
             assert mentions_of(lead, room, request.event_id) == {
                 "user_ids": sorted([bob.user_id, carol.user_id])
             }
@@ -119,7 +110,7 @@ self-approval = false
             decided = next(s for s in done if s.event_id == request.event_id)
             assert f"chosen by {bob.user_id} and {carol.user_id} in the chat" in decided.body
             await lead.say(room, "/ask", thread=root)
-            again = await next_request(lead, room, root, 2)
+            again = await request_in(lead, room, root, 2)
             await third.react(room, again.event_id, "2️⃣")
             done = await lead.until_thread(room, root, lambda t: has(t, "permission: reject"))
             refusal = next(s for s in done if s.event_id == again.event_id)
@@ -174,7 +165,7 @@ escalate-to = ["{dave.user_id}"]
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
-            request = await next_request(lead, room, root, 1)
+            request = await request_in(lead, room, root, 1)
             assert mentions_of(lead, room, request.event_id) == {"user_ids": [alice.user_id]}
             await oncall.react(room, request.event_id, "2️⃣")  # not yet: not counted
             escalated = f"after 1 s: {dave.user_id} may answer it now."
@@ -188,7 +179,7 @@ escalate-to = ["{dave.user_id}"]
             decided = next(s for s in done if s.event_id == request.event_id)
             assert f"chosen by {dave.user_id} in the chat" in decided.body
             await lead.say(room, "/ask", thread=root)
-            ignored = await next_request(lead, room, root, 2)
+            ignored = await request_in(lead, room, root, 2)
             done = await lead.until_thread(room, root, lambda t: has(
                 t, "permission: reject") and t[-1].body.endswith("End of turn: end_turn"),
                 seconds=30)  # fmt: skip
@@ -228,7 +219,7 @@ async def test_a_reminder_mentions_who_has_not_answered_and_pending_lists_the_wa
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await lead.say(room, f"{bot.user_id} /ask")
-            request = await next_request(lead, room, root, 1)
+            request = await request_in(lead, room, root, 1)
             waiting = {"user_ids": [alice.user_id, carol.user_id]}
             assert mentions_of(lead, room, request.event_id) == waiting
             asked = await lead.say(room, f"{bot.user_id} !pending")
@@ -265,7 +256,7 @@ async def test_an_approver_who_may_not_prompt_still_lists_and_answers_requests(
             audit.watch(running.lines)
             await running.logged("invited to a served room: joining")
             root = await prompter.say(room, f"{bot.user_id} /ask")
-            await next_request(approver, room, root, 1)
+            await request_in(approver, room, root, 1)
             asked = await approver.say(room, f"{bot.user_id} !pending")
             await approver.until_thread(room, asked, lambda t: has(t, "1 permission request"))
             await prompter.say(room, "!answer 1", thread=root)

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from relay.chat.audit import asked
-from relay.chat.permissions import Option, Request, request_state
-from relay.chat.rules import Tally, tally_state
 from relay.client.chatbot.store import State, ThreadKind
-
-
-def kept_request(state: State, root: str, event_id: str, at: float) -> None:
-    request = Request(f"r-{event_id}", "Run", "execute", "", (Option("a", "Allow", "allow_once"),))
-    tally = tally_state(Tally(None, "@alice:t"))
-    state.request_shown(root, event_id, request_state(request), tally,
-                        asked(request, "!r", root, event_id, at))  # fmt: skip
+from tests.support.chatbot import keep_request
 
 
 def test_audit_records_are_listed_from_a_date_and_forgotten_after_their_retention(
@@ -24,7 +15,7 @@ def test_audit_records_are_listed_from_a_date_and_forgotten_after_their_retentio
     state = State(str(tmp_path / "chat.sqlite"))
     state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
     for n, at in enumerate((100.0, 200.0, 300.0)):
-        kept_request(state, "$root", f"$req{n}", at)
+        keep_request(state, "$root", f"$req{n}", at)
     assert [r.event_id for r in state.audit.records(200.0)] == ["$req1", "$req2"]
     assert state.audit.prune(250.0) == 2
     assert [r.event_id for r in state.audit.records()] == ["$req2"]

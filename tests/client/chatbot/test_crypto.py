@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.agents import CONTROLS, DEMO_AGENT
 from tests.support.audit import LogAudit
-from tests.support.chatbot import Args
+from tests.support.chatbot import Args, request_in
 from tests.support.connect import (
     TICKET_COMMAND,
     WATCH_TICKETS,
@@ -26,7 +26,7 @@ from tests.support.connect import (
 )
 from tests.support.env import clean_env
 from tests.support.live import live_relay, until_detached
-from tests.support.matrix import Person, Seen, has, person
+from tests.support.matrix import has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
 
@@ -39,17 +39,6 @@ def pickle_key(folder: Path) -> list[str]:
     path.write_text("a long random pickle key for the tests\n")
     path.chmod(0o600)
     return ["--pickle-key-file", str(path)]
-
-
-async def request_in(who: Person, room: str, root: str, nth: int) -> Seen:
-    """The thread's ``nth`` permission request once the bot's keycaps are under it."""
-
-    def asked(thread: list[Seen]) -> list[Seen]:
-        return [s for s in thread if s.body.startswith("🔐")]
-
-    await who.until_thread(room, root, lambda t: len(asked(t)) >= nth and len(
-        asked(t)[nth - 1].reactions) >= 2, seconds=30)  # fmt: skip
-    return asked(who.thread(room, root))[nth - 1]
 
 
 def stored_json(homeserver: Homeserver, room: str) -> str:

@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from relay.chat.audit import AuditTap, asked, tapped
-from relay.chat.permissions import Option, Request, request_state
-from relay.chat.rules import Tally, tally_state
+from relay.chat.audit import AuditTap, tapped
 from relay.client.chatbot.store import State, StateError, ThreadKind
+from tests.support.chatbot import keep_request
 
 
 def test_the_state_file_is_created_0600_and_one_others_may_read_is_refused(tmp_path: Path) -> None:
@@ -138,20 +137,13 @@ def test_an_ended_thread_is_known_as_ended_across_a_reopening(tmp_path: Path) ->
     again.close()
 
 
-def kept_request(state: State, root: str, event_id: str, at: float) -> None:
-    request = Request(f"r-{event_id}", "Run", "execute", "", (Option("a", "Allow", "allow_once"),))
-    tally = tally_state(Tally(None, "@alice:t"))
-    state.request_shown(root, event_id, request_state(request), tally,
-                        asked(request, "!r", root, event_id, at))  # fmt: skip
-
-
 def test_a_requests_tally_and_audit_record_are_kept_across_a_reopening(tmp_path: Path) -> None:
     """The tally saved after a tap, the audit changed by a tap, the room's pending requests
     in live threads: all read back after a reopening; a decision takes it off !pending."""
     state = State(str(tmp_path / "chat.sqlite"), clock=lambda: 500.0)
     state.add_thread("$root", "!r", ThreadKind.SESSION, "ws://x/acp", 1.0)
-    kept_request(state, "$root", "$req", 100.0)
-    kept_request(state, "$root", "$req2", 200.0)
+    keep_request(state, "$root", "$req", 100.0)
+    keep_request(state, "$root", "$req2", 200.0)
     tapped_tally = {"prompter": "@alice:t", "escalated": True, "reminded": False,
                     "taps": [["@bob:t", "a", True, ""]]}  # fmt: skip
     state.save_tally("$req", tapped_tally)
