@@ -92,6 +92,7 @@ class ChatBot:
         self.crypto: RoomCrypto | None = None  # encrypted rooms served (a pickle key given)
         self.listing: asyncio.Task[object] | None = None  # `@bot sessions`, one at a time
         self.lost_keys = False
+        self.awaiting_keys = 0  # encrypted events waiting for their room key, bounded
 
     def owns_request(self, event_id: str, owner: Answerable | None) -> None:
         if owner is None:
@@ -332,6 +333,11 @@ class ChatBot:
         if event.get("type") == "m.room.encrypted" and self.crypto is not None:
             decrypted = await self.crypto.decrypt(room, event)
             if isinstance(decrypted, Later):  # its key comes in a later batch: not blocked on
+                if self.awaiting_keys >= MAX_EARLY:  # a member's undecryptable flood: bounded
+                    self.log.warning("too many events await their keys: one dropped",
+                                     event_id=event_id)  # fmt: skip
+                    return
+                self.awaiting_keys += 1
                 self.tasks.spawn(self._decrypted_later(room, event), "an event awaiting its key")
                 return
             if decrypted is None:
@@ -357,7 +363,10 @@ class ChatBot:
 
     async def _decrypted_later(self, room: str, event: dict[str, Any]) -> None:
         assert self.crypto is not None
-        decrypted = await self.crypto.decrypt_later(room, event)
+        try:
+            decrypted = await self.crypto.decrypt_later(room, event)
+        finally:
+            self.awaiting_keys -= 1
         if decrypted is not None:
             await self._timeline_event(room, decrypted)
 

@@ -3,19 +3,20 @@ people as client-library sessions."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from mautrix.types import EventType, PowerLevelStateEventContent, RoomID, UserID
 
 from relay.chat.access import Access
-from relay.client.chatbot.bot import ChatBot
+from relay.client.chatbot.bot import MAX_EARLY, ChatBot
 from relay.client.chatbot.botconfig import ChatConfig
-from relay.client.chatbot.matrix import MatrixSession
+from relay.client.chatbot.matrix import LATER, Later, MatrixSession
 from relay.client.chatbot.rounds import Answerable
 from relay.client.chatbot.store import State
 from relay.client.link.dialing import DialConfig
@@ -28,6 +29,9 @@ from tests.support.live import live_relay, until_idle
 from tests.support.matrix import Person, has, person
 from tests.support.synapse import Homeserver
 from tests.support.waiting import until
+
+if TYPE_CHECKING:
+    from relay.client.chatbot.crypto import RoomCrypto
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -537,3 +541,34 @@ async def test_a_reaction_made_before_a_power_change_is_judged_by_the_power_befo
                 await lead.until_thread(room, root, lambda t: has(t, "not counted"))
                 assert not has(lead.thread(room, root), "chosen by")
             assert await running.stop() == 0
+
+
+class KeysNeverCome:
+    """Stands for the bot's crypto: every event's room key is still on its way, and comes
+    when the test says."""
+
+    def __init__(self) -> None:
+        self.come = asyncio.Event()
+
+    async def decrypt(self, room: str, event: dict[str, Any]) -> Later:
+        return LATER
+
+    async def decrypt_later(self, room: str, event: dict[str, Any]) -> None:
+        await self.come.wait()
+
+
+async def test_encrypted_events_awaiting_their_keys_are_bounded(tmp_path: Path) -> None:
+    """A flood of encrypted events whose keys do not come holds at most MAX_EARLY waits;
+    the rest are dropped, and every wait is given back once the keys came (or not)."""
+    bot, state = offline_bot(tmp_path)
+    crypto = KeysNeverCome()
+    bot.crypto = cast("RoomCrypto", crypto)
+    for n in range(MAX_EARLY + 20):
+        event = {"type": "m.room.encrypted", "event_id": f"$e{n}", "sender": "@a:t",
+                 "origin_server_ts": 1, "content": {}}  # fmt: skip
+        await bot._timeline_event("!r", event)
+    assert bot.awaiting_keys == MAX_EARLY
+    crypto.come.set()
+    await until(lambda: bot.awaiting_keys == 0, what="the waits given back")
+    await bot.tasks.stop()
+    state.close()
