@@ -125,12 +125,10 @@ def chat_config(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[ChatC
         from relay.client.chatbot import bot  # noqa: F401  mautrix and aiohttp: only to run
         from relay.client.chatbot.botconfig import ChatConfig
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in CHAT_EXTRA:
+        error = _missing(exc, CHAT_EXTRA, "acp-relay chat needs", "chat")
+        if error is None:
             raise
-        raise UsageError(
-            f"acp-relay chat needs the chat extra ({exc.name} is missing): "
-            f"pip install 'acp-relay[chat]'"
-        ) from None
+        raise error from None
 
     path = args.config or env.get(defaults.CONFIG_ENV) or None
     text = read_named(path, "--config") if path else None
@@ -256,13 +254,22 @@ def _e2ee_installed() -> None:
         import olm  # noqa: F401
         from mautrix.crypto.store.asyncpg import PgCryptoStore  # noqa: F401
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in E2EE_EXTRA:
+        why = "a pickle key serves encrypted rooms, which need"
+        error = _missing(exc, E2EE_EXTRA, why, "chat-e2ee")
+        if error is None:
             raise
-        raise UsageError(
-            f"a pickle key serves encrypted rooms, which need the chat-e2ee "
-            f"extra ({exc.name} is missing): pip install "
-            "'acp-relay[chat-e2ee]'"
-        ) from None
+        raise error from None
+
+
+def _missing(
+    exc: ModuleNotFoundError, modules: tuple[str, ...], what: str, extra: str
+) -> UsageError | None:
+    """The usage error for a module of ``extra`` that is not installed (one line, with the
+    install command); None for any other missing module (raised as it was)."""
+    if exc.name is None or exc.name.split(".")[0] not in modules:
+        return None
+    install = f"pip install 'acp-relay[{extra}]'"
+    return UsageError(f"{what} the {extra} extra ({exc.name} is missing): {install}")
 
 
 def _private(path: str, flag: str, holds: str) -> None:

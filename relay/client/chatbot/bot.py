@@ -334,8 +334,8 @@ class ChatBot:
             decrypted = await self.crypto.decrypt(room, event)
             if isinstance(decrypted, Later):  # its key comes in a later batch: not blocked on
                 if self.awaiting_keys >= MAX_EARLY:  # a member's undecryptable flood: bounded
-                    self.log.warning("too many events await their keys: one dropped",
-                                     event_id=event_id)  # fmt: skip
+                    dropped = "too many events await their keys: one dropped"
+                    self.log.warning(dropped, event_id=event_id)
                     return
                 self.awaiting_keys += 1
                 self.tasks.spawn(self._decrypted_later(room, event), "an event awaiting its key")
