@@ -18,7 +18,8 @@ link is open, and if it never is, the thread's link is
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -142,9 +143,7 @@ class SessionThread:
         """``by``'s prompt, carried out once the link is up (a restored thread resumes
         first), in the order prompts and cancels came; with the files attached since the
         last one, fetched first (a prompt is never sent without one of them)."""
-        self.tasks.spawn(
-            self._once_linked(lambda: self.session.prompt(text, by), files=(text, by)), "a prompt"
-        )
+        self.tasks.spawn(self._once_linked(lambda: self._prompted(text, by)), "a prompt")
 
     def attach(self, attachment: Attachment) -> None:
         """An image or file sent in the thread: it joins the next prompt (or is refused)."""
@@ -154,6 +153,12 @@ class SessionThread:
             return Step()
 
         self.tasks.spawn(self._once_linked(attached), "an attachment")
+
+    async def _prompted(self, text: str, by: str | None) -> Step:
+        """The prompt, with the files attached since the last one if any."""
+        if self.session.attached:
+            return await self._with_files(text, by)
+        return self.session.prompt(text, by)
 
     async def _with_files(self, text: str, by: str | None) -> Step:
         """The prompt with its files fetched and made blocks; nothing when it cannot be sent
@@ -196,19 +201,14 @@ class SessionThread:
         self.tasks.spawn(self._once_linked(self.session.cancel, by), "a cancel")
 
     async def _once_linked(
-        self,
-        step: Callable[[], Step],
-        cancelled_by: str = "",
-        files: tuple[str, str | None] | None = None,
+        self, step: Callable[[], Step | Awaitable[Step]], cancelled_by: str = ""
     ) -> None:
         await self.ready.wait()
         async with self._asking:  # tasks woken in the order they waited: prompts in order
             if self.ended.is_set():
                 return
-            if files is not None and self.session.attached:
-                done = await self._with_files(*files)
-            else:
-                done = step()
+            made = step()  # a prompt's files are fetched here, in order with the rest
+            done = await made if inspect.isawaitable(made) else made
             await self._carry_out(done)
             self.checkpoint()  # a prompt's effect on the session, kept with its line
             if done.cancelled:
