@@ -3,13 +3,12 @@ content blocks, outcomes, errors, names and texts, each escaped and bounded.
 
 Pure. :mod:`relay.acp.transcript` puts these together into a watched conversation; here
 is what one method or one value becomes, and the bounds: each text cut at
-:data:`MAX_TEXT_CHARS` (names at :data:`MAX_NAME_CHARS`), each list at :data:`MAX_ITEMS`,
-what is remembered across lines at :data:`MAX_REMEMBERED`.
+:data:`MAX_TEXT_CHARS` (names at :data:`MAX_NAME_CHARS`), each list at :data:`MAX_ITEMS`.
+What is remembered across lines is the conversation model's (:mod:`relay.acp.conversation`).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +18,6 @@ from relay.core.printable import escaped
 MAX_TEXT_CHARS = 2000  # of one text shown (a prompt, a chunk, a plan entry)
 MAX_NAME_CHARS = 200  # of a title, a path, a method, an option's name
 MAX_ITEMS = 20  # options, plan entries, commands, content blocks shown of one line
-MAX_REMEMBERED = 1024  # tool calls, and requests awaiting answers, remembered
 INDENT = "  "
 
 
@@ -67,11 +65,6 @@ def _run(params: dict[str, Any]) -> str:
     return f"to run {cut(' '.join(words), MAX_NAME_CHARS)}"
 
 
-def _commands(update: dict[str, Any]) -> str:
-    commands = [c for c in as_list(update.get("availableCommands")) if isinstance(c, dict)]
-    return "commands: " + listed(["/" + text_of(c.get("name")) for c in commands])
-
-
 def _session_info(update: dict[str, Any]) -> str:
     if isinstance(update.get("title"), str):
         return f"session title: {field_text(update, 'title')}"
@@ -102,10 +95,7 @@ RESULTS: dict[str, _Shown] = {
 }
 
 UPDATES: dict[str, _Shown] = {
-    "available_commands_update": _commands,
-    "current_mode_update": _says("mode is now {}", "currentModeId"),
     "session_info_update": _session_info,
-    "usage_update": _says("context used: {} of {} tokens", "used", "size"),
     "config_option_update": _says("config options updated"),
     "plan_removed": _says("plan removed"),
 }
@@ -172,8 +162,9 @@ def listed(names: list[str]) -> str:
     return shown + (f", and {more} more" if more > 0 else "") if names else "(none)"
 
 
-def more(items: list[Any]) -> list[str]:
-    more = len(items) - MAX_ITEMS
+def more_of(total: int) -> list[str]:
+    """The line saying how many of ``total`` items were not shown."""
+    more = total - MAX_ITEMS
     return [f"{INDENT}... and {more} more"] if more > 0 else []
 
 
@@ -221,10 +212,3 @@ def cut(text: str, limit: int = MAX_TEXT_CHARS, *, keep: str = "") -> str:
     more = len(text) - limit
     shown = escaped(text[:limit], keep=keep)
     return shown + (f"... ({more} more characters)" if more > 0 else "")
-
-
-def remember(book: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    book[key] = value
-    book.move_to_end(key)
-    while len(book) > MAX_REMEMBERED:
-        book.popitem(last=False)

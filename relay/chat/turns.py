@@ -1,6 +1,7 @@
 """What a thread shows of a turn: the agent's words, thoughts, tool calls, plans, the end.
 
-Pure. The agent's ``session/update`` notifications come in one by one; the thread is a
+Pure. The agent's ``session/update`` notifications come in one by one, read by the
+conversation model every surface shares (:mod:`relay.acp.conversation`); the thread is a
 set of messages (slots), each showing its latest state, edited in place as it changes:
 
 - the turn's words: one message, its ``agent_message_chunk`` texts joined, continued in a
@@ -8,7 +9,7 @@ set of messages (slots), each showing its latest state, edited in place as it ch
 - its thoughts (``agent_thought_chunk``): one message folded under "Thinking", or none
   (``--thoughts hidden``), or shown as they are (``shown``);
 - each tool call: one line with its title, kind and status;
-- the plan: a checklist, one message per turn;
+- the plan: a checklist (or the agent's markdown), one message per turn;
 - the end of the turn: its stop reason.
 
 :meth:`TurnView.take` hands out the slots changed since the last call, in the order the
@@ -22,6 +23,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from relay.acp.changes import (
+    Change,
+    Planned,
+    Said,
+    ToolCall,
+    ToolCallChanged,
+)
+from relay.acp.conversation import Conversation
 from relay.chat.text import (
     CONTENT_BYTES,
     fit_bytes,
@@ -31,16 +40,15 @@ from relay.chat.text import (
     text_size,
     to_html,
 )
-from relay.chat.values import list_of, text_of
+from relay.chat.values import text_of
 
 Thoughts = Literal["folded", "hidden", "shown"]
 WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice
 THOUGHTS_BYTES = 12000
 SAID_BYTES = 4000  # of a person's message an agent replays
-MAX_TOOLS = 1024  # tool calls remembered per thread (the oldest forgotten)
 PLAN_MARKS = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
 STATUS_MARKS = {"pending": "⏳", "in_progress": "🔄", "completed": "✅", "failed": "❌"}
-MAX_PLAN_ENTRIES = 50
+PLAN_BYTES = 12000  # of a plan in markdown
 
 
 @dataclass(frozen=True)
@@ -53,13 +61,6 @@ class Shown:
     msgtype: str = "m.notice"
 
 
-@dataclass
-class _Tool:
-    title: str
-    kind: str
-    status: str
-
-
 class TurnView:
     """One thread's turns as messages: the latest state of each slot, and what changed."""
 
@@ -70,7 +71,7 @@ class TurnView:
         self._page_bytes = 0
         self.thought = ""
         self.said = ""  # what the person said, as an agent replays an earlier session
-        self.tools: OrderedDict[str, _Tool] = OrderedDict()
+        self.conversation = Conversation()  # what the thread shows, read from the lines
         self.plan: list[tuple[str, str]] = []
         self._order: OrderedDict[str, None] = OrderedDict()  # slots, in the order made
         self._changed: set[str] = set()
@@ -95,29 +96,27 @@ class TurnView:
         self.said = ""
 
     def update(self, update: Any) -> None:
-        """One ``session/update``'s ``update`` object."""
-        if not isinstance(update, dict):
-            return
-        kind = update.get("sessionUpdate")
-        if kind == "user_message_chunk":  # a replay: each message of the person a turn
-            if self.pages or self.thought or self.turn == 0:
-                self.start_turn()
-            self.said = fit_bytes(self.said + _chunk_text(update.get("content")), SAID_BYTES)
-            self._touch(f"{self.turn}.said")
-        elif kind == "agent_message_chunk":
-            self._words(_chunk_text(update.get("content")))
-        elif kind == "agent_thought_chunk" and self.thoughts != "hidden":
-            self.thought += _chunk_text(update.get("content"))
-            self._touch(f"{self.turn}.thoughts")
-        elif kind in ("tool_call", "tool_call_update"):
-            self._tool(update)
-        elif kind == "plan":
-            entries = [e for e in list_of(update.get("entries")) if isinstance(e, dict)]
-            self.plan = [
-                (text_of(e.get("content")), text_of(e.get("status")))
-                for e in entries[:MAX_PLAN_ENTRIES]
-            ]
-            self._touch(f"{self.turn}.plan")
+        """One ``session/update``'s ``update`` object, read by the conversation model."""
+        self.show(self.conversation.session_update(update))
+
+    def show(self, change: Change) -> None:
+        """What the conversation model says changed, as this thread shows it (the rest of
+        its vocabulary is the caller's to show: a prompt, a turn's end, a request)."""
+        match change:
+            case Said(speaker="user", content=content):  # a replay: each of the person's a turn
+                if self.pages or self.thought or self.turn == 0:
+                    self.start_turn()
+                self.said = fit_bytes(self.said + _chunk_text(content), SAID_BYTES)
+                self._touch(f"{self.turn}.said")
+            case Said(speaker="agent", content=content):
+                self._words(_chunk_text(content))
+            case Said(speaker="thought", content=content) if self.thoughts != "hidden":
+                self.thought += _chunk_text(content)
+                self._touch(f"{self.turn}.thoughts")
+            case ToolCallChanged(call=call) if call.tool_id:
+                self._touch(f"tool.{call.tool_id}")
+            case Planned():
+                self._plan(change)
 
     def end_turn(self, stop_reason: str, usage: str = "") -> None:
         """The turn ended (the prompt's answer): a line with its stop reason, and what the
@@ -160,6 +159,11 @@ class TurnView:
         """The round that took ``slots`` has shown them (or given up on them)."""
         for slot in slots:
             self._in_flight.pop(slot, None)
+
+    @property
+    def tools(self) -> OrderedDict[str, ToolCall]:
+        """The tool calls the conversation knows, by id."""
+        return self.conversation.tools
 
     @property
     def pending(self) -> bool:
@@ -206,7 +210,9 @@ class TurnView:
         self.said = kept.get("said", "")
         self.plan = [(content, status) for content, status in kept["plan"]]
         self._notes = kept["notes"]
-        self.tools = OrderedDict((k, _Tool(t, kind, s)) for k, t, kind, s in kept["tools"])
+        self.conversation.tools = OrderedDict(
+            (k, ToolCall(k, t, kind, s)) for k, t, kind, s in kept["tools"]
+        )
         self._order = OrderedDict.fromkeys(kept["order"])
         self._changed = set(kept["changed"])
         self._frozen = {
@@ -245,19 +251,14 @@ class TurnView:
             self._touch(f"{self.turn}.words.{len(self.pages)}")
             text = text[len(take) :]
 
-    def _tool(self, update: dict[str, Any]) -> None:
-        tool_id = text_of(update.get("toolCallId"))[:200]
-        if not tool_id:
+    def _plan(self, plan: Planned) -> None:
+        if plan.form == "items":
+            self.plan = [(entry.content, entry.status) for entry in plan.entries]
+        elif plan.form in ("markdown", "file"):
+            self.plan = [(plan.text, plan.form)]
+        else:
             return
-        known = self.tools.get(tool_id)
-        if known is None:
-            known = self.tools[tool_id] = _Tool("a tool call", "other", "pending")
-            while len(self.tools) > MAX_TOOLS:
-                self.tools.popitem(last=False)
-        for field, key in (("title", "title"), ("kind", "kind"), ("status", "status")):
-            if isinstance(update.get(key), str):
-                setattr(known, field, safe_line(update[key], 200 if key == "title" else 40))
-        self._touch(f"tool.{tool_id}")
+        self._touch(f"{self.turn}.plan")
 
     def _render(self, slot: str) -> Shown:
         if slot in self._lines:
@@ -266,12 +267,7 @@ class TurnView:
             return self._frozen[slot]
         part = slot.split(".", 2)
         if slot.startswith("tool."):
-            tool = self.tools.get(slot[5:])
-            if tool is None:
-                return Shown(slot, "🔧 (a tool call)")
-            mark = STATUS_MARKS.get(tool.status, "•")
-            body = f"🔧 {tool.title} · {tool.kind} · {mark} {tool.status}"
-            return Shown(slot, body, to_html(body))
+            return _tool_call(slot, self.tools.get(slot[5:]))
         if len(part) == 3 and part[1] == "words":
             page = self.pages[int(part[2]) - 1]
             return Shown(slot, page or "…", None, "m.text")
@@ -281,8 +277,7 @@ class TurnView:
             body = f"🗨 {safe(self.said)}"
             return Shown(slot, body, to_html(body))
         if len(part) == 2 and part[1] == "plan":
-            lines = [f"{PLAN_MARKS.get(s, '•')} {safe_line(c, 300)}" for c, s in self.plan]
-            body = "\n".join(["📋 Plan", *lines])
+            body = "\n".join(["📋 Plan", *map(_plan_entry, self.plan)])
             return Shown(slot, body, to_html(body))
         return Shown(slot, "…")
 
@@ -292,6 +287,25 @@ class TurnView:
             return Shown(slot, f"💭 {text}", to_html(f"💭 {text}"))
         html = f"<details><summary>💭 Thinking</summary>{to_html(text)}</details>"
         return Shown(slot, f"💭 Thinking: {text}", html)
+
+
+def _tool_call(slot: str, call: ToolCall | None) -> Shown:
+    if call is None:
+        return Shown(slot, "🔧 (a tool call)")
+    title = safe_line(call.title if call.title is not None else "a tool call", 200)
+    kind = safe_line(call.kind if call.kind is not None else "other", 40)
+    status = safe_line(call.status if call.status is not None else "pending", 40)
+    body = f"🔧 {title} · {kind} · {STATUS_MARKS.get(status, '•')} {status}"
+    return Shown(slot, body, to_html(body))
+
+
+def _plan_entry(entry: tuple[str, str]) -> str:
+    content, status = entry
+    if status == "markdown":
+        return fit_bytes(safe(content), PLAN_BYTES)
+    if status == "file":
+        return f"in {safe_line(content, 300)}"
+    return f"{PLAN_MARKS.get(status, '•')} {safe_line(content, 300)}"
 
 
 def _chunk_text(content: Any) -> str:

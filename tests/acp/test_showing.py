@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import pytest
 
 from relay.acp.showing import (
     MAX_ITEMS,
-    MAX_REMEMBERED,
     blocks_text,
     cut,
     error_text,
     id_text,
     outcome_text,
-    remember,
 )
 from relay.core import strictjson
 
@@ -74,12 +71,3 @@ def test_texts_are_escaped_and_cut_saying_how_much_more() -> None:
     """Control characters cannot reach the terminal; a long text says what it left out."""
     assert cut("\x1b]0;pwned\x07hi") == "\\x1b]0;pwned\\x07hi"
     assert cut("a" * 12, 10) == "a" * 10 + "... (2 more characters)"
-
-
-def test_what_is_remembered_is_bounded() -> None:
-    """Remembered tool calls and requests keep the newest MAX_REMEMBERED."""
-    book: OrderedDict[int, int] = OrderedDict()
-    for n in range(MAX_REMEMBERED + 5):
-        remember(book, n, n)
-    assert len(book) == MAX_REMEMBERED
-    assert next(iter(book)) == 5
