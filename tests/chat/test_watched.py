@@ -1,6 +1,7 @@
 import json
 from typing import Any
 
+from relay.acp.transcript import Transcript
 from relay.chat.watched import Watched
 from relay.core.watchprofile import (
     ANSWERED,
@@ -12,6 +13,7 @@ from relay.core.watchprofile import (
     relay_frame,
     watching_frame,
 )
+from tests.support.recordings import GEMINI_SESSION, recorded
 
 ALLOW = {"optionId": "allow", "name": "Allow", "kind": "allow_once"}
 ASK = {"jsonrpc": "2.0", "id": "perm-1", "method": "session/request_permission",
@@ -91,3 +93,28 @@ def test_the_relays_notices_of_the_editor_dropping_and_resuming() -> None:
     watched = Watched()
     watched.frame(read_frame(relay_frame(notification(DETACHED, {"reason": "x", "grace": 5}))))
     assert "dropped" in watched.view.take()[0].body
+
+
+def test_the_terminal_and_the_thread_show_the_same_recorded_session() -> None:
+    """gemini-cli's recorded session fed to both renderers of the one conversation model:
+    each shows the two prompts, the permission asked and answered, the write completed and
+    each turn's end."""
+    frames = [read_frame(watching_frame("c-1", may_answer=True, first=1, messages=0, dropped=0))]
+    for seq, (side, line) in enumerate(recorded(GEMINI_SESSION), 1):
+        frames.append(read_frame(conversation_frame(seq, Origin(side), line)))
+    transcript, watched = Transcript(), Watched()
+    text = "".join(transcript.show(frame) for frame in frames)
+    steps = [watched.frame(frame) for frame in frames]
+    bodies = [shown.body for shown in watched.view.take()]
+    for prompt in ("hi", "write the notes"):
+        assert f"user: {prompt}\n" in text
+        assert f"🧑‍💻 The editor's prompt: {prompt}" in bodies
+    assert text.count("agent asks permission: Writing to notes.txt [edit]") == 2
+    assert [r.title for step in steps for r in step.requests] == ["Writing to notes.txt"] * 2
+    assert text.count('client answered permission 1: selected "Allow" (proceed_once)') == 1
+    taken = [(t.by, t.result["outcome"]["optionId"]) for step in steps for t in step.taken]
+    assert taken == [("controller", "proceed_once")] * 2
+    assert text.count("tool: Writing to notes.txt [edit] completed\n") == 2
+    assert "🔧 Writing to notes.txt · edit · ✅ completed" in bodies
+    assert text.count("agent: end of turn (end_turn)\n") == 2
+    assert bodies.count("⏹ End of turn: end_turn") == 2
