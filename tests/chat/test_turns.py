@@ -47,6 +47,35 @@ def test_a_plan_is_a_checklist() -> None:
     assert view.take()[0].body == "📋 Plan\n☑ read\n◐ write\n☐ test"
 
 
+def test_a_plan_update_shows_its_items_its_markdown_or_its_file() -> None:
+    """plan_update (ACP's newer plan) reads through the conversation model as plan did."""
+    view = TurnView()
+    view.start_turn()
+    items = {"type": "items", "entries": [{"content": "read", "status": "completed"}]}
+    view.update({"sessionUpdate": "plan_update", "plan": items})
+    assert view.take()[0].body == "📋 Plan\n☑ read"
+    view.update(
+        {"sessionUpdate": "plan_update", "plan": {"type": "markdown", "content": "# A\n- b"}}
+    )
+    assert view.take()[0].body == "📋 Plan\n# A\n- b"
+    view.update({"sessionUpdate": "plan_update", "plan": {"type": "file", "uri": "file:///p.md"}})
+    assert view.take()[0].body == "📋 Plan\nin file:///p.md"
+
+
+def test_a_tool_call_restored_from_a_snapshot_keeps_its_title_for_later_updates() -> None:
+    """A killed bot's view, restored, names a tool call by the title it had before."""
+    view = TurnView()
+    view.start_turn()
+    view.update(
+        {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run tests", "kind": "execute"}
+    )
+    view.take()
+    again = TurnView()
+    again.restore(view.snapshot())
+    again.update({"sessionUpdate": "tool_call_update", "toolCallId": "t", "status": "completed"})
+    assert again.take()[-1].body == "🔧 Run tests · execute · ✅ completed"
+
+
 def test_thoughts_are_folded_shown_or_left_out() -> None:
     """Folded under a summary, shown as they are, or not at all."""
     for setting, body, html in [

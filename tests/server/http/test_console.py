@@ -15,6 +15,8 @@ import json
 import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from relay.acp.conversation import Conversation
 from relay.core.tickets import verify
 from tests.support.agents import AGENTS, DEMO_AGENT
 from tests.support.browser import (
@@ -39,11 +42,14 @@ from tests.support.env import clean_env, secret_env
 from tests.support.http import http_get
 from tests.support.live import SECRET, LiveRelay, live_relay, make_ticket
 from tests.support.netcut import NetCut
+from tests.support.recordings import GEMINI_SESSION, recorded
 from tests.support.waiting import until
 
 DOCS = ROOT / "docs"
 DOC_SHOTS = ("console.png", "console-watch.png")  # docs/dev-console.md's
 ASKS = (sys.executable, str(AGENTS / "asks.py"))
+
+CONSOLE_MODULE = Path(__file__).resolve().parents[3] / "relay/server/http/console/conversation.js"
 
 
 # -- plain HTTP ------------------------------------------------------------------------
@@ -865,3 +871,35 @@ async def test_a_watch_view_sees_the_controller_drop_and_resume(
         await expect(rows(watcher, "relay", "_acp-relay/detached")).to_have_count(1)
         await expect(rows(watcher, "relay", "_acp-relay/resumed")).to_have_count(1)
     assert problems == []
+
+
+def test_the_consoles_transcript_reads_a_session_in_the_conversation_models_words() -> None:
+    """The console's changeOf, run in Node on gemini-cli's recorded session, names each
+    change it shows as relay.acp.conversation names the same line's."""
+    if shutil.which("node") is None:
+        pytest.skip("needs Node.js to run the console's module")
+    lines = list(recorded(GEMINI_SESSION))
+    script = (
+        f"import {{ changeOf }} from {json.dumps(CONSOLE_MODULE.as_uri())};\n"
+        "const pending = new Map(); const names = [];\n"
+        "for (const [direction, message] of JSON.parse(process.argv[1])) {\n"
+        "  if (direction === 'to_agent' && 'id' in message && 'method' in message)"
+        " pending.set(message.id, message.method);\n"
+        "  names.push(changeOf(direction, message, pending).change);\n"
+        "}\nconsole.log(JSON.stringify(names));\n"
+    )
+    given = [
+        ["to_agent" if side == "client" else "to_client", json.loads(line)] for side, line in lines
+    ]
+    ran = subprocess.run(
+        ["node", "--input-type=module", "-e", script, json.dumps(given)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    conversation = Conversation()
+    expected = [type(conversation.line(side, line)).__name__ for side, line in lines]  # type: ignore[arg-type]
+    shown = {"Prompted", "Said", "ToolCallChanged", "TurnEnded"}
+    assert json.loads(ran.stdout) == [name if name in shown else "Other" for name in expected]
+    assert {"Prompted", "Said", "ToolCallChanged", "TurnEnded"} <= set(json.loads(ran.stdout))

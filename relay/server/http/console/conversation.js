@@ -294,27 +294,61 @@ export class Conversation {
   }
 
   /** What the transcript shows of a message of the conversation (prompts, agent text, tool
-   * calls); the rest is the log's. */
+   * calls, the turn's end); the rest is the log's. */
   show(direction, message) {
-    if (!isObject(message)) return;
-    const params = isObject(message.params) ? message.params : {};
-    if (direction === "to_agent" && message.method === "session/prompt") {
-      const blocks = Array.isArray(params.prompt) ? params.prompt.filter(isObject) : [];
-      this.turn(blocks.map((b) => (b.type === "text" ? String(b.text) : `[${b.type}]`)).join(""));
-      return;
-    }
-    const update = message.method === "session/update" && params.update;
-    if (!isObject(update)) {
-      if ("id" in message && this.pending.get(message.id) === "session/prompt" &&
-          direction === "to_client") this.endTurn();
-      return;
-    }
-    const kind = update.sessionUpdate;
-    if (kind === "agent_message_chunk" || kind === "agent_thought_chunk") {
-      const content = update.content;
-      if (isObject(content) && content.type === "text") this.agentText(kind, String(content.text));
-    } else if (kind === "tool_call" || kind === "tool_call_update") {
-      this.toolCall(update);
+    const change = changeOf(direction, message, this.pending);
+    switch (change.change) {
+      case "Prompted":
+        this.turn(change.blocks.map((b) => (b.type === "text" ? String(b.text) : `[${b.type}]`)).join(""));
+        break;
+      case "Said":
+        if (change.speaker !== "user" && change.text !== null) {
+          this.agentText(change.speaker === "thought" ? "agent_thought_chunk" : "agent_message_chunk",
+            change.text);
+        }
+        break;
+      case "ToolCallChanged":
+        this.toolCall(change.call);
+        break;
+      case "TurnEnded":
+        this.endTurn();
+        break;
     }
   }
 }
+
+/** What one message changed, in the words of the relay's conversation model
+ * (relay/acp/changes.py): `change` names the class, the fields are its fields. Only what
+ * the transcript shows is read here; the rest is "Other" (the log shows every line).
+ * `pending`: id of a request to the agent -> its method. */
+export function changeOf(direction, message, pending) {
+  if (!isObject(message)) return { change: "Other" };
+  const params = isObject(message.params) ? message.params : {};
+  if (direction === "to_agent" && message.method === "session/prompt") {
+    const blocks = Array.isArray(params.prompt) ? params.prompt.filter(isObject) : [];
+    return { change: "Prompted", requestId: message.id, blocks };
+  }
+  const update = message.method === "session/update" && params.update;
+  if (!isObject(update)) {
+    if ("id" in message && !("method" in message) && direction === "to_client" &&
+        pending.get(message.id) === "session/prompt") {
+      const result = isObject(message.result) ? message.result : {};
+      return { change: "TurnEnded", requestId: message.id, stopReason: result.stopReason ?? null };
+    }
+    return { change: "Other" };
+  }
+  const kind = update.sessionUpdate;
+  if (kind in SPEAKERS) {
+    const content = update.content;
+    const text = isObject(content) && content.type === "text" ? String(content.text) : null;
+    return { change: "Said", speaker: SPEAKERS[kind], text };
+  }
+  if (kind === "tool_call" || kind === "tool_call_update") {
+    return { change: "ToolCallChanged", started: kind === "tool_call", call: update };
+  }
+  return { change: "Other" };
+}
+
+const SPEAKERS = {
+  user_message_chunk: "user", agent_message_chunk: "agent", agent_thought_chunk: "thought",
+};
