@@ -14,6 +14,7 @@ the server runs.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import secrets as random_secrets
 import shlex
@@ -73,6 +74,11 @@ DEMO_AGENT = (sys.executable, "-m", "relay.demo_agent")
 SHUTDOWN_MARGIN = 2.0
 NOT_PRIVATE = "cannot make the relay non-dumpable: its agents may read its secret in /proc"
 WATCHDOG_LOST = "agent watchdog gone: agents would outlive a crash of the relay"
+NO_SPEEDUPS = (
+    "websockets runs without its C speedups (websockets.speedups): each frame from a client "
+    "is unmasked in Python, at a cost per byte; install websockets from a wheel for this "
+    "platform, or with a C compiler"
+)
 STALE_DEV_FOLDER = "removed the folder of a --dev relay that is gone (its throwaway secret)"
 
 
@@ -97,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     warnings = list(environment_warnings(os.environ))
     if not private and sys.platform == "linux":
         warnings.append(StartupWarning(NOT_PRIVATE))
+    if not websockets_speedups():
+        warnings.append(StartupWarning(NO_SPEEDUPS))
     if not settings.dev:
         return run_with(settings, warnings, None)
     stop_if_requested()  # before the folder is made
@@ -109,6 +117,11 @@ def run(args: argparse.Namespace) -> int:
         return run_with(settings, warnings, dev)
     finally:
         dev.remove()
+
+
+def websockets_speedups() -> bool:
+    """Whether websockets has its C extension (it falls back to Python without a word)."""
+    return importlib.util.find_spec("websockets.speedups") is not None
 
 
 def run_with(settings: Settings, warnings: list[StartupWarning], dev: DevFolder | None) -> int:
