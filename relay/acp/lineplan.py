@@ -25,6 +25,8 @@ from relay.acp.crossings import (
 )
 from relay.acp.rewrite import Files
 
+KEY_ESCAPE_LONGEST = len(b"\\u0024")  # KEY_ESCAPE's matches: a backslash and / or u00XX
+
 
 @dataclass(frozen=True)
 class Interest:
@@ -48,6 +50,7 @@ class LinePlan:
     answered: frozenset[str]  # methods whose responses cross
     answers: tuple[bytes, ...]  # and their markers
     client_seek: re.Pattern[bytes]
+    longest: int  # bytes of the longest match of an agent_seek or of KEY_ESCAPE
     # (pending session/list, watching the agent's capabilities) -> its search, made on use
     _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
 
@@ -70,14 +73,19 @@ def plan_for(files: Files) -> LinePlan:
     ]
     client_must = markers(TO_AGENT, files, must=True)
     client_may = markers(TO_AGENT, files, must=False)
+    agent_must = markers(TO_EDITOR, files, must=True)
+    agent_may = markers(TO_EDITOR, files, must=False)
+    answer_markers = tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS
+    agent_markers = agent_must + agent_may + answer_markers + (CAPABILITIES,)
     return LinePlan(
         client_must,
         client_may,
-        markers(TO_EDITOR, files, must=True),
-        markers(TO_EDITOR, files, must=False),
+        agent_must,
+        agent_may,
         frozenset(m for row in answers for m in row.methods),
-        tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
+        answer_markers,
         seeker(client_must + client_may),
+        max(KEY_ESCAPE_LONGEST, *map(len, agent_markers)),
     )
 
 
