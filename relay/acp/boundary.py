@@ -257,8 +257,10 @@ class Boundary:
     def _read_may_hold(self, lines: Sequence[bytes]) -> bool:
         """:meth:`_agent_may_hold` of a read's lines joined by newlines (no marker spans one),
         the start the lines share (a stream's structure up to its text) searched once."""
-        seek = self._plan.agent_seek(bool(self.pending), self.sessions.watches_agent)
-        return found_in_read(lines, seek, self._agent_escape, self._plan.longest)
+        pending, capabilities = bool(self.pending), self.sessions.watches_agent
+        seek = self._plan.agent_seek(pending, capabilities)
+        markers = self._plan.agent_markers(pending, capabilities)
+        return found_in_read(lines, seek, markers, self._agent_escape)
 
     def _client_interest(self, line: bytes) -> Interest:
         escaped = _BACKSLASH in line

@@ -25,8 +25,6 @@ from relay.acp.crossings import (
 )
 from relay.acp.rewrite import Files
 
-KEY_ESCAPE_LONGEST = len(b"\\u0024")  # KEY_ESCAPE's matches: a backslash and / or u00XX
-
 
 @dataclass(frozen=True)
 class Interest:
@@ -50,17 +48,25 @@ class LinePlan:
     answered: frozenset[str]  # methods whose responses cross
     answers: tuple[bytes, ...]  # and their markers
     client_seek: re.Pattern[bytes]
-    longest: int  # bytes of the longest match of an agent_seek or of KEY_ESCAPE
-    # (pending session/list, watching the agent's capabilities) -> its search, made on use
+    # (pending session/list, watching the agent's capabilities) -> its markers, its search
+    _agent_markers: dict[tuple[bool, bool], tuple[bytes, ...]] = field(default_factory=dict)
     _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
 
-    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
-        """The search for the agent's lines while a session/list is ``pending`` and while
+    def agent_markers(self, pending: bool, capabilities: bool) -> tuple[bytes, ...]:
+        """The markers of the agent's lines while a session/list is ``pending`` and while
         the agent's ``capabilities`` are still to be learnt."""
+        found = self._agent_markers.get((pending, capabilities))
+        if found is None:
+            found = self.agent_must + self.agent_may + (self.answers if pending else ())
+            found = tuple(sorted(set(found + ((CAPABILITIES,) if capabilities else ()))))
+            self._agent_markers[(pending, capabilities)] = found
+        return found
+
+    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
+        """The one search for any of :meth:`agent_markers`."""
         seek = self._agent_seekers.get((pending, capabilities))
         if seek is None:
-            found = self.agent_must + self.agent_may + (self.answers if pending else ())
-            seek = seeker(found + ((CAPABILITIES,) if capabilities else ()))
+            seek = seeker(self.agent_markers(pending, capabilities))
             self._agent_seekers[(pending, capabilities)] = seek
         return seek
 
@@ -73,19 +79,14 @@ def plan_for(files: Files) -> LinePlan:
     ]
     client_must = markers(TO_AGENT, files, must=True)
     client_may = markers(TO_AGENT, files, must=False)
-    agent_must = markers(TO_EDITOR, files, must=True)
-    agent_may = markers(TO_EDITOR, files, must=False)
-    answer_markers = tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS
-    agent_markers = agent_must + agent_may + answer_markers + (CAPABILITIES,)
     return LinePlan(
         client_must,
         client_may,
-        agent_must,
-        agent_may,
+        markers(TO_EDITOR, files, must=True),
+        markers(TO_EDITOR, files, must=False),
         frozenset(m for row in answers for m in row.methods),
-        answer_markers,
+        tuple(sorted({m for row in answers for m in row.markers})) + ANSWER_MARKERS,
         seeker(client_must + client_may),
-        max(KEY_ESCAPE_LONGEST, *map(len, agent_markers)),
     )
 
 

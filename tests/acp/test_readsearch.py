@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relay.acp.boundary import Boundary
-from relay.acp.crossings import CAPABILITIES, KEY_ESCAPE
-from relay.acp.lineplan import LinePlan, plan_for
+from relay.acp.crossings import CAPABILITIES, KEY_ESCAPE, KEY_ESCAPE_LONGEST
+from relay.acp.lineplan import LinePlan, plan_for, seeker
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.readsearch import SHARED_MIN, found_in_read, shared_start
@@ -23,9 +23,9 @@ from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
-    import sre_parse  # the widest match of a pattern, to check the plan's bound against
+    import sre_parse  # the widest match of KEY_ESCAPE, to check its bound against
 
-Search = tuple[re.Pattern[bytes], re.Pattern[bytes] | None, int]
+Search = tuple[re.Pattern[bytes], tuple[bytes, ...], re.Pattern[bytes] | None]
 
 
 def joined_search(
@@ -47,22 +47,23 @@ def searches() -> Iterator[tuple[LinePlan, Search]]:
         escape = None if files is Files.PASS else KEY_ESCAPE
         for pending in (False, True):
             for capabilities in (False, True):
-                yield plan, (plan.agent_seek(pending, capabilities), escape, plan.longest)
+                seek = plan.agent_seek(pending, capabilities)
+                yield plan, (seek, plan.agent_markers(pending, capabilities), escape)
 
 
 SEARCHES = [search for _plan, search in searches()]
 
 
-def widest(pattern: re.Pattern[bytes]) -> int:
-    return int(sre_parse.parse(pattern.pattern).getwidth()[1])  # type: ignore[arg-type]
-
-
-def test_the_plans_bound_is_the_widest_match_of_its_patterns() -> None:
-    """No seek of a plan nor KEY_ESCAPE can match more bytes than the plan's ``longest``, and
-    none can match a newline (what the shared-start search stands on)."""
-    for plan, (seek, escape, longest) in searches():
-        for pattern in (seek, escape) if escape is not None else (seek,):
-            assert widest(pattern) <= longest == plan.longest
+def test_each_search_is_its_markers_and_an_escape_that_begins_with_a_backslash() -> None:
+    """A plan's seek finds exactly its markers, literally; KEY_ESCAPE's matches begin with a
+    backslash and hold at most KEY_ESCAPE_LONGEST bytes, and none holds a newline (what
+    the shared-start search stands on)."""
+    for _plan, (seek, markers, escape) in searches():
+        assert seek is seeker(markers)
+        assert escape is None or escape is KEY_ESCAPE
+    tree = sre_parse.parse(KEY_ESCAPE.pattern)  # type: ignore[arg-type]
+    assert tree.getwidth()[1] == KEY_ESCAPE_LONGEST
+    assert KEY_ESCAPE.pattern.startswith(b"\\\\(?:")
     assert not any(b"\n" in marker for marker in MARKERS)
     for escaped in (b"\\/", b"\\u002f"):  # an escape cut by a newline is none
         cuts = [escaped[:i] + b"\n" + escaped[i:] for i in range(1, len(escaped))]
@@ -109,12 +110,12 @@ STREAM = [streamed(text, ascii_only=a) for text in TEXTS for a in (True, False)]
 def test_the_corpus_is_found_as_joined(search: Search) -> None:
     """Each message of the boundary's corpus, alone, amid a stream, first or last in a read,
     and the stream alone: found exactly where the joined search finds it."""
-    seek, escape, longest = search
+    seek, markers, escape = search
     reads = [STREAM, STREAM[:1], STREAM * 3]
     for sent in CORPUS + STREAM:
         reads += [[sent], [*STREAM, sent], [sent, *STREAM], [*STREAM[:2], sent, *STREAM[2:]]]
     for read in reads:
-        assert found_in_read(read, seek, escape, longest) == joined_search(read, seek, escape)
+        assert found_in_read(read, seek, markers, escape) == joined_search(read, seek, escape)
 
 
 # -- hypothesis-made reads, hostile escapes included -----------------------------------------
@@ -162,12 +163,12 @@ def reads(draw: Any) -> list[bytes]:
 def test_a_marker_cut_by_the_shared_start_is_found(search: Search) -> None:
     """Every marker and escape, cut at each of its bytes by the end of the start its read's
     lines share, is found as the joined search finds it."""
-    seek, escape, longest = search
+    seek, markers, escape = search
     for marker in [*MARKERS, *HOSTILE]:
         for cut in range(len(marker) + 1):
             start = PAD + marker[:cut]
             for read in ([start + marker[cut:], start + b"\x00"], [start + b"\x00", start]):
-                found = found_in_read(read, seek, escape, longest)
+                found = found_in_read(read, seek, markers, escape)
                 assert found == joined_search(read, seek, escape), (marker, cut)
 
 
@@ -177,8 +178,8 @@ def test_any_read_is_found_as_joined(read: list[bytes], search: Search) -> None:
     """Whatever a read holds (markers cut across the shared start, escapes of quotes,
     slashes and key letters, surrogates, duplicate keys, nesting, long strings, bytes that
     are not UTF-8): the shared-start search finds what the joined search finds."""
-    seek, escape, longest = search
-    assert found_in_read(read, seek, escape, longest) == joined_search(read, seek, escape)
+    seek, markers, escape = search
+    assert found_in_read(read, seek, markers, escape) == joined_search(read, seek, escape)
 
 
 RULES = (parse_rule("/Users/alice=/workspace"),)
