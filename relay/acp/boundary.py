@@ -50,6 +50,7 @@ from relay.acp.crossings import (
     may_hold_too_many_values,
 )
 from relay.acp.lineplan import NONE, Interest, plan_for
+from relay.acp.readsearch import found_in, found_in_read
 from relay.acp.refusals import (
     ToAgent,
     batch_request,
@@ -197,7 +198,7 @@ class Boundary:
         if len(lines) == 1 or sum(map(len, lines)) > JOIN_MAX_BYTES:
             if not any(map(self._agent_may_hold, lines)):
                 return None
-        elif not self._agent_may_hold(b"\n".join(lines)):  # no marker spans a newline
+        elif not self._read_may_hold(lines):
             return None
         results = [self.agent_line(line) for line in lines]
         if all(result is line for result, line in zip(results, lines, strict=True)):
@@ -251,10 +252,15 @@ class Boundary:
     def _agent_may_hold(self, data: bytes) -> bool:
         """False: ``data`` certainly holds nothing the boundary acts on (nearly every line)."""
         seek = self._plan.agent_seek(bool(self.pending), self.sessions.watches_agent)
-        if seek.search(data) is not None:
-            return True
-        escape = self._agent_escape
-        return escape is not None and _BACKSLASH in data and escape.search(data) is not None
+        return found_in(data, seek, self._agent_escape)
+
+    def _read_may_hold(self, lines: Sequence[bytes]) -> bool:
+        """:meth:`_agent_may_hold` of a read's lines joined by newlines (no marker spans one),
+        the start the lines share (a stream's structure up to its text) searched once."""
+        pending, capabilities = bool(self.pending), self.sessions.watches_agent
+        seek = self._plan.agent_seek(pending, capabilities)
+        markers = self._plan.agent_markers(pending, capabilities)
+        return found_in_read(lines, seek, markers, self._agent_escape)
 
     def _client_interest(self, line: bytes) -> Interest:
         escaped = _BACKSLASH in line

@@ -325,6 +325,7 @@ CROSSINGS: tuple[Crossing, ...] = (
 # ordinary serializer escapes none of these, so plain text (newlines, quotes, non-ASCII
 # letters, Go's \u003c) does not match.
 KEY_ESCAPE = re.compile(rb"\\(?:/|u00(?:2[4fF]|[4-7][0-9a-fA-F]))")
+KEY_ESCAPE_LONGEST = len(b"\\u0024")  # bytes of its longest match; each begins with a backslash
 CANCEL = b'"$/cancel_request"'
 CAPABILITIES = b'"agentCapabilities"'
 ANSWER_MARKERS = (b'"error"',)  # an error answer also ends a pending session/list

@@ -48,16 +48,25 @@ class LinePlan:
     answered: frozenset[str]  # methods whose responses cross
     answers: tuple[bytes, ...]  # and their markers
     client_seek: re.Pattern[bytes]
-    # (pending session/list, watching the agent's capabilities) -> its search, made on use
+    # (pending session/list, watching the agent's capabilities) -> its markers, its search
+    _agent_markers: dict[tuple[bool, bool], tuple[bytes, ...]] = field(default_factory=dict)
     _agent_seekers: dict[tuple[bool, bool], re.Pattern[bytes]] = field(default_factory=dict)
 
-    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
-        """The search for the agent's lines while a session/list is ``pending`` and while
+    def agent_markers(self, pending: bool, capabilities: bool) -> tuple[bytes, ...]:
+        """The markers of the agent's lines while a session/list is ``pending`` and while
         the agent's ``capabilities`` are still to be learnt."""
+        found = self._agent_markers.get((pending, capabilities))
+        if found is None:
+            found = self.agent_must + self.agent_may + (self.answers if pending else ())
+            found = tuple(sorted(set(found + ((CAPABILITIES,) if capabilities else ()))))
+            self._agent_markers[(pending, capabilities)] = found
+        return found
+
+    def agent_seek(self, pending: bool, capabilities: bool) -> re.Pattern[bytes]:
+        """The one search for any of :meth:`agent_markers`."""
         seek = self._agent_seekers.get((pending, capabilities))
         if seek is None:
-            found = self.agent_must + self.agent_may + (self.answers if pending else ())
-            seek = seeker(found + ((CAPABILITIES,) if capabilities else ()))
+            seek = seeker(self.agent_markers(pending, capabilities))
             self._agent_seekers[(pending, capabilities)] = seek
         return seek
 
