@@ -63,6 +63,7 @@ from relay.acp.changes import (
     UsageChanged,
 )
 from relay.acp.refusals import id_key
+from relay.acp.values import list_of, text_of
 from relay.core import strictjson
 from relay.core.watchprofile import ANSWERED, DETACHED, RESUMED
 
@@ -156,7 +157,7 @@ class Conversation:
         if method == ANSWERED:
             return self._taken(params)
         if method == DETACHED:
-            return ControllerDetached(_text(params.get("reason")), params.get("grace"))
+            return ControllerDetached(text_of(params.get("reason")), params.get("grace"))
         if method == RESUMED:
             return ControllerResumed()
         if "error" in message:
@@ -172,7 +173,7 @@ class Conversation:
         asked = _Asked(method, {})
         change: Change = Requested(side, method, params)
         if side == "client" and method == PROMPT:
-            change = Prompted(request_id, _list(params.get("prompt")))
+            change = Prompted(request_id, list_of(params.get("prompt")))
         elif side == "agent" and method == PERMISSION:
             change = self._permission_asked(request_id, params, message)
             asked = _Asked(method, {o.option_id: o.name for o in change.options})
@@ -186,10 +187,10 @@ class Conversation:
     ) -> PermissionAsked:
         call = params.get("toolCall")
         call = call if isinstance(call, dict) else {}
-        known = self.tools.get(_text(call.get("toolCallId"))[:MAX_ID_CHARS])
+        known = self.tools.get(text_of(call.get("toolCallId"))[:MAX_ID_CHARS])
         title = _kept(call.get("title")) or (known.title or "" if known else "")
         kind = _kept(call.get("kind")) or (known.kind or "" if known else "")
-        options = _list(params.get("options"))
+        options = list_of(params.get("options"))
         return PermissionAsked(
             request_id,
             title,
@@ -227,8 +228,8 @@ class Conversation:
         result = params.get("result")
         return AnswerTaken(
             request_id,
-            _text(params.get("by")),
-            _text(params.get("subject")),
+            text_of(params.get("by")),
+            text_of(params.get("subject")),
             options,
             result if isinstance(result, dict) else {},
             "error" in params,
@@ -242,7 +243,7 @@ class Conversation:
         update = update if isinstance(update, dict) else {}
         kind = update.get("sessionUpdate")
         if isinstance(kind, str) and kind in CHUNKS:
-            belongs_to = (_text(params.get("sessionId")), _text(update.get("messageId")))
+            belongs_to = (text_of(params.get("sessionId")), text_of(update.get("messageId")))
             return Said(CHUNKS[kind], update.get("content"), belongs_to)
         if kind in ("tool_call", "tool_call_update"):
             return self._tool_call(update, started=kind == "tool_call")
@@ -257,12 +258,12 @@ class Conversation:
             self.usage = UsageChanged(_kept(update.get("used")), _kept(update.get("size")))
             return self.usage
         if kind == "available_commands_update":
-            commands = [c for c in _list(update.get("availableCommands")) if isinstance(c, dict)]
+            commands = [c for c in list_of(update.get("availableCommands")) if isinstance(c, dict)]
             return CommandsChanged(tuple(_kept(c.get("name")) for c in commands))
         return Updated(kind, update)
 
     def _tool_call(self, update: dict[str, Any], *, started: bool) -> ToolCallChanged:
-        tool_id = _text(update.get("toolCallId"))[:MAX_ID_CHARS]
+        tool_id = text_of(update.get("toolCallId"))[:MAX_ID_CHARS]
         before = self.tools.get(tool_id)
         call = before or ToolCall(tool_id)
         for name in ("title", "kind", "status"):
@@ -296,13 +297,13 @@ def _plan_of(plan: Any) -> Planned:
     if form == "items":
         return _items(plan.get("entries"))
     if form in ("markdown", "file"):
-        text = _text(plan.get("content" if form == "markdown" else "uri"))
+        text = text_of(plan.get("content" if form == "markdown" else "uri"))
         return Planned(form, text=text[:MAX_PLAN_CHARS])
     return Planned(form)
 
 
 def _items(entries: Any) -> Planned:
-    entries = _list(entries)
+    entries = list_of(entries)
     kept = tuple(
         PlanEntry(_kept(e.get("content")), _kept(e.get("status")))
         for e in (e if isinstance(e, dict) else {} for e in entries[:MAX_PLAN_ENTRIES])
@@ -330,20 +331,9 @@ def _other(side: Side) -> Side:
     return "agent" if side == "client" else "client"
 
 
-def _text(value: Any) -> str:
-    """A string of the conversation, or "" for anything else (a number as spelled)."""
-    if isinstance(value, strictjson.Number):
-        return value.text
-    return value if isinstance(value, str) else ""
-
-
 def _kept(value: Any) -> str:
     """A text remembered across lines: bounded."""
-    return _text(value)[:MAX_KEPT_CHARS]
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+    return text_of(value)[:MAX_KEPT_CHARS]
 
 
 def _remember(book: OrderedDict[Any, Any], key: Any, value: Any) -> None:

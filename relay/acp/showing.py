@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from relay.acp.values import list_of as as_list
+from relay.acp.values import text_of
 from relay.core import strictjson
 from relay.core.printable import escaped
 
@@ -189,21 +191,8 @@ def field_text(fields: dict[str, Any], key: str) -> str:
     return cut(text_of(fields.get(key)), MAX_NAME_CHARS)
 
 
-def text_of(value: Any) -> str:
-    """A string of the conversation, or "" for anything else (a number as it was spelled)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, strictjson.Number):
-        return value.text
-    return ""
-
-
 def decoded(line: bytes) -> str:
     return line[: MAX_TEXT_CHARS * 4].decode("utf-8", "replace")
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def cut(text: str, limit: int = MAX_TEXT_CHARS, *, keep: str = "") -> str:

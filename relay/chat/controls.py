@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from relay.acp.values import list_of, text_of
 from relay.chat.text import safe_line
-from relay.chat.values import list_of, text_of
 from relay.core import strictjson
 
 MAX_CONTROLS = 32  # configuration options kept

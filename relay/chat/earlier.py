@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.acp.refusals import id_key
+from relay.acp.values import list_of, text_of
 from relay.chat.text import safe_line, to_html
-from relay.chat.values import list_of, text_of
 from relay.core import strictjson
 
 MAX_LISTED = 20  # sessions a list shows (the agent's first page)

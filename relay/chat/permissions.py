@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay.acp.values import list_of, text_of
 from relay.chat.text import cut, safe, safe_line, to_html
-from relay.chat.values import list_of, text_of
 from relay.core import strictjson
 
 KEYCAPS = ("1️⃣", "2️⃣", "3️⃣", "4️⃣", "5️⃣", "6️⃣", "7️⃣", "8️⃣", "9️⃣", "🔟")

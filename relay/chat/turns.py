@@ -31,6 +31,7 @@ from relay.acp.changes import (
     ToolCallChanged,
 )
 from relay.acp.conversation import Conversation
+from relay.acp.values import text_of
 from relay.chat.text import (
     CONTENT_BYTES,
     fit_bytes,
@@ -40,7 +41,6 @@ from relay.chat.text import (
     text_size,
     to_html,
 )
-from relay.chat.values import text_of
 
 Thoughts = Literal["folded", "hidden", "shown"]
 WORDS_PAGE_BYTES = (CONTENT_BYTES - 1024) // 2  # an edit carries the text twice

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from relay.chat.values import list_of, text_of
+from relay.acp.values import list_of, text_of
 from relay.core import strictjson
 
 
