@@ -407,6 +407,7 @@ class Lifecycle:
     def _lost_or_closed(self, gone: SocketGone) -> tuple[Step, ...]:
         if self._detaches(gone):
             return self._detach(gone)
+        self._become((), controller=None)  # it is gone: nothing is closed on it
         return self._end(self._stop())
 
     def _exited(self, exit_: Exit) -> dict[str, Any]:

@@ -556,6 +556,106 @@ def test_only_the_watchers_and_the_log_go_at_once() -> None:
     assert not set(in_order) & set(AT_ONCE)
 
 
+# -- which socket controls the connection, which exit account counts ---------------------
+
+CONTROLLERS: list[tuple[str, Event, tuple[Step, ...], int | None, int | None]] = [
+    # (phase, event, steps, the controller after, the socket the close line names after)
+    ("attached", SocketAttached(FIRST, resumed=F), (), FIRST, FIRST),
+    ("attached", SocketAttached(SECOND, resumed=T), TAKEN_OVER, SECOND, SECOND),
+    ("attached", SocketGone(SECOND, clean=F, why=LOST, now=0.0), (), FIRST, FIRST),
+    ("attached", SocketGone(FIRST, clean=T, why=CLOSED_BY_CLIENT, now=0.0), (STOP, *ENDS),
+     None, FIRST),
+    ("attached, resumable", SocketGone(FIRST, clean=F, why=LOST, now=0.0),
+     (Detach(LOST, GRACE),), None, FIRST),
+    ("detached", SocketAttached(SECOND, resumed=T), (Resumed(),), SECOND, SECOND),
+    ("flushing, resumable", SocketAttached(SECOND, resumed=T), TAKEN_OVER, SECOND, SECOND),
+    ("flushing again", SocketGone(FIRST, clean=F, why=LOST, now=0.0), (), SECOND, SECOND),
+    ("flushing again", SocketGone(SECOND, clean=F, why=LOST, now=0.0), (), None, SECOND),
+    ("flushing, socket lost", SocketAttached(SECOND, resumed=T), (Resumed(),), SECOND, SECOND),
+    ("ended", SocketAttached(SECOND, resumed=T), (NO_LONGER,), None, FIRST),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("phase", "event", "steps", "controller", "closing"), CONTROLLERS)
+def test_the_lifecycle_says_which_socket_controls_the_connection(
+    phase: str, event: Event, steps: tuple[Step, ...], controller: int | None, closing: int | None
+) -> None:
+    """The socket attached last controls the connection (the one before it fenced), the
+    loss of another changes nothing, a late one is refused; the close line names the
+    controller, or the last socket that was."""
+    lifecycle = PHASES[phase][0]()
+    assert lifecycle.handle(event) == steps
+    assert (lifecycle.controller, lifecycle.closing_socket) == (controller, closing)
+
+
+def test_the_first_socket_controls_the_starting_connection() -> None:
+    """The socket that opened the connection controls it before the agent runs: a failed
+    start is said on it."""
+    lifecycle = starting()
+    assert (lifecycle.controller, lifecycle.closing_socket) == (FIRST, FIRST)
+
+
+EXITED_0 = Exit(0)
+KILLED = Exit(-15)  # as the wait sees an agent the relay's SIGTERM ended
+ACCOUNTS: list[tuple[str, tuple[Event, ...], Exit | None]] = [
+    ("attached", (), None),
+    ("attached", (AgentExited(EXITED_0),), EXITED_0),
+    ("attached", (AgentExited(EXITED_0), AgentStopped(EXITED_0)), EXITED_0),
+    # the stop ends the agent: its account knows the relay signalled it, whichever comes first
+    ("ended", (AgentExited(KILLED), AgentStopped(STOPPED)), STOPPED),
+    ("ended", (AgentStopped(STOPPED), AgentExited(KILLED)), STOPPED),
+    ("detached", (AgentExited(EXITED), Tick(LATER), AgentStopped(STOPPED)), STOPPED),
+]
+
+
+@pytest.mark.parametrize(("phase", "events", "expected"), ACCOUNTS)
+def test_which_account_of_the_agents_exit_counts(
+    phase: str, events: tuple[Event, ...], expected: Exit | None
+) -> None:
+    """The wait's account of the exit stands until the stop's, which says whether the relay
+    signalled the agent; in every phase, the end included."""
+    lifecycle = PHASES[phase][0]()
+    run(lifecycle, *events)
+    assert lifecycle.exit == expected
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        ((), (1000, "the connection ended")),
+        ((AgentExited(EXITED),), (1000, "the connection ended: agent exited with status 3")),
+        ((AgentExited(EXITED), StopRequested()), (1001, "the relay is shutting down")),
+    ],
+)
+def test_the_watchers_hear_how_the_agent_ended(
+    events: tuple[Event, ...], expected: tuple[int, str]
+) -> None:
+    """What the watchers are told at the end is read from the lifecycle's own state."""
+    lifecycle = attached()
+    run(lifecycle, *events)
+    assert lifecycle.watchers_close() == expected
+
+
+# -- one list of steps ---------------------------------------------------------------------
+
+
+def pull(lifecycle: Lifecycle, *, in_order: bool) -> list[Step]:
+    steps = []
+    while (step := lifecycle.next_step(in_order=in_order)) is not None:
+        steps.append(step)
+    return steps
+
+
+def test_the_steps_are_pulled_from_one_list() -> None:
+    """The steps of every event wait in one list: those carried out at once are taken ahead
+    of the others, each kind in the order told."""
+    lifecycle = attached(resumable=T)
+    run(lifecycle, AgentExited(EXITED), WatcherArrived(), SocketAttached(SECOND, T), Flushed())
+    assert pull(lifecycle, in_order=F) == [AdmitWatcher(), *TAKEN_OVER]
+    assert pull(lifecycle, in_order=T) == [FlushOutput(), FlushOutput()]
+    assert lifecycle.next_step(in_order=F) is lifecycle.next_step(in_order=T) is None
+
+
 @pytest.mark.parametrize(
     ("exit_reason", "shutting_down", "expected"),
     [
@@ -623,6 +723,41 @@ def test_a_connection_ends_once_and_then_stays_ended(resumable: bool, events: li
             assert stopped or not started or isinstance(event, Flushed)
     assert ends <= 1
     assert lifecycle.watchers >= 0
+
+
+@given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
+def test_every_state_reached_keeps_the_states_rules(resumable: bool, events: list[Event]) -> None:
+    """Whatever happens, the state holds each field only where it means something
+    (State.check), and the steps pulled are those told, each lane in its order."""
+    lifecycle = starting(resumable)
+    told: list[Step] = []
+    for event in events:
+        with contextlib.suppress(LifecycleError):
+            told.extend(lifecycle.handle(event))
+        assert lifecycle.state.check() == []
+    at_once, in_order = pull(lifecycle, in_order=F), pull(lifecycle, in_order=T)
+    assert at_once == [step for step in told if isinstance(step, AT_ONCE)]
+    assert in_order == [step for step in told if not isinstance(step, AT_ONCE)]
+
+
+@given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
+def test_an_agent_that_exited_stays_exited_and_never_kept_running(
+    resumable: bool, events: list[Event]
+) -> None:
+    """Once the agent exited, nothing makes it running again: a stdout's end told after the
+    exit sets no deadline, and no tick says it kept running (the mutation that set the
+    deadline anyway fails here)."""
+    lifecycle = starting(resumable)
+    for event in events:
+        exited = lifecycle.exited
+        try:
+            steps = lifecycle.handle(event)
+        except LifecycleError:
+            continue
+        if exited:
+            assert lifecycle.exited
+            assert KeptRunning() not in steps
+            assert lifecycle.state.quiet_since is None
 
 
 @given(resumable=st.booleans(), events=st.lists(ANY_EVENT, max_size=30))
