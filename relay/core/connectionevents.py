@@ -2,12 +2,16 @@
 :class:`relay.core.lifecycle.Lifecycle` is told and the steps it answers.
 
 Pure: plain values, like h11's events. The I/O layer (:mod:`relay.server.connections.connection`)
-makes the events of what it sees and carries out the steps.
+makes the events of what it sees and carries out the steps. A socket is named by a number
+of the I/O's (``socket``): the lifecycle decides which one is the controlling socket, and
+the steps that concern another socket name it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from relay.core.exits import Exit
 
 # -- events: what the I/O layer tells the lifecycle ---------------------------------------
 
@@ -26,17 +30,19 @@ class StartFailed:
 
 @dataclass(frozen=True, slots=True)
 class SocketAttached:
-    """A socket became the controlling one: the first, or one that resumed the connection
-    (fencing the one before it, if any)."""
+    """Socket ``socket`` was welcomed as the controlling one: the first, or one that resumed
+    the connection (the lifecycle says whether it becomes the controller)."""
 
+    socket: int
     resumed: bool
 
 
 @dataclass(frozen=True, slots=True)
 class SocketGone:
-    """The controlling socket went: ``clean`` when the client closed it with 1000 or the
-    relay closed it; ``why`` for the log."""
+    """Socket ``socket``, once attached, went: ``clean`` when the client closed it with 1000
+    or the relay closed it; ``why`` for the log. Only the controller's loss counts."""
 
+    socket: int
     clean: bool
     why: str
     now: float
@@ -44,7 +50,17 @@ class SocketGone:
 
 @dataclass(frozen=True, slots=True)
 class AgentExited:
-    """The agent's process exited."""
+    """The agent's process exited, as its wait saw it."""
+
+    exit: Exit
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStopped:
+    """A :class:`StopAgent` is over: the stop's account of the exit, which knows whether the
+    relay signalled the agent."""
+
+    exit: Exit
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +110,7 @@ Event = (
     | SocketAttached
     | SocketGone
     | AgentExited
+    | AgentStopped
     | StdoutEnded
     | Flushed
     | StopRequested
@@ -116,7 +133,8 @@ class FlushOutput:
 @dataclass(frozen=True, slots=True)
 class StopAgent:
     """Stop the agent with its process group: stdin EOF, SIGTERM, SIGKILL, each after a
-    grace. With ``eof_first`` False, SIGTERM follows stdin EOF at once."""
+    grace, then tell :class:`AgentStopped`. With ``eof_first`` False, SIGTERM follows stdin
+    EOF at once."""
 
     eof_first: bool = True
 
@@ -128,11 +146,27 @@ class StopChildren:
 
 @dataclass(frozen=True, slots=True)
 class CloseSocket:
-    """Close the controlling socket with ``code`` and ``reason``; None for both: with the
-    agent's exit status."""
+    """Close the controlling socket (the lifecycle's, as the step is carried out) with
+    ``code`` and ``reason``; None for both: with the agent's exit status."""
 
     code: int | None = None
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FenceSocket:
+    """Close ``socket``: another socket took the connection over."""
+
+    socket: int
+
+
+@dataclass(frozen=True, slots=True)
+class RefuseSocket:
+    """Close the socket just told of as attached with ``code`` and ``reason``: the
+    connection ended while it was welcomed."""
+
+    code: int
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +197,8 @@ class GraceExpired:
 
 @dataclass(frozen=True, slots=True)
 class CloseWatchers:
-    """The connection ends: close every watcher saying how (:func:`watchers_close`)."""
+    """The connection ends: close every watcher saying how (:meth:`Lifecycle.watchers_close`,
+    read as the step is carried out: once the agent's exit is known)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +230,8 @@ Step = (
     | StopAgent
     | StopChildren
     | CloseSocket
+    | FenceSocket
+    | RefuseSocket
     | KeptRunning
     | Detach
     | Resumed
@@ -205,3 +242,17 @@ Step = (
     | RefuseWatcher
     | End
 )
+
+AT_ONCE = (
+    Detach,
+    Resumed,
+    ShutdownWatchers,
+    AdmitWatcher,
+    RefuseWatcher,
+    FenceSocket,
+    RefuseSocket,
+)
+"""Steps carried out as their event is told: about the watchers, the log, or a socket
+other than the controller (fenced, or refused as it arrives). The others concern the
+agent and the controlling socket and are carried out in order, each once the one before
+it is done (a flush, an agent's stop, take time)."""

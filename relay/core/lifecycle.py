@@ -1,25 +1,25 @@
 """A connection's lifecycle: events in, steps out, one state (sans-I/O, like h11's).
 
-Pure. Everything that decides how a connection goes lives here: whether a controlling
-socket is attached, whether the agent exited or closed its stdout, whether the relay is
-stopping, how long a detached connection waits for a resume, how many watchers look on.
-The I/O layer (:mod:`relay.server.connections.connection`) tells :class:`Lifecycle` what
-happened, one event at a time, and carries out the steps it answers, in order; it keeps
-no lifecycle flag of its own. The clock comes in with the events (``now``); a
-connection waiting for something to happen asks :meth:`Lifecycle.deadline` when to come
-back with a :class:`Tick`.
+Pure. Everything that decides how a connection goes lives here: which socket controls
+the connection (and which one a resume fences), whether the agent exited or closed its
+stdout and which account of its exit counts, whether the relay is stopping, how long a
+detached connection waits for a resume, how many watchers look on. The I/O layer
+(:mod:`relay.server.connections.connection`) tells :class:`Lifecycle` what happened, one
+event at a time, and pulls the steps that follow from the lifecycle's one list
+(:meth:`Lifecycle.next_step`); it keeps no lifecycle flag of its own. The clock comes in
+with the events (``now``); a connection waiting for something to happen asks
+:meth:`Lifecycle.deadline` when to come back with a :class:`Tick`.
 
-The phases:
-
-- ``STARTING``: the agent starts; the first socket waits for it.
-- ``ATTACHED``: a controlling socket carries the connection.
-- ``DETACHED``: resumable only: the socket was lost other than by the client's clean
-  close; the agent runs on (or has exited: its output and status wait) until a socket
-  resumes the connection or the grace ends.
-- ``FLUSHING``: the agent is gone or being stopped: what it wrote goes to the socket,
-  then the socket is closed with its exit status.
-- ``ENDED``: nothing of the connection remains once the steps before are done; every
-  later event changes nothing.
+The whole state is one :class:`relay.core.lifecyclestate.State`, replaced by each
+transition; its phases are listed there. The transitions are one ``match`` per phase
+(:meth:`Lifecycle._starting`, ``_attached``, ``_detached``, ``_flushing``, ``_ended``),
+each over every event type and checked exhaustive, rather than a table the code reads:
+what an event does depends on more than the pair (phase, event) (whether the connection
+is resumable, the relay stopping, the socket's close clean, the socket the controller,
+the agent gone, a deadline past), and a table would need a guard column for each of these
+or a row for each combination; a match per phase reads as the phase's answer to every
+event on one screen, its conditions written where they apply. The tests hold the table:
+every (phase, event) pair with its steps (tests/core/test_lifecycle.py).
 
 What ends a connection, for every connection:
 
@@ -41,22 +41,26 @@ and its exit status.
 
 from __future__ import annotations
 
-import enum
-from typing import assert_never
+from dataclasses import replace
+from typing import Any, assert_never
 
 from relay.core.connectionevents import (
+    AT_ONCE,
     AdmitWatcher,
     AgentExited,
     AgentStarted,
+    AgentStopped,
     CloseSocket,
     CloseWatchers,
     Detach,
     End,
     Event,
+    FenceSocket,
     Flushed,
     FlushOutput,
     GraceExpired,
     KeptRunning,
+    RefuseSocket,
     RefuseWatcher,
     RelayFailed,
     Resumed,
@@ -73,249 +77,363 @@ from relay.core.connectionevents import (
     WatcherArrived,
     WatcherLeft,
 )
+from relay.core.exits import Exit
+from relay.core.lifecyclestate import (
+    CONNECTION_ENDED,
+    EXIT_WAIT,
+    FLUSHES,
+    GOING_AWAY,
+    INTERNAL_ERROR,
+    MOST_WATCHERS,
+    SHUTTING_DOWN,
+    TRY_AGAIN_LATER,
+    Agent,
+    LifecycleError,
+    Phase,
+    State,
+    watchers_close,
+)
 from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION
-
-INTERNAL_ERROR = 1011  # websockets' CloseCode.INTERNAL_ERROR (pure modules import no websockets)
-GOING_AWAY = 1001  # websockets' CloseCode.GOING_AWAY
-EXIT_WAIT = 0.2  # seconds an agent that closed its stdout has to exit by itself
-SHUTTING_DOWN = "the relay is shutting down"
-CONNECTION_ENDED = "the connection ended"
-
-
-class Phase(enum.Enum):
-    """Where a connection stands."""
-
-    STARTING = "starting"
-    ATTACHED = "attached"
-    DETACHED = "detached"
-    FLUSHING = "flushing"
-    ENDED = "ended"
-
-
-AT_ONCE = (Detach, Resumed, ShutdownWatchers, AdmitWatcher, RefuseWatcher)
-"""Steps about the watchers and the log alone: carried out as their event is told. The
-others concern the agent and the controlling socket and are carried out in order, each
-once the one before it is done (a flush, an agent's stop, take time)."""
-
-
-class LifecycleError(Exception):
-    """An event that cannot happen in the connection's phase: a bug of the relay's I/O."""
-
-
-def watchers_close(exit_reason: str | None, shutting_down: bool) -> tuple[int, str]:
-    """The close code and reason watchers get when their connection ends."""
-    if shutting_down:
-        return GOING_AWAY, SHUTTING_DOWN
-    why = f": {exit_reason}" if exit_reason else ""
-    return 1000, f"{CONNECTION_ENDED}{why}"
 
 
 class Lifecycle:
     """One connection's state, from the agent's start to the end; see the module's text."""
 
-    def __init__(self, *, resumable: bool, grace: float, most_watchers: int) -> None:
+    def __init__(self, *, resumable: bool, grace: float, most_watchers: int, first: int) -> None:
+        """``first``: the socket that opened the connection, its controller from the start."""
         self.resumable = resumable  # a lost socket detaches, for ``grace`` seconds
         self.grace = grace
         self.most_watchers = most_watchers
-        self.phase = Phase.STARTING
-        self.shutting_down = False
-        self.exited = False  # the agent's process exited
-        self.watchers = 0
-        self._detached_at: float | None = None
-        self._stdout_ended_at: float | None = None  # awaiting the exit a moment
-        self._gone_in_flush: SocketGone | None = None  # while flushing
-        self._reflush = False  # a resume came during the flush
+        self.state = State(controller=first, last=first)
+        self._pending: list[Step] = []  # the steps told and not yet pulled, in order
 
     # -- what the I/O layer asks -----------------------------------------------------------
 
     @property
+    def phase(self) -> Phase:
+        return self.state.phase
+
+    @property
     def ended(self) -> bool:
-        return self.phase is Phase.ENDED
+        return self.state.phase is Phase.ENDED
 
     @property
     def attached(self) -> bool:
         """Whether a controlling socket carries the connection (or awaits the agent)."""
-        return self.phase in (Phase.STARTING, Phase.ATTACHED, Phase.FLUSHING)
+        return self.state.phase in (Phase.STARTING, Phase.ATTACHED, *FLUSHES)
 
     @property
     def detached(self) -> bool:
-        return self.phase is Phase.DETACHED
+        return self.state.phase is Phase.DETACHED
+
+    @property
+    def exited(self) -> bool:
+        return self.state.exited
+
+    @property
+    def exit(self) -> Exit | None:
+        """How the agent ended, once known: the stop's account if the relay stopped it."""
+        return self.state.exit
+
+    @property
+    def watchers(self) -> int:
+        return self.state.watchers
+
+    @property
+    def controller(self) -> int | None:
+        """The socket whose frames reach the agent, and to which its output goes."""
+        return self.state.controller
+
+    @property
+    def closing_socket(self) -> int | None:
+        """The socket whose close the connection's last line names."""
+        return self.state.closing_socket
+
+    def watchers_close(self) -> tuple[int, str]:
+        """What the watchers are told as the connection ends (read once the agent is gone)."""
+        exit_ = self.state.exit
+        return watchers_close(None if exit_ is None else exit_.reason, self.state.stopping)
 
     def grace_left(self, now: float) -> float:
         """Seconds a detached connection still waits for a resume (infinite otherwise)."""
-        if self._detached_at is None:
-            return float("inf")
-        return self._detached_at + self.grace - now
+        since = self.state.detached_at
+        return float("inf") if since is None else since + self.grace - now
 
     def detached_for(self, now: float) -> float | None:
         """Seconds without a socket so far; None while one is attached."""
-        return None if self._detached_at is None else now - self._detached_at
+        since = self.state.detached_at
+        return None if since is None else now - since
 
     def deadline(self) -> float | None:
         """When to come back with a :class:`Tick` if nothing happens before; None: never."""
         times = []
-        if self._stdout_ended_at is not None:
-            times.append(self._stdout_ended_at + EXIT_WAIT)
-        if self._detached_at is not None:
-            times.append(self._detached_at + self.grace)
+        if self.state.quiet_since is not None:
+            times.append(self.state.quiet_since + EXIT_WAIT)
+        since = self.state.detached_at
+        if since is not None:
+            times.append(since + self.grace)
         return min(times, default=None)
+
+    def next_step(self, *, in_order: bool) -> Step | None:
+        """Take the first step of the one list that is carried out in order (``in_order``)
+        or at once (:data:`AT_ONCE`, not ``in_order``); None when none of them waits."""
+        for index, step in enumerate(self._pending):
+            if isinstance(step, AT_ONCE) != in_order:
+                return self._pending.pop(index)
+        return None
 
     # -- events ----------------------------------------------------------------------------
 
     def handle(self, event: Event) -> tuple[Step, ...]:
-        """The steps that follow ``event``, in order; none once the connection ended, but
-        for a watcher's refusal and a late socket's close."""
-        if self.phase is Phase.ENDED:
-            if isinstance(event, WatcherArrived):
-                return (RefuseWatcher(1000, CONNECTION_ENDED),)
-            if isinstance(event, SocketAttached):
-                # A resume accepted as the grace ran out (its welcome was under way): no
-                # agent is left for it, so its socket is closed saying so, never left open.
-                return (CloseSocket(CANNOT_RESUME, NO_CONNECTION),)
-            return ()
+        """Take ``event``: the steps that follow, in order, join the list the I/O pulls
+        (and are returned, for a reader); none once the connection ended, but for a
+        watcher's refusal and a late socket's."""
+        match self.state.phase:
+            case Phase.STARTING:
+                steps = self._starting(event)
+            case Phase.ATTACHED:
+                steps = self._attached(event)
+            case Phase.DETACHED:
+                steps = self._detached(event)
+            case Phase.FLUSHING | Phase.FLUSHING_AGAIN | Phase.FLUSHING_LOST:
+                steps = self._flushing(event)
+            case Phase.ENDED:
+                steps = self._ended(event)
+            case _:
+                assert_never(self.state.phase)
+        self._pending.extend(steps)
+        return steps
+
+    # -- one match per phase ---------------------------------------------------------------
+
+    def _starting(self, event: Event) -> tuple[Step, ...]:
+        """The agent starts; the first socket waits for it."""
         match event:
             case AgentStarted():
-                self._expect(event, Phase.STARTING)
-                self.phase = Phase.ATTACHED
-                return ()
+                return self._become((), phase=Phase.ATTACHED)
             case StartFailed(why=why):
-                self._expect(event, Phase.STARTING)
                 return self._end(CloseSocket(INTERNAL_ERROR, f"agent failed to start: {why}"))
-            case SocketAttached(resumed=resumed):
-                return self._attached(resumed)
+            case StopRequested() | Tick() | WatcherArrived() | WatcherLeft():
+                return self._anywhere(event)
+            case (
+                SocketAttached()
+                | SocketGone()
+                | AgentExited()
+                | AgentStopped()
+                | StdoutEnded()
+                | Flushed()
+                | RelayFailed()
+            ):
+                raise LifecycleError(f"{type(event).__name__} before the agent started")
+            case _:
+                assert_never(event)
+
+    def _attached(self, event: Event) -> tuple[Step, ...]:
+        """A controlling socket carries the connection."""
+        match event:
+            case SocketAttached():
+                return self._controlled_by(event)
+            case SocketGone() if event.socket == self.state.controller:
+                return self._lost_or_closed(event)
             case SocketGone():
-                return self._socket_gone(event)
-            case AgentExited():
-                if self.phase is Phase.STARTING or self.exited:
-                    raise LifecycleError(f"the agent exited while {self.phase.value}, or twice")
-                return self._agent_exited()
-            case StdoutEnded(now=now):
-                self._started(event)
-                if not self.exited:
-                    self._stdout_ended_at = now
-                return ()
-            case Flushed():
-                return self._flushed()
-            case StopRequested():
-                return self._stop_requested()
+                return ()  # a fenced socket's end, reported after the resume
+            case AgentExited(exit=exit_):
+                return self._become((FlushOutput(),), **self._exited(exit_), phase=Phase.FLUSHING)
             case RelayFailed(error=error):
-                self._started(event)
-                close = CloseSocket(INTERNAL_ERROR, f"relay error: {error}")
-                return self._end(*((close,) if self.attached else ()), self._stop())
-            case Tick(now=now):
-                return self._tick(now)
+                return self._end(CloseSocket(INTERNAL_ERROR, f"relay error: {error}"), self._stop())
+            case Tick(now=now) if self._quiet_for_long(now):
+                # It closed its stdout and ran on: it can say nothing more.
+                steps = (KeptRunning(), StopAgent(), FlushOutput())
+                return self._become(steps, **self._loud(), phase=Phase.FLUSHING)
+            case AgentStopped() | StdoutEnded() | StopRequested() | Tick():
+                return self._anywhere(event)
+            case WatcherArrived() | WatcherLeft():
+                return self._anywhere(event)
+            case AgentStarted() | StartFailed() | Flushed():
+                raise self._refused(event)
+            case _:
+                assert_never(event)
+
+    def _detached(self, event: Event) -> tuple[Step, ...]:
+        """Resumable only: the socket was lost; the agent runs on (or exited: its output and
+        status wait) until a socket resumes the connection or the grace ends."""
+        match event:
+            case SocketAttached() if self.state.exited:  # its exit waited: output, then status
+                steps = (*self._controlled_by(event), FlushOutput())
+                return self._become(steps, phase=Phase.FLUSHING, lost=None)
+            case SocketAttached():
+                return self._become(self._controlled_by(event), phase=Phase.ATTACHED, lost=None)
+            case SocketGone():
+                return ()  # an older socket's loss, reported late: the connection is detached
+            case AgentExited(exit=exit_) if not self.state.exited:
+                return self._become((StopChildren(),), **self._exited(exit_))
+            case StopRequested() if not self.state.stopping:
+                self._become((), stopping=True)
+                return (ShutdownWatchers(), *self._end(self._stop()))
+            case RelayFailed():
+                return self._end(self._stop())
+            case Tick(now=now) if self._quiet_for_long(now):
+                # Its stdout closed and it ran on: stopped; its exit then waits for a resume.
+                return self._become((KeptRunning(), StopAgent()), **self._loud())
+            case Tick(now=now) if self.grace_left(now) <= 0:
+                return (GraceExpired(self.grace), *self._end(StopAgent()))
+            case AgentExited() | AgentStopped() | StdoutEnded() | StopRequested() | Tick():
+                return self._anywhere(event)
+            case WatcherArrived() | WatcherLeft():
+                return self._anywhere(event)
+            case AgentStarted() | StartFailed() | Flushed():
+                raise self._refused(event)
+            case _:
+                assert_never(event)
+
+    def _flushing(self, event: Event) -> tuple[Step, ...]:
+        """The agent is gone or being stopped: what it wrote goes to the socket; the flush's
+        end closes the socket with the exit status, flushes again to a socket that resumed
+        meanwhile (FLUSHING_AGAIN), or detaches from one lost meanwhile (FLUSHING_LOST)."""
+        match event:
+            case SocketAttached():
+                # The flush under way is the older socket's: flush again, to this one.
+                steps = self._controlled_by(event)
+                return self._become(steps, phase=Phase.FLUSHING_AGAIN, lost=None)
+            case SocketGone() if event.socket == self.state.controller:
+                # Decided once the flush is over (a resume meanwhile is then undone).
+                if self._detaches(event):
+                    return self._become((), phase=Phase.FLUSHING_LOST, lost=event, controller=None)
+                return self._become((), phase=Phase.FLUSHING, controller=None)
+            case SocketGone():
+                return ()  # a fenced socket's end
+            case AgentExited(exit=exit_) if not self.state.exited:
+                return self._become((), **self._exited(exit_))  # stopped by the relay
+            case Flushed() if self.state.phase is Phase.FLUSHING_AGAIN:
+                return self._become((FlushOutput(),), phase=Phase.FLUSHING)
+            case Flushed() if self.state.lost is not None:
+                return self._detach(self.state.lost)  # a resume gets the rest
+            case Flushed():
+                return self._end(CloseSocket())
+            case StopRequested() if self.state.phase is Phase.FLUSHING_LOST:
+                # A relay that stops waits for no resume: the flush's end ends it.
+                self._become((), phase=Phase.FLUSHING, lost=None)
+                return self._anywhere(event)
+            case RelayFailed(error=error):
+                return self._end(CloseSocket(INTERNAL_ERROR, f"relay error: {error}"), self._stop())
+            case Tick(now=now) if self._quiet_for_long(now):
+                return self._become((KeptRunning(), StopAgent()), **self._loud())  # flushing
+            case AgentExited() | AgentStopped() | StdoutEnded() | StopRequested() | Tick():
+                return self._anywhere(event)
+            case WatcherArrived() | WatcherLeft():
+                return self._anywhere(event)
+            case AgentStarted() | StartFailed():
+                raise self._refused(event)
+            case _:
+                assert_never(event)
+
+    def _ended(self, event: Event) -> tuple[Step, ...]:
+        """Nothing of the connection remains: later events change nothing but the account
+        of the agent's exit; a watcher and a late socket are told it ended."""
+        match event:
             case WatcherArrived():
-                if self.shutting_down:
-                    return (RefuseWatcher(GOING_AWAY, SHUTTING_DOWN),)
-                if self.watchers >= self.most_watchers:
-                    return (RefuseWatcher(1013, "the connection has its most watchers"),)
-                self.watchers += 1
-                return (AdmitWatcher(),)
-            case WatcherLeft():
-                if self.watchers == 0:
-                    raise LifecycleError("a watcher left that was never admitted")
-                self.watchers -= 1
+                return (RefuseWatcher(1000, CONNECTION_ENDED),)
+            case SocketAttached():
+                # A resume accepted as the grace ran out (its welcome was under way): no
+                # agent is left for it, so its socket is closed saying so, never left open.
+                return (RefuseSocket(CANNOT_RESUME, NO_CONNECTION),)
+            case AgentExited(exit=exit_):
+                return self._become((), **self._exited(exit_))
+            case AgentStopped(exit=exit_):
+                return self._become((), exit=exit_)
+            case (
+                AgentStarted()
+                | StartFailed()
+                | SocketGone()
+                | StdoutEnded()
+                | Flushed()
+                | StopRequested()
+                | RelayFailed()
+                | Tick()
+                | WatcherLeft()
+            ):
                 return ()
             case _:
                 assert_never(event)
 
-    # -- each event ------------------------------------------------------------------------
-
-    def _attached(self, resumed: bool) -> tuple[Step, ...]:
-        if self.phase is Phase.STARTING:
-            raise LifecycleError("a socket attached before the agent started")
-        told: tuple[Step, ...] = (Resumed(),) if resumed else ()
-        if self.phase is Phase.FLUSHING:
-            # The flush under way is the older socket's: flush again, to this one.
-            self._reflush, self._gone_in_flush = True, None
-            return told
-        if self.phase is Phase.DETACHED:
-            self._detached_at = None
-            if self.exited:  # its exit waited for this socket: output, then the status
-                self.phase = Phase.FLUSHING
-                return (*told, FlushOutput())
-            self.phase = Phase.ATTACHED
-        return told
-
-    def _socket_gone(self, gone: SocketGone) -> tuple[Step, ...]:
-        if self.phase is Phase.STARTING:
-            raise LifecycleError("a socket went before the agent started")
-        if self.phase is Phase.FLUSHING:
-            # Decided once the flush is over; a socket that resumed meanwhile is gone too.
-            self._gone_in_flush, self._reflush = gone, False
-            return ()
-        if self.phase is Phase.DETACHED:
-            return ()  # an older socket's loss, reported late: the connection is detached
-        if not gone.clean and self.resumable and not self.shutting_down:
-            return self._detach(gone)
-        return self._end(self._stop())
-
-    def _agent_exited(self) -> tuple[Step, ...]:
-        self.exited = True
-        self._stdout_ended_at = None
-        if self.phase is Phase.DETACHED:
-            return (StopChildren(),)  # its output and status wait for a resume
-        if self.phase is Phase.FLUSHING:
-            return ()  # stopped by the relay, already flushing
-        self.phase = Phase.FLUSHING
-        return (FlushOutput(),)
-
-    def _flushed(self) -> tuple[Step, ...]:
-        self._expect(Flushed(), Phase.FLUSHING)
-        gone, self._gone_in_flush = self._gone_in_flush, None
-        if self._reflush:  # a socket resumed the connection during the flush: flush to it
-            self._reflush = False
-            return (FlushOutput(),)
-        if gone is not None and not gone.clean and self.resumable and not self.shutting_down:
-            return self._detach(gone)  # the socket went meanwhile: a resume gets the rest
-        return self._end(CloseSocket())
-
-    def _stop_requested(self) -> tuple[Step, ...]:
-        if self.shutting_down:
-            return ()
-        self.shutting_down = True
-        close = ShutdownWatchers()
-        if self.phase is Phase.DETACHED:
-            return (close, *self._end(self._stop()))
-        return (close,)
-
-    def _tick(self, now: float) -> tuple[Step, ...]:
-        waited = self._stdout_ended_at
-        if waited is not None and now >= waited + EXIT_WAIT and not self.exited:
-            self._stdout_ended_at = None
-            return self._stdout_closed()
-        if self.phase is Phase.DETACHED and self.grace_left(now) <= 0:
-            return (GraceExpired(self.grace), *self._end(StopAgent()))
-        return ()
-
-    def _stdout_closed(self) -> tuple[Step, ...]:
-        """The agent closed its stdout and runs on: it can say nothing more."""
-        if self.phase is Phase.DETACHED:
-            return (KeptRunning(), StopAgent())  # its exit then waits for a resume
-        self.phase = Phase.FLUSHING
-        return (KeptRunning(), StopAgent(), FlushOutput())
+    def _anywhere(self, event: Event) -> tuple[Step, ...]:
+        """What an event does alike in every phase but the end."""
+        state = self.state
+        match event:
+            case AgentExited():
+                raise LifecycleError("the agent exited twice")
+            case AgentStopped(exit=exit_):  # the stop's account knows whether it signalled
+                return self._become((), exit=exit_)
+            case StdoutEnded(now=now) if state.agent is not Agent.EXITED:
+                return self._become((), agent=Agent.QUIET, quiet_since=now)
+            case StopRequested() if not state.stopping:
+                return self._become((ShutdownWatchers(),), stopping=True)
+            case WatcherArrived() if state.stopping:
+                return (RefuseWatcher(GOING_AWAY, SHUTTING_DOWN),)
+            case WatcherArrived() if state.watchers >= self.most_watchers:
+                return (RefuseWatcher(TRY_AGAIN_LATER, MOST_WATCHERS),)
+            case WatcherArrived():
+                return self._become((AdmitWatcher(),), watchers=state.watchers + 1)
+            case WatcherLeft() if state.watchers == 0:
+                raise LifecycleError("a watcher left that was never admitted")
+            case WatcherLeft():
+                return self._become((), watchers=state.watchers - 1)
+            case StdoutEnded() | StopRequested() | Tick():
+                return ()
+            case _:
+                raise self._refused(event)
 
     # -- shared ----------------------------------------------------------------------------
 
-    def _started(self, event: Event) -> None:
-        if self.phase is Phase.STARTING:
-            raise LifecycleError(f"{type(event).__name__} before the agent started")
+    def _become(self, steps: tuple[Step, ...], **changes: Any) -> tuple[Step, ...]:
+        """The state after a transition (``changes`` to the fields of :class:`State`)."""
+        self.state = replace(self.state, **changes)
+        return steps
 
-    def _expect(self, event: Event, phase: Phase) -> None:
-        if self.phase is not phase:
-            raise LifecycleError(f"{type(event).__name__} while {self.phase.value}")
+    def _refused(self, event: Event) -> LifecycleError:
+        return LifecycleError(f"{type(event).__name__} while {self.state.phase.value}")
+
+    def _controlled_by(self, attached: SocketAttached) -> tuple[Step, ...]:
+        """``attached`` becomes the controller; the one before it, if another, is fenced."""
+        before = self.state.controller
+        fence = (FenceSocket(before),) if before not in (None, attached.socket) else ()
+        told = (Resumed(),) if attached.resumed else ()
+        return self._become((*fence, *told), controller=attached.socket, last=attached.socket)
+
+    def _detaches(self, gone: SocketGone) -> bool:
+        """Whether losing the controller detaches the connection rather than ending it."""
+        return not gone.clean and self.resumable and not self.state.stopping
+
+    def _lost_or_closed(self, gone: SocketGone) -> tuple[Step, ...]:
+        if self._detaches(gone):
+            return self._detach(gone)
+        self._become((), controller=None)  # it is gone: nothing is closed on it
+        return self._end(self._stop())
+
+    def _exited(self, exit_: Exit) -> dict[str, Any]:
+        """The agent exited: the first account of it stands until a stop's (see AgentStopped)."""
+        return {"agent": Agent.EXITED, "quiet_since": None, "exit": self.state.exit or exit_}
+
+    def _quiet_for_long(self, now: float) -> bool:
+        """Whether the agent closed its stdout EXIT_WAIT ago or more and has not exited."""
+        since = self.state.quiet_since
+        return since is not None and now >= since + EXIT_WAIT
+
+    def _loud(self) -> dict[str, Any]:
+        """The agent's quiet moment is over: it is stopped (its exit still comes)."""
+        return {"agent": Agent.RUNNING, "quiet_since": None}
 
     def _stop(self) -> StopAgent:
-        return StopAgent(eof_first=not self.shutting_down)
+        return StopAgent(eof_first=not self.state.stopping)
 
     def _detach(self, gone: SocketGone) -> tuple[Step, ...]:
-        self.phase = Phase.DETACHED
-        self._detached_at = gone.now
-        return (Detach(gone.why, self.grace),)
+        steps = (Detach(gone.why, self.grace),)
+        return self._become(steps, phase=Phase.DETACHED, lost=gone, controller=None)
 
     def _end(self, *steps: Step) -> tuple[Step, ...]:
-        self.phase = Phase.ENDED
-        self._detached_at = self._stdout_ended_at = None
+        # The controller stays: a CloseSocket before End closes it as it is carried out.
+        agent = Agent.RUNNING if self.state.agent is Agent.QUIET else self.state.agent
+        self._become((), phase=Phase.ENDED, agent=agent, quiet_since=None, lost=None)
         # A relay that is stopping closed its watchers already, saying why.
-        close: tuple[Step, ...] = () if self.shutting_down else (CloseWatchers(),)
+        close: tuple[Step, ...] = () if self.state.stopping else (CloseWatchers(),)
         return (*steps, *close, End())

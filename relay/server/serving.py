@@ -307,10 +307,10 @@ class Relay:
             return ReplayWindow(observer, stall, session, connection.lifecycle)
 
         connection = Connection(
-            admitted.conn_id, claims, c, self.context, carrier, resumable=resumable
+            admitted.conn_id, claims, c, self.context, carrier, attachment, resumable=resumable
         )
         self._register(connection)
-        live = asyncio.create_task(connection.live(attachment))
+        live = asyncio.create_task(connection.live())
         self.lives.add(live)
         live.add_done_callback(lambda _: self._forget(connection, live))
         return connection
@@ -327,7 +327,7 @@ class Relay:
 
     async def _watch(self, attachment: Attachment, admitted: PendingSocket) -> None:
         """A watcher's socket: it sees the connection until either goes."""
-        from relay.core.lifecycle import CONNECTION_ENDED
+        from relay.core.lifecyclestate import CONNECTION_ENDED
 
         connection = self.connections.get(admitted.conn_id)
         if connection is None:  # it ended and went since the upgrade was admitted

@@ -6,11 +6,14 @@ socket may be lost and another resume it. Each is an :class:`Attachment`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from websockets.asyncio.server import ServerConnection
 
 from relay.core.framing import close_reason
+
+_numbers = itertools.count(1)  # how the lifecycle names a socket (relay.core.lifecycle)
 
 
 class Attachment:
@@ -18,6 +21,7 @@ class Attachment:
 
     def __init__(self, ws: ServerConnection) -> None:
         self.ws = ws
+        self.number = next(_numbers)
 
     @property
     def remote(self) -> str:

@@ -12,11 +12,14 @@ it within the grace).
 Plain and resumable connections have one lifecycle, decided by the pure
 :class:`relay.core.lifecycle.Lifecycle`: each thing that happens (the agent started or
 exited, its stdout ended, a socket attached or went, a watcher came, the relay stops, a
-deadline came) is told to it as an event, and the steps it answers are carried out
-here, in order. :meth:`Connection.live` starts the agent, reads its output into the
-carrier and carries out the steps until the end; :meth:`Connection.attach` carries one
-socket's frames to the agent until that socket goes; :meth:`Connection.watch` shows a
-watcher the conversation. This module keeps no lifecycle state of its own.
+deadline came) is told to it as an event, and the steps that follow are pulled from its
+one list and carried out here (:mod:`relay.server.connections.steps`): those about the
+watchers, the log and other sockets as the event is told, the others in order.
+:meth:`Connection.live` starts the agent, reads its output into the carrier and carries
+out the steps until the end; :meth:`Connection.attach` carries one socket's frames to the
+agent until that socket goes; :meth:`Connection.watch` shows a watcher the conversation.
+This module keeps no lifecycle state of its own: which socket is the controller, and how
+the agent ended, are the lifecycle's; the sockets are only looked up by their number.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from functools import partial
@@ -36,20 +38,19 @@ from relay.acp.boundary import Boundary
 from relay.acp.outcome import Rewrite
 from relay.config.resolved import RelayConfig
 from relay.core.connectionevents import (
-    AdmitWatcher,
     AgentExited,
     AgentStarted,
     CloseSocket,
     End,
     Event,
     FlushOutput,
+    RefuseSocket,
     RefuseWatcher,
     RelayFailed,
     SocketAttached,
     SocketGone,
     StartFailed,
     StdoutEnded,
-    Step,
     StopChildren,
     StopRequested,
     Tick,
@@ -57,7 +58,7 @@ from relay.core.connectionevents import (
     WatcherLeft,
 )
 from relay.core.exits import Exit
-from relay.core.lifecycle import AT_ONCE, Lifecycle
+from relay.core.lifecycle import Lifecycle
 from relay.core.resumeprofile import CANNOT_RESUME, NO_CONNECTION, Open, Resume
 from relay.core.tickets import Claims
 from relay.observe.boundaryrecords import BoundaryRecords
@@ -70,7 +71,7 @@ from relay.server.connections.attachments import Attachment
 from relay.server.connections.carriers import Carrier
 from relay.server.connections.readaside import read_aside
 from relay.server.connections.sharing import NO_WATCHING, Watchers, Watching
-from relay.server.connections.steps import CarriesSteps
+from relay.server.connections.steps import Answer, CarriesSteps
 from relay.server.connections.waits import IdleClock, bounded_wait
 from relay.streams.pipewriter import write_lines
 from relay.streams.pump import frames_to_lines, lines_to_frames
@@ -92,11 +93,13 @@ class Connection(CarriesSteps):
         config: RelayConfig,
         context: RelayContext,
         carrier: Callable[[Connection], Carrier],
+        first: Attachment,
         *,
         resumable: bool = False,
     ) -> None:
-        """``resumable``: the client opted in to the resume profile (a socket it loses other
-        than by a clean close detaches the connection for ``--resume-grace``)."""
+        """``first``: the socket that opened the connection. ``resumable``: the client opted
+        in to the resume profile (a socket it loses other than by a clean close detaches the
+        connection for ``--resume-grace``)."""
         self.conn_id = conn_id
         self.claims = claims
         self.config = config
@@ -115,7 +118,11 @@ class Connection(CarriesSteps):
             resumable=resumable,
             grace=config.resume_grace if resumable else 0.0,
             most_watchers=config.max_watchers,
+            first=first.number,
         )
+        self.first = first
+        # The sockets the lifecycle names (its controller, the last one), by their number.
+        self._sockets: dict[int, Attachment] = {first.number: first}
         self.carrier = carrier(self)
         self.watching: Watchers = NO_WATCHING
         if config.max_watchers > 0:
@@ -128,22 +135,31 @@ class Connection(CarriesSteps):
                 left=self._watcher_left,
             )
         self.agent: AgentProcess | None = None
-        self.exit: Exit | None = None  # the agent's, once it is gone
-        self.controller: Attachment | None = None  # the socket whose frames reach the agent
-        self.latest: Attachment | None = None  # the last socket attached, for the close line
         self.ready = asyncio.Event()  # the agent runs, or could not start: sockets may attach
         self.stdout_done = asyncio.Event()  # stdout read to its end, or the sink failed
         self.agent_stdout = IdleClock()  # how long the pump has waited on an empty stdout
         self.stderr_read: asyncio.Task[None] | None = None  # the agent's stderr, to its end
-        self._steps: deque[Step] = deque()  # the lifecycle's steps, carried out in order
         self._told = asyncio.Event()  # an event was told: steps to carry out, or a deadline
         self._at_once: set[asyncio.Task[None]] = set()  # steps carried out as they came
+        # The lifecycle's answer to the socket being told of (a watcher, a late resume).
+        self._answer: Answer | None = None
 
     @property
     def rewrite(self) -> Rewrite | None:
         """The boundary's look at client lines (paths, capabilities, MCP servers), when the
         relay has one."""
         return self.boundary.client_line if self.config.rewrite is not None else None
+
+    @property
+    def controller(self) -> Attachment | None:
+        """The socket whose frames reach the agent (the lifecycle's choice), if attached."""
+        number = self.lifecycle.controller
+        return None if number is None else self._sockets.get(number)
+
+    @property
+    def exit(self) -> Exit | None:
+        """How the agent ended, once known (the lifecycle's account)."""
+        return self.lifecycle.exit
 
     @property
     def ended(self) -> bool:
@@ -166,17 +182,34 @@ class Connection(CarriesSteps):
 
     # -- the lifecycle ---------------------------------------------------------------------
 
-    def tell(self, event: Event) -> tuple[Step, ...]:
-        """Tell the lifecycle what happened; its steps are carried out (those about the
-        watchers and the log at once, the others in order by :meth:`_carry_out`)."""
-        steps = self.lifecycle.handle(event)
-        for step in steps:
-            if isinstance(step, AT_ONCE):
-                self._now(step)
-            else:
-                self._steps.append(step)
+    def tell(self, event: Event) -> None:
+        """Tell the lifecycle what happened; the steps that follow are pulled from its list,
+        those about the watchers, the log and other sockets at once, here; the others by
+        :meth:`_carry_out`, in order."""
+        self.lifecycle.handle(event)
+        while (step := self.lifecycle.next_step(in_order=False)) is not None:
+            self._now(step)
         self._told.set()
-        return steps
+
+    def _answered(self, answer: Answer) -> None:
+        self._answer = answer
+
+    def _take_answer(self) -> Answer:
+        """The lifecycle's answer to the socket just told of (told synchronously: its own)."""
+        answer, self._answer = self._answer, None
+        assert answer is not None
+        return answer
+
+    def _fence(self, socket: int) -> None:
+        older = self._sockets.get(socket)
+        if older is not None:
+            asyncio.get_running_loop().create_task(self.carrier.fence(older))
+
+    def _forget_sockets(self) -> None:
+        """Drop the sockets the lifecycle no longer names: gone, and not the last one."""
+        named = (self.lifecycle.controller, self.lifecycle.closing_socket)
+        for number in [number for number in self._sockets if number not in named]:
+            del self._sockets[number]
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
@@ -189,10 +222,10 @@ class Connection(CarriesSteps):
         children: asyncio.Task[None] | None = None
         try:
             while True:
-                if not self._steps:
+                step = self.lifecycle.next_step(in_order=True)
+                if step is None:
                     await self._next_event()
                     continue
-                step = self._steps.popleft()
                 if isinstance(step, End):
                     return
                 if isinstance(step, StopChildren | FlushOutput) and children is None:
@@ -215,9 +248,9 @@ class Connection(CarriesSteps):
 
     # -- the agent's side ------------------------------------------------------------------
 
-    async def live(self, first: Attachment) -> None:
+    async def live(self) -> None:
         """Start the agent, carry until the lifecycle ends the connection, end it; log."""
-        self.controller = self.latest = first
+        first = self.first
         try:
             peer = Peer(first.remote, self.claims.sub, first.path)
             started = await start_agent(self.config, self.context, self.observer, peer)
@@ -237,7 +270,8 @@ class Connection(CarriesSteps):
             self.ready.set()
             self.carrier.ended()
             self.observer.crossings(self.boundary.summary())
-            last = self.controller or self.latest or first
+            closing = self.lifecycle.closing_socket
+            last = first if closing is None else self._sockets.get(closing, first)
             self.observer.closed(self.exit, last.close_code, last.close_reason)
             await asyncio.gather(*self._at_once, return_exceptions=True)
             # The connection and its watchers refer to each other: dropped now, both are
@@ -261,11 +295,8 @@ class Connection(CarriesSteps):
             agent.release()
 
     def _agent_exited(self, exited: asyncio.Task[Exit]) -> None:
-        if exited.cancelled():
-            return
-        if self.exit is None:  # a stop's own account, with whether it signalled, comes first
-            self.exit = exited.result()
-        self.tell(AgentExited())
+        if not exited.cancelled():
+            self.tell(AgentExited(exited.result()))
 
     async def _agent_to_client(self, agent: AgentProcess) -> None:
         """The agent's stdout, line by line, into the carrier until it ends or the carrier's
@@ -338,13 +369,14 @@ class Connection(CarriesSteps):
         if problem is not None:
             await attachment.close(CANNOT_RESUME, problem)
             return
-        old, self.controller, self.latest = self.controller, attachment, attachment
-        if old is not None and old is not attachment:
-            asyncio.get_running_loop().create_task(self.carrier.fence(old))
-        steps = self.tell(SocketAttached(resumed=isinstance(first, Resume)))
+        number = attachment.number
+        self._sockets[number] = attachment
+        self.tell(SocketAttached(number, resumed=isinstance(first, Resume)))
         try:
-            if self.lifecycle.ended:  # the grace ran out as the welcome went: its close
-                await self._close(next(s for s in steps if isinstance(s, CloseSocket)))
+            if self.lifecycle.controller != number:  # it ended as the welcome went
+                refused = self._take_answer()
+                assert isinstance(refused, RefuseSocket)
+                await attachment.close(refused.code, refused.reason)
                 return
             await self._receive(attachment, self.agent)
         except Exception as exc:  # a bug of the relay's: the lifecycle ends the connection
@@ -352,10 +384,9 @@ class Connection(CarriesSteps):
             await attachment.ws.wait_closed()
         finally:
             self.carrier.detached(attachment)
-            if self.controller is attachment:
-                self.controller = None
-                end = socket_end(attachment.ws)
-                self.tell(SocketGone(end.clean, end.why, time.monotonic()))
+            end = socket_end(attachment.ws)  # the lifecycle heeds the controller's alone
+            self.tell(SocketGone(number, end.clean, end.why, time.monotonic()))
+            self._forget_sockets()
 
     async def _receive(self, attachment: Attachment, agent: AgentProcess) -> None:
         """The one receive loop: each frame judged (through the carrier), carried out, told."""
@@ -374,11 +405,11 @@ class Connection(CarriesSteps):
 
     async def watch(self, attachment: Attachment, claims: Claims) -> None:
         """A watcher's socket: it sees the conversation until it or the connection goes."""
-        for step in self.tell(WatcherArrived()):
-            if isinstance(step, RefuseWatcher):
-                await attachment.close(step.code, step.reason)
-                return
-            assert isinstance(step, AdmitWatcher)
+        self.tell(WatcherArrived())
+        answer = self._take_answer()
+        if isinstance(answer, RefuseWatcher):
+            await attachment.close(answer.code, answer.reason)
+            return
         await self.watching.watch(attachment, claims)  # which tells WatcherLeft
 
     def _watcher_left(self) -> None:

@@ -1,11 +1,12 @@
 """The lifecycle's steps carried out for a connection: each step type has its case.
 
-I/O for :class:`relay.core.lifecycle.Lifecycle`'s steps: those about the watchers and the
-log are carried out as their event is told (:meth:`CarriesSteps._now`); those about the
-agent and the controlling socket in order, each once the one before it is done
-(:meth:`CarriesSteps._carry`). Both are exhaustive matches over the step types, so that
-a new step type without its case fails the type check rather than being dropped. Mixed
-into :class:`relay.server.connections.connection.Connection`, whose state it acts on.
+I/O for :class:`relay.core.lifecycle.Lifecycle`'s steps, pulled from its one list: those
+about the watchers, the log and sockets other than the controller are carried out as their
+event is told (:meth:`CarriesSteps._now`); those about the agent and the controlling
+socket in order, each once the one before it is done (:meth:`CarriesSteps._carry`). Both
+are exhaustive matches over the step types, so that a new step type without its case
+fails the type check rather than being dropped. Mixed into
+:class:`relay.server.connections.connection.Connection`, whose state it acts on.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from typing import assert_never
 from relay.config.resolved import RelayConfig
 from relay.core.connectionevents import (
     AdmitWatcher,
+    AgentStopped,
     CloseSocket,
     CloseWatchers,
     Detach,
     End,
     Event,
+    FenceSocket,
     Flushed,
     FlushOutput,
     GraceExpired,
     KeptRunning,
+    RefuseSocket,
     RefuseWatcher,
     Resumed,
     ShutdownWatchers,
@@ -34,7 +38,8 @@ from relay.core.connectionevents import (
     StopChildren,
 )
 from relay.core.exits import Exit
-from relay.core.lifecycle import GOING_AWAY, SHUTTING_DOWN, Lifecycle, watchers_close
+from relay.core.lifecycle import Lifecycle
+from relay.core.lifecyclestate import GOING_AWAY, SHUTTING_DOWN
 from relay.core.watchprofile import DETACHED, RESUMED
 from relay.observe.observer import ConnectionObserver
 from relay.server.agents.process import AgentProcess
@@ -42,6 +47,9 @@ from relay.server.connections.attachments import Attachment
 from relay.server.connections.carriers import Carrier
 from relay.server.connections.sharing import Watchers
 from relay.server.connections.waits import IdleClock, output_flushed
+
+Answer = AdmitWatcher | RefuseWatcher | RefuseSocket
+"""The lifecycle's answer to a socket arriving: a watcher, or a resume as the end came."""
 
 
 class CarriesSteps:
@@ -52,13 +60,25 @@ class CarriesSteps:
     observer: ConnectionObserver
     watching: Watchers
     carrier: Carrier
-    controller: Attachment | None
-    exit: Exit | None
     stdout_done: asyncio.Event
     agent_stdout: IdleClock
 
     # The connection's own, which the steps call.
-    def tell(self, event: Event) -> tuple[Step, ...]:
+    @property
+    def controller(self) -> Attachment | None:
+        raise NotImplementedError
+
+    @property
+    def exit(self) -> Exit | None:
+        raise NotImplementedError
+
+    def tell(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def _answered(self, answer: Answer) -> None:
+        raise NotImplementedError
+
+    def _fence(self, socket: int) -> None:
         raise NotImplementedError
 
     def _spawn(self, work: Awaitable[None]) -> None:
@@ -76,8 +96,10 @@ class CarriesSteps:
                 self.watching.notify(RESUMED, {})
             case ShutdownWatchers():
                 self._spawn(self.watching.close_all(GOING_AWAY, SHUTTING_DOWN))
-            case AdmitWatcher() | RefuseWatcher():
-                pass  # they answer the watcher's own call: see watch()
+            case FenceSocket(socket=socket):
+                self._fence(socket)
+            case AdmitWatcher() | RefuseWatcher() | RefuseSocket():
+                self._answered(step)  # for the arriving socket's own call: see attach(), watch()
             case _:
                 raise AssertionError(f"{type(step).__name__} is not a step carried out at once")
 
@@ -89,23 +111,31 @@ class CarriesSteps:
         match step:
             case StopAgent(eof_first=eof_first):
                 assert agent is not None
-                self.exit = await agent.stop(self.config.kill_grace, eof_first=eof_first)
+                self.tell(
+                    AgentStopped(await agent.stop(self.config.kill_grace, eof_first=eof_first))
+                )
             case FlushOutput():
                 assert children is not None
                 await self._flush(children)
             case CloseSocket():
                 await self._close(step)
             case CloseWatchers():
-                exit_reason = None if self.exit is None else self.exit.reason
-                code, reason = watchers_close(exit_reason, self.lifecycle.shutting_down)
-                await self.watching.close_all(code, reason)
+                await self.watching.close_all(*self.lifecycle.watchers_close())
             case KeptRunning():
                 self.observer.stdout_closed()
             case GraceExpired(grace=grace):
                 self.observer.expired(grace)
             case StopChildren():
                 pass  # started as it came: see _carry_out
-            case Detach() | Resumed() | ShutdownWatchers() | AdmitWatcher() | RefuseWatcher():
+            case (
+                Detach()
+                | Resumed()
+                | ShutdownWatchers()
+                | AdmitWatcher()
+                | RefuseWatcher()
+                | FenceSocket()
+                | RefuseSocket()
+            ):
                 raise AssertionError(f"{type(step).__name__} is carried out at once, in tell()")
             case End():
                 raise AssertionError("End is the last step: _carry_out returns on it")

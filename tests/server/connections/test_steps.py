@@ -7,16 +7,18 @@ from typing import get_args
 import pytest
 
 from relay.core.connectionevents import (
+    AT_ONCE,
     AdmitWatcher,
     CloseSocket,
     Detach,
     End,
+    FenceSocket,
     GraceExpired,
+    RefuseSocket,
     RefuseWatcher,
     Step,
     StopAgent,
 )
-from relay.core.lifecycle import AT_ONCE
 from relay.server.connections.steps import CarriesSteps
 
 SAMPLES: dict[type, Step] = {
@@ -26,6 +28,8 @@ SAMPLES: dict[type, Step] = {
     StopAgent: StopAgent(),
     CloseSocket: CloseSocket(1000, "bye"),
     AdmitWatcher: AdmitWatcher(),
+    FenceSocket: FenceSocket(1),
+    RefuseSocket: RefuseSocket(4404, "this relay no longer has the connection"),
 }
 
 
