@@ -31,7 +31,7 @@ renderer escapes and cuts them its own way.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from relay.acp.answers import Key
@@ -269,7 +269,7 @@ class Conversation:
         for name in ("title", "kind", "status"):
             value = update.get(name)
             if isinstance(value, str):
-                call = _with(call, name, value[:MAX_KEPT_CHARS])
+                call = replace(call, **{name: value[:MAX_KEPT_CHARS]})
         _remember(self.tools, tool_id, call)
         return ToolCallChanged(call, started, changed=call != before)
 
@@ -316,14 +316,6 @@ def _option(option: Any) -> Option:
     return Option(
         _kept(option.get("optionId")), _kept(option.get("name")), _kept(option.get("kind"))
     )
-
-
-def _with(call: ToolCall, name: str, value: str) -> ToolCall:
-    if name == "title":
-        return ToolCall(call.tool_id, value, call.kind, call.status)
-    if name == "kind":
-        return ToolCall(call.tool_id, call.title, value, call.status)
-    return ToolCall(call.tool_id, call.title, call.kind, value)
 
 
 def _other(side: Side) -> Side:

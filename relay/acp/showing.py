@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from relay.acp.values import list_of as as_list
-from relay.acp.values import text_of
+from relay.acp.values import list_of, text_of
 from relay.core import strictjson
 from relay.core.printable import escaped
 
@@ -63,7 +62,7 @@ def _info(fields: dict[str, Any], key: str) -> str:
 
 
 def _run(params: dict[str, Any]) -> str:
-    words = [text_of(params.get("command")), *map(text_of, as_list(params.get("args"))[:MAX_ITEMS])]
+    words = [text_of(params.get("command")), *map(text_of, list_of(params.get("args"))[:MAX_ITEMS])]
     return f"to run {cut(' '.join(words), MAX_NAME_CHARS)}"
 
 
@@ -108,7 +107,7 @@ UPDATES: dict[str, _Shown] = {
 
 def blocks_text(blocks: Any) -> str:
     """The text of content blocks: text as it is, other blocks named."""
-    blocks = as_list(blocks)
+    blocks = list_of(blocks)
     text = ""
     for block in blocks[:MAX_ITEMS]:
         part = block_text(block)
