@@ -79,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=30.0, help="seconds")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)  # a folder of its own, as --out names it
     order = [("before", args.before), ("after", args.after)] if args.before else [
         ("after", args.after)]  # fmt: skip
     made: dict[str, list[dict[str, Any]]] = {side: [] for side, _ in order}
