@@ -92,8 +92,9 @@ class _Asked:
 
 
 class Conversation:
-    """One conversation's state, line by line: tool calls by id, requests awaiting their
-    answers, the plan, the mode, the usage."""
+    """One conversation's state, line by line: what later lines refer to (tool calls by
+    id, requests awaiting their answers). The plan, the mode and the usage are in the
+    changes that say them; a screen keeps what it shows of them."""
 
     def __init__(self) -> None:
         self.tools: OrderedDict[str, ToolCall] = OrderedDict()
@@ -101,9 +102,6 @@ class Conversation:
         # Permission requests answered: the relay's notice of which answer was taken
         # comes after the answer itself, and names its option.
         self.answered: OrderedDict[Key, dict[str, str]] = OrderedDict()
-        self.plan: Planned | None = None
-        self.mode: str | None = None
-        self.usage: UsageChanged | None = None
 
     def prompts(self) -> list[Key]:
         """The client's prompts awaiting their answers (the turns running), by id."""
@@ -248,15 +246,13 @@ class Conversation:
         if kind in ("tool_call", "tool_call_update"):
             return self._tool_call(update, started=kind == "tool_call")
         if kind == "plan":
-            return self._planned(_items(update.get("entries")))
+            return _items(update.get("entries"))
         if kind == "plan_update":
-            return self._planned(_plan_of(update.get("plan")))
+            return _plan_of(update.get("plan"))
         if kind == "current_mode_update":
-            self.mode = _kept(update.get("currentModeId"))
-            return ModeChanged(self.mode)
+            return ModeChanged(_kept(update.get("currentModeId")))
         if kind == "usage_update":
-            self.usage = UsageChanged(_kept(update.get("used")), _kept(update.get("size")))
-            return self.usage
+            return UsageChanged(_kept(update.get("used")), _kept(update.get("size")))
         if kind == "available_commands_update":
             commands = [c for c in list_of(update.get("availableCommands")) if isinstance(c, dict)]
             return CommandsChanged(tuple(_kept(c.get("name")) for c in commands))
@@ -272,10 +268,6 @@ class Conversation:
                 call = replace(call, **{name: value[:MAX_KEPT_CHARS]})
         _remember(self.tools, tool_id, call)
         return ToolCallChanged(call, started, changed=call != before)
-
-    def _planned(self, plan: Planned) -> Planned:
-        self.plan = plan
-        return plan
 
 
 # -- reading values ----------------------------------------------------------------------------
