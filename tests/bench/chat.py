@@ -18,7 +18,9 @@ Run after the README's test set-up (Synapse comes into ``tests/.synapse`` at fir
   (``--rounds``);
 - a turn of N streamed chunks (the demo agent, 0.5 ms between chunks): the time until the
   thread shows exactly the agent's text, and how many edits the bot made for it, against
-  the seconds it took (the edit rate).
+  the seconds it took (the edit rate); the bot's CPU per chunk; what the bot wrote to
+  storage meanwhile (``/proc``'s ``write_bytes``: its state file and write-ahead log, not
+  its log, which goes to a pipe), against the turn's text.
 
 Median and p95 over the requests. Writes ``results/chat.json`` and prints it.
 """
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from relay.chat.rules import TOOL_KINDS
-from tests.bench.client import cpu_seconds
+from tests.bench.client import cpu_seconds, written_bytes
 from tests.support.chatbot import chat_bot
 from tests.support.live import live_relay
 from tests.support.matrix import person
@@ -143,6 +145,7 @@ async def stream_row(server: Any, folder: Path, chunks: int) -> dict[str, Any]:
             root = await lead.say(room, f"{bot.user_id} hi")
             await lead.until_thread(room, root, lambda t: has_end(t), seconds=WAIT)
             cpu_before = cpu_seconds(running.proc.pid)
+            written_before = written_bytes(running.proc.pid)
             started = time.monotonic()
             await lead.say(room, text, thread=root)
 
@@ -156,11 +159,15 @@ async def stream_row(server: Any, folder: Path, chunks: int) -> dict[str, Any]:
             took = time.monotonic() - started
             edits = sum(s.edits for s in words())
             cpu = cpu_seconds(running.proc.pid) - cpu_before
+            written = written_bytes(running.proc.pid) - written_before
             await running.stop()
     return {"chunks": chunks, "exact": True, "messages": len(words()), "edits": edits,
             "seconds_to_exact_text": round(took, 2),
             "edits_per_second": round(edits / took, 2),
-            "bot_cpu_ms": round(cpu * 1000, 1)}  # fmt: skip
+            "bot_cpu_ms": round(cpu * 1000, 1),
+            "bot_cpu_us_per_chunk": round(cpu * 1e6 / chunks, 1),
+            "text_bytes": len(text.encode()), "state_bytes_written": written,
+            "state_bytes_per_text_byte": round(written / len(text.encode()), 2)}  # fmt: skip
 
 
 async def main(requests: int, chunks: int, rounds: int) -> dict[str, Any]:

@@ -40,6 +40,15 @@ def loadgen_file(command: dict[str, Any]) -> list[str]:
     return ["node", str(HERE / "loadgen.mjs"), f"@{path}"]
 
 
+def written_bytes(pid: int) -> int:
+    """Bytes the process has sent to storage (``/proc/PID/io``: files, not pipes or
+    sockets), as its pages were dirtied."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("write_bytes:"):
+            return int(line.split()[1])
+    raise ValueError(f"no write_bytes in /proc/{pid}/io")
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time of the process's live threads, to the nanosecond (schedstat), else to the
     tick (stat)."""
