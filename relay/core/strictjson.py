@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
@@ -113,7 +114,8 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(
     parse_int=Number, parse_float=Number, parse_constant=_constant, object_pairs_hook=_object
 )
-_SCAN = _DECODER.scan_once
+# The decoder's scanner of one value from an index (typeshed leaves it out of JSONDecoder).
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def dumps(value: Any) -> bytes:
