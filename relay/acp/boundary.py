@@ -68,6 +68,7 @@ from relay.acp.rewrite import (
     SessionRewriter,
     unreadable,
 )
+from relay.acp.toolcalls import ToolCallPaths
 from relay.acp.translating import MessageTranslator
 from relay.core import strictjson
 from relay.core.framing import FrameRefused
@@ -123,6 +124,9 @@ class Boundary:
             policy, files, self.sessions, exists, resolve, self.counts
         )
         self._crossing = files is not Files.PASS  # more than the session-opening rewrite
+        self._tool_calls: ToolCallPaths | None = None
+        if policy is not None and self._crossing:
+            self._tool_calls = ToolCallPaths(policy.cwd.rules, self.sessions, self.counts)
         self._client_escape = KEY_ESCAPE if self._crossing else METHOD_ESCAPE
         self._agent_escape = KEY_ESCAPE if self._crossing else None
         self._read_ahead: dict[bytes, Any] | None = None  # during agent_lines(lines, read)
@@ -216,6 +220,11 @@ class Boundary:
         if not interest.must and may_hold_too_many_values(line):
             self.counts["over_cap"] += 1
             return line  # only translated: passes as it came; a line to be read is read
+        if not interest.must and self._tool_calls is not None:
+            taken = self._tool_calls.line(line)  # a tool call's paths, without the walk
+            if taken is not None:
+                self.parses += 1
+                return taken
         message = self._read(line, len(line) if interest.must else READ_MAX_BYTES)
         if isinstance(message, strictjson.JsonRefused):
             if interest.must:

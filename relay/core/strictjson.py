@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import encode_basestring
 from typing import Any
@@ -73,6 +74,27 @@ def loads(data: bytes, *, max_bytes: int = MAX_BYTES) -> Any:
     return value
 
 
+def object_or_none(data: bytes, *, max_bytes: int = MAX_BYTES) -> dict[str, Any] | None:
+    """The object ``data`` holds, exactly as :func:`loads` reads it, when ``data`` is one
+    JSON object with nothing before or after it and nothing :func:`loads` would check
+    further (no surrogate escape, no more brackets than MAX_DEPTH); None otherwise, where
+    :func:`loads` may still read it, or refuse it.
+
+    The same scanner and hooks as :func:`loads` (duplicate keys, constants and numbers as
+    strict), without its steps for the text around the value: for a caller that falls back
+    to :func:`loads` whenever this says None."""
+    if len(data) > max_bytes or _may_be_ambiguous(data):
+        return None
+    try:
+        text = data.decode("utf-8")
+        value, end = _SCAN(text, 0)
+    except (ValueError, StopIteration, RecursionError):  # UnicodeDecodeError, JsonRefused too
+        return None
+    if end != len(text) or not isinstance(value, dict):
+        return None
+    return value
+
+
 def _constant(name: str) -> Any:
     raise JsonRefused(f"{name} is not JSON")
 
@@ -92,6 +114,8 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(
     parse_int=Number, parse_float=Number, parse_constant=_constant, object_pairs_hook=_object
 )
+# The decoder's scanner of one value from an index (typeshed leaves it out of JSONDecoder).
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def dumps(value: Any) -> bytes:

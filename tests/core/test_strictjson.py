@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.core.strictjson import MAX_DEPTH, JsonRefused, deeper_than, dumps, loads
+from relay.core.strictjson import MAX_DEPTH, JsonRefused, deeper_than, dumps, loads, object_or_none
 
 
 @pytest.mark.parametrize(
@@ -164,3 +164,17 @@ def test_deeper_than_counts_the_containers_inside_one_another(
     """A scalar is 0 deep, ``[]`` 1, each container inside another one more; the deepest
     branch counts, however deep."""
     assert deeper_than(value, limit) is deeper
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"a":[1,1E2,"\\u00e9"]}', b'{"a":1,"a":2}', b' {"a":1}', b'{"a":1} ', b"[1]",
+     b'{"a":"\\ud800"}', b'{"a":NaN}', b'{"a":"\xff"}', b'{"a":' + b"[" * 300 + b"]" * 300 + b"}",
+     b'{"\xc3\xa9":"\xc3\xa9"}', b"{", b""],
+)  # fmt: skip
+def test_object_or_none_reads_as_loads_or_says_none(data: bytes) -> None:
+    """object_or_none gives what loads gives, or None (never a value loads would refuse)."""
+    got = object_or_none(data)
+    if got is not None:
+        assert got == loads(data)
+    assert object_or_none(b'{"a":[1,1E2]}') == loads(b'{"a":[1,1E2]}')
