@@ -314,13 +314,15 @@ async def test_console_drives_the_demo_agent_in_a_browser(chromium: str, tmp_pat
         await expect(page.locator("#log pre")).to_contain_text('"mcpServers": []')
         await expect(chunks.first).to_contain_text('agent_message_chunk "session started in')
 
+        live = list(problems)  # the rest come while the relay goes away
         assert await relay.stop() == 0
         await expect(status).to_have_text("closed: 1001 (going away: the relay is shutting down)")
         await expect(page.locator("#reload")).to_be_visible()
         await expect(page.locator("#send-prompt")).to_be_disabled()
         save_screenshot(await page.screenshot(), "console.png")
 
-    assert problems == []
+    assert live == []
+    assert not_refused_as_it_stopped(problems[len(live) :]) == []
     assert sockets == [f"ws://127.0.0.1:{relay.port}/acp"]  # the ticket went as a subprotocol
     assert len(ticket) > 40
     opened = relay.events("connection opened")
@@ -396,6 +398,13 @@ async def event_colour(page: Page, text: str) -> str:
     colour = await row.first.locator(".dir").evaluate("(e) => getComputedStyle(e).color")
     assert isinstance(colour, str)
     return colour
+
+
+def not_refused_as_it_stopped(problems: list[str]) -> list[str]:
+    """``problems`` but Chromium's own line for a boundary record fetched as the relay
+    stopped: it closes its listening socket before the sockets it carries, so a poll in
+    between is refused (the page expects it: the socket's close follows)."""
+    return [p for p in problems if p != "Failed to load resource: net::ERR_CONNECTION_REFUSED"]
 
 
 def not_from_the_cut(problems: list[str]) -> list[str]:
