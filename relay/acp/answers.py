@@ -89,17 +89,25 @@ class Answers:
     def pending(self) -> int:
         return len(self._pending)
 
-    def agent_lines(self, lines: Sequence[bytes]) -> None:
+    @property
+    def awaiting(self) -> bool:
+        """Whether an answer may come from the controller (its lines must be shown to
+        :meth:`controller_line`): a request is pending, or a watcher's answer was taken."""
+        return bool(self._pending or self._controller_late)
+
+    def agent_lines(self, lines: Sequence[bytes]) -> bool:
         """Note the answerable requests among the agent's ``lines`` (the lines of one read:
-        looked at together first, one search for all of them, nearly always the only one)."""
+        looked at together first, one search for all of them, nearly always the only one);
+        whether any line was read (then :attr:`awaiting` may have changed)."""
         joined = b"\n".join(lines)  # no marker spans a newline
         if not any(joined.find(marker) != -1 for marker in _MARKERS):
-            return
+            return False
         for line in lines:
             for marker in _MARKERS:
                 if line.find(marker) != -1:
                     self._note(line)
                     break
+        return True
 
     def _note(self, line: bytes) -> None:
         if may_hold_too_many_values(line):  # reading it could hold up the event loop
@@ -124,7 +132,7 @@ class Answers:
         response (:func:`might_answer`) and within :data:`ANSWER_MAX_BYTES`; what cannot be
         read unambiguously then is refused, as the agent might read it as the answer."""
         if not (self._pending or self._controller_late):
-            return None
+            return None  # none awaited: the caller may even skip the call (``awaiting``)
         if len(line) > ANSWER_MAX_BYTES or not might_answer(line):
             return None
         try:

@@ -41,6 +41,28 @@ _HANG_UP = select.POLLERR | select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 Judge = Callable[[Received], Outcome]
 """Turns one received frame into its outcome (:func:`relay.acp.outcome.judge_frame`)."""
+
+
+class Judging(Protocol):
+    """A judge that may change between two frames: ``now`` judges the next one. The
+    watchers' check of the controller's answers is in it only while an answer may come
+    (:meth:`relay.server.connections.sharing.Watching.controller_judge`)."""
+
+    now: Judge
+
+
+class Fixed:
+    """A judge that never changes, as a :class:`Judging`."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, judge: Judge) -> None:
+        self.now = judge
+
+
+Tap = Callable[[list[Forward]], None]
+"""Told the lines a frames-to-lines pump wrote to the pipe, a batch at a time (the
+watchers' history): once per batch, before the pump waits for anything."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     from relay.acp.refusals import ToAgent
     from relay.acp.rewrite import Rewritten
@@ -197,18 +219,20 @@ async def frames_to_lines(
     ws: Connection,
     writer: asyncio.StreamWriter,
     *,
-    judge: Judge,
+    judge: Judge | Judging,
     observer: FrameObserver,
     reply: Reply | None = None,
     after_pipe: bool = False,
-    tap: Callable[[Forward], None] | None = None,
+    tap: Tap | None = None,
 ) -> Ended:
     """Carry out the outcome of each frame of ``ws`` until either side closes.
 
     ``judge`` gives each frame its outcome: a line to write into ``writer``, a reply to
     send back (through ``reply``, by default a text frame on ``ws``), nothing, or a close.
     ``observer`` is told each outcome once it was carried out, and ``tap`` (the watchers')
-    each line written to the pipe. When the peer hangs up
+    the lines written to the pipe, a batch at a time: the frames received together, told
+    before the pump waits for anything (the socket, the pipe, a reply), so that what
+    the agent may answer is told before its answer can come. When the peer hangs up
     while the pipe is full (the socket is not being read, so nothing else notices), the
     socket is aborted and the pump ends SOCKET_CLOSED.
 
@@ -216,11 +240,14 @@ async def frames_to_lines(
     judging frames until the socket closes (so that a close, an acknowledgement or a
     frame to refuse is still seen at once) and drops the lines (``observer.dropped``).
     """
+    judging = cast(Judging, judge) if hasattr(judge, "now") else Fixed(judge)
     send_reply = reply or partial(_reply, ws)
     receive = Receiver(ws)
     take = receive.take  # a frame received already, without a coroutine (None: await)
     flushes = frames_waiting(ws) is not None
     lines = LineWriter(writer, peer_gone=PeerWatch(ws), caller_flushes=flushes, first_at_once=False)
+    written: list[Forward] = []  # this batch's lines, for the tap
+    keep = written.append if tap is not None else None
     pipe_open = True
     outcome: Outcome | None = None
     while True:
@@ -230,38 +257,59 @@ async def frames_to_lines(
             if frame is None:
                 if flushes and lines.batch_open:
                     lines.flush()  # nothing more is received yet: the batch ends first
+                if written:
+                    written = _told(tap, written)
+                    keep = written.append
                 frame = await receive()
-            outcome = judge(frame)
+            outcome = judging.now(frame)
         except ConnectionClosed:
             lines.flush()
+            if written:
+                _told(tap, written)
             return Ended.SOCKET_CLOSED
         if isinstance(outcome, Forward):
-            if pipe_open and not (
-                lines.put(outcome.line) and (not lines.backed_up() or await lines.drained())
-            ):
+            if pipe_open and lines.put(outcome.line):
+                if lines.backed_up():
+                    if written:  # the lines before this one, told before the wait
+                        written = _told(tap, written)
+                        keep = written.append
+                    pipe_open = await lines.drained()
+                if pipe_open and keep is not None:
+                    keep(outcome)
+            else:
+                pipe_open = False
+            if not pipe_open:
                 if lines.peer_lost:
                     observer.peer_lost()
                     ws.transport.abort()
                     return Ended.SOCKET_CLOSED
                 if not after_pipe:
                     return Ended.PIPE_CLOSED
-                pipe_open = False
-            if not pipe_open:
                 observer.dropped(outcome)
                 continue
-            if tap is not None:
-                tap(outcome)
         elif isinstance(outcome, Refuse):
             lines.flush()  # the lines before the refused frame go first
+            if written:
+                written = _told(tap, written)
+                keep = written.append
             if not await send_reply(outcome.reply):
                 observer.frame(outcome)
                 return Ended.SOCKET_CLOSED
         elif isinstance(outcome, Close):
             lines.flush()
+            if written:
+                _told(tap, written)
             await ws.close(outcome.code, outcome.reason)
             observer.frame(outcome)
             return Ended.SOCKET_CLOSED
         observer.frame(outcome)
+
+
+def _told(tap: Tap | None, written: list[Forward]) -> list[Forward]:
+    """Tell ``tap`` the lines of a batch; the list for the next batch."""
+    assert tap is not None  # lines are kept only for a tap
+    tap(written)
+    return []
 
 
 class PeerWatch:

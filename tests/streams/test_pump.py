@@ -22,7 +22,7 @@ from relay.core.framing import Dropped
 from relay.observe import logs
 from relay.observe.logs import Logger
 from relay.observe.observer import Counters, PumpObserver
-from relay.streams.pump import READ_CHUNK, Ended, frames_to_lines, lines_to_frames
+from relay.streams.pump import READ_CHUNK, Ended, Judge, frames_to_lines, lines_to_frames
 from relay.streams.wsadapter import TextFrames
 from tests.support.pipes import os_pipe
 from tests.support.sockets import websocket_pair as socket_pair
@@ -257,6 +257,61 @@ async def test_a_burst_ending_in_a_refusal_leaves_no_line_behind() -> None:
         assert await pumping is Ended.SOCKET_CLOSED
     assert lines == [line + b"\n" for line in burst]
     assert reply["error"]["code"] == -32700
+
+
+async def test_the_tap_is_told_a_burst_in_one_call_before_the_pump_waits() -> None:
+    """Frames received together reach the tap as one batch, in order, and the tap has them
+    by the time the pipe's reader has them (told before the pump waits again)."""
+    burst = [f'{{"id":{i}}}'.encode() for i in range(50)]
+    told: list[list[bytes]] = []
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn,
+                pipe.writer,
+                judge=judge_frame,
+                observer=forwarded_into(Counters()),
+                tap=lambda outcomes: told.append([outcome.line for outcome in outcomes]),
+            )
+        )
+        await TextFrames(client).send_frames(burst)  # one write
+        lines = await read_lines(pipe.reader, len(burst))
+        assert [line for batch in told for line in batch] == burst
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert lines == [line + b"\n" for line in burst]
+    assert len(told) < len(burst)  # batches, not a call per frame
+
+
+class Switching:
+    """A judge that refuses every frame once it forwarded one: ``now`` changes in between."""
+
+    def __init__(self) -> None:
+        self.now: Judge = self.first
+
+    def first(self, frame: Received) -> Outcome:
+        self.now = self.refuse
+        return judge_frame(frame)
+
+    def refuse(self, frame: Received) -> Outcome:
+        return Refuse(b'{"refused":true}', "switched", b"")
+
+
+async def test_a_judge_that_changes_between_frames_judges_the_next_frame() -> None:
+    """Given a judging whose ``now`` changes, the pump asks it anew for each frame."""
+    async with socket_pair() as (conn, client), os_pipe() as pipe, asyncio.timeout(5):
+        pumping = asyncio.create_task(
+            frames_to_lines(
+                conn, pipe.writer, judge=Switching(), observer=forwarded_into(Counters())
+            )
+        )
+        await client.send('{"id":1}')
+        await client.send('{"id":2}')
+        line = await pipe.reader.readline()
+        reply = await client.recv()
+        await client.close()
+        assert await pumping is Ended.SOCKET_CLOSED
+    assert (line, reply) == (b'{"id":1}\n', '{"refused":true}')
 
 
 async def test_frame_with_newlines_is_compacted_or_refused() -> None:

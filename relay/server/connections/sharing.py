@@ -19,9 +19,11 @@ They do not keep the connection alive: when it ends, each is closed saying why.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from websockets.exceptions import ConnectionClosed
@@ -58,7 +60,7 @@ from relay.streams.wsadapter import EncodedFrames, Receiver, text_frames, text_f
 
 if TYPE_CHECKING:
     from relay.observe.observer import ConnectionObserver
-    from relay.streams.pump import Judge
+    from relay.streams.pump import Judge, Judging, Tap
 
 MIN_LAG_BYTES = 1 << 20  # a watcher may leave at least this much unread before it is dropped
 LAG_HISTORIES = 2  # ... or this many histories' worth
@@ -99,6 +101,7 @@ class Watching:
         self._to_agent = to_agent
         self._left = left
         self._tasks: set[asyncio.Task[None]] = set()
+        self._judgings: weakref.WeakSet[_ControllerJudging] = weakref.WeakSet()
 
     @property
     def count(self) -> int:
@@ -107,8 +110,8 @@ class Watching:
     # -- the conversation, as the relay carries it: the watchers' tap on the pumps -------
 
     @property
-    def client_frame_tap(self) -> Callable[[Forward], None]:
-        """What the client → agent pump tells of each line it wrote to the agent."""
+    def client_frame_tap(self) -> Tap:
+        """What the client → agent pump tells of the lines it wrote to the agent."""
         return self.client_forwarded
 
     @property
@@ -116,39 +119,33 @@ class Watching:
         """What the agent → client pump tells of the lines of each read it sent."""
         return self.agent_lines
 
-    def client_forwarded(self, outcome: Forward) -> None:
-        """A line of the controller's reached the agent (as the boundary made it)."""
-        if outcome.rewrite is not None:
-            self.client_rewritten(outcome)
-            return
-        line = outcome.line  # nearly always: client_line, without its call
-        first = self.history.add_line(FROM_CLIENT, line)
+    def client_forwarded(self, outcomes: list[Forward]) -> None:
+        """A batch of the controller's lines reached the agent (as the boundary made them):
+        kept in a few C-speed calls, whatever the batch's length; each shown as the agent
+        got it, but for the values of the MCP servers the relay added (:func:`shown_line`)."""
+        lines = list(map(_LINE, outcomes))
+        if list(map(_REWRITE, outcomes)).count(None) != len(lines):  # rare: lines rewritten
+            lines = [shown_line(outcome) for outcome in outcomes]
+        first = self.history.add(FROM_CLIENT, lines)
         if self.watchers:
-            self._show(conversation_frames(first, FROM_CLIENT, (line,)))
-
-    def client_line(self, line: bytes) -> None:
-        """A line the controller sent reached the agent."""
-        first = self.history.add(FROM_CLIENT, (line,))
-        if self.watchers:
-            self._show(conversation_frames(first, FROM_CLIENT, (line,)))
-
-    def client_rewritten(self, outcome: Forward) -> None:
-        """A line the boundary changed on its way to the agent: shown as the agent got it,
-        but for the values of the MCP servers the relay added (:func:`shown_line`)."""
-        self.client_line(shown_line(outcome))
+            heads = conversation_heads(first, FROM_CLIENT, len(lines))
+            self._show_data(text_frames_of(heads, lines))
 
     def agent_lines(self, lines: Sequence[bytes]) -> None:
         """Lines the agent wrote went to the client (as the client got them)."""
-        self.answers.agent_lines(lines)
+        if self.answers.agent_lines(lines):  # a request read: the controller's answer awaited
+            self._judge_answers()
         first = self.history.add(FROM_AGENT, lines)
         if self.watchers:
             heads = conversation_heads(first, FROM_AGENT, len(lines))
             self._show_data(text_frames_of(heads, lines))
 
-    def controller_judge(self, judge: Judge, subject: str) -> Judge:
+    def controller_judge(self, judge: Judge, subject: str) -> Judging:
         """``judge`` for the controller's frames, with its answers to the agent's permission
-        requests checked: the first answer goes on, a late one is dropped, one the relay
-        cannot read is refused."""
+        requests checked while one may come (:attr:`Answers.awaiting`): the first answer
+        goes on, a late one is dropped, one the relay cannot read is refused. While none
+        may come (nearly always), the frames meet ``judge`` alone: no call of the
+        watchers' per frame."""
 
         def judged(frame: Received) -> Outcome:
             outcome = judge(frame)
@@ -161,14 +158,25 @@ class Watching:
             if isinstance(verdict, Taken):
                 self.observer.answer_taken(Origin.CONTROLLER, subject)
                 self._announce(verdict.notice)
+                self._judge_answers()
             elif isinstance(verdict, Late):
                 self.observer.answer_late(Origin.CONTROLLER, subject)
+                self._judge_answers()
                 return Skip("answered", len(outcome.line))
             else:
                 return Refuse(verdict.reply, verdict.reason, outcome.frame)
             return outcome
 
-        return judged
+        judging = _ControllerJudging(judge, judged)
+        judging.check(self.answers.awaiting)
+        self._judgings.add(judging)
+        return judging
+
+    def _judge_answers(self) -> None:
+        """The answers awaited changed: the controller's judges check its lines or not."""
+        awaiting = self.answers.awaiting
+        for judging in self._judgings:
+            judging.check(awaiting)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         """Tell every watcher something of the relay's own (the controller detached, came
@@ -219,6 +227,7 @@ class Watching:
                     data, may_answer=watcher.may_answer, by=watcher.subject
                 )
                 if isinstance(verdict, Taken):
+                    self._judge_answers()  # the controller's own answer is now late
                     await self._to_agent([verdict.line])
                     first = self.history.add(FROM_WATCHER, (verdict.line,))
                     self._show(conversation_frames(first, FROM_WATCHER, (verdict.line,)))
@@ -294,12 +303,12 @@ class Watchers(Protocol):
     def count(self) -> int: ...
 
     @property
-    def client_frame_tap(self) -> Callable[[Forward], None] | None: ...
+    def client_frame_tap(self) -> Tap | None: ...
 
     @property
     def agent_lines_tap(self) -> Callable[[Sequence[bytes]], None] | None: ...
 
-    def controller_judge(self, judge: Judge, subject: str) -> Judge: ...
+    def controller_judge(self, judge: Judge, subject: str) -> Judge | Judging: ...
 
     def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
@@ -308,6 +317,23 @@ class Watchers(Protocol):
     async def close_all(self, code: int, reason: str) -> None: ...
 
     def release(self) -> None: ...
+
+
+class _ControllerJudging:
+    """The controller's judge (a :class:`relay.streams.pump.Judging`): ``plain`` alone, or
+    ``checked`` (its answers to permission requests checked) while one may come."""
+
+    __slots__ = ("__weakref__", "checked", "now", "plain")
+
+    def __init__(self, plain: Judge, checked: Judge) -> None:
+        self.plain, self.checked, self.now = plain, checked, plain
+
+    def check(self, answers: bool) -> None:
+        self.now = self.checked if answers else self.plain
+
+
+_LINE = attrgetter("line")
+_REWRITE = attrgetter("rewrite")
 
 
 class NoWatching:

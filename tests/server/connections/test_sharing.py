@@ -166,6 +166,26 @@ async def test_the_controllers_answer_is_taken_however_it_is_spelled(case: str) 
     assert "answer_watcher" not in counted
 
 
+async def test_a_watchers_answer_taken_first_makes_the_controllers_late() -> None:
+    """A watcher answers the permission request first: the controller's answer after it is
+    dropped as late, and the controller's lines after that reach the agent as before."""
+    async with live_relay(ASKS) as live, connect(live.ticket_url()) as controller:
+        await controller.recv()  # the permission request
+        watcher = await Watcher.open(live, connection_id(controller), may_answer=True)
+        await watcher.said(1)
+        await watcher.ws.send(ALLOW)
+        notice = await watcher.told(ANSWERED)
+        await controller.send(DENY)
+        seen = await until_echoed(controller, '{"ping":1}')
+        seen += await until_echoed(controller, '{"ping":2}')
+        counted = dict(live.relay.stats.watch)
+    reports = [message["params"] for message in seen if message.get("method") == "answered"]
+    assert reports == [json.loads(ALLOW)["result"]]
+    assert notice["params"]["by"] == "watcher"
+    assert counted.get("answer_watcher") == counted.get("answer_late") == 1
+    assert [message for message in seen if "ping" in message] == [{"ping": 1}, {"ping": 2}]
+
+
 async def test_a_watcher_may_not_send_the_agent_anything_but_an_allowed_answer() -> None:
     """A watcher's request, notification, or answer without the right gets a JSON-RPC error
     and never reaches the agent."""
