@@ -123,6 +123,13 @@ class Watching:
         """A batch of the controller's lines reached the agent (as the boundary made them):
         kept in a few C-speed calls, whatever the batch's length; each shown as the agent
         got it, but for the values of the MCP servers the relay added (:func:`shown_line`)."""
+        if len(outcomes) == 1:  # one message in flight: a line alone, with fewer calls
+            outcome = outcomes[0]
+            line = outcome.line if outcome.rewrite is None else shown_line(outcome)
+            first = self.history.add_line(FROM_CLIENT, line)
+            if self.watchers:
+                self._show(conversation_frames(first, FROM_CLIENT, (line,)))
+            return
         lines = list(map(_LINE, outcomes))
         if list(map(_REWRITE, outcomes)).count(None) != len(lines):  # rare: lines rewritten
             lines = [shown_line(outcome) for outcome in outcomes]

@@ -16,7 +16,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from relay.acp.answers import MAX_REFUSED, TOO_MANY_REFUSED, WATCHER_FRAME_BYTES
+from relay.acp.mcp import MergeReport
+from relay.acp.outcome import Forward
+from relay.acp.rewrite import RewriteReport
 from relay.core.watchprofile import ANSWERED, DETACHED, FELL_BEHIND, RESUMED, WATCH_PROFILE
+from relay.observe import logs
+from relay.observe.observer import ConnectionObserver
+from relay.server.connections.sharing import Watching
 from tests.support.agents import ASKS, ECHO_AGENT, python_agent
 from tests.support.audit import LogAudit
 from tests.support.cli import serve
@@ -520,3 +526,49 @@ async def test_watchers_never_see_the_relays_mcp_secrets(tmp_path: Path, audit: 
     assert entries[0]["_meta"] == {"owner": "ops [redacted]"}
     assert entries[1]["env"] == [{"name": "FILES_KEY", "value": "[redacted]"}]
     assert entries[1]["args"] == ["--key=[redacted]"]
+
+
+async def test_a_batch_of_the_controllers_lines_is_kept_in_order_its_rewritten_one_hidden() -> None:
+    """A batch told by the pump, a session/new the relay merged its MCP server into among
+    plain lines: kept in order, numbered in sequence, the plain lines as they are and the
+    merged server's header value redacted."""
+    session_new = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {
+                "cwd": "/w",
+                "mcpServers": [
+                    {"name": "github", "headers": [{"name": "Authorization", "value": GH_TOKEN}]}
+                ],
+            },
+        }
+    ).encode()
+    merged = RewriteReport("session/new", mcp=MergeReport(injected=["github"]))
+    batch = [
+        Forward(b'{"n":1}', b'{"n":1}'),
+        Forward(session_new, b"{}", merged),
+        Forward(b'{"n":2}', b'{"n":2}'),
+    ]
+    watching = Watching(
+        "c-1",
+        ConnectionObserver("c-1", logs.get_logger("test.sharing")),
+        history=1 << 20,
+        tell_controller=nowhere,
+        to_agent=nowhere,
+        left=lambda: None,
+    )
+    watching.client_forwarded(batch)
+    frames = [frame.split(b"\n", 1) for frame in watching.history.frames()]
+    heads = [json.loads(head) for head, _ in frames]
+    lines = [line for _, line in frames]
+    assert heads == [{"seq": n, "from": "client"} for n in (1, 2, 3)]
+    assert (lines[0], lines[2]) == (b'{"n":1}', b'{"n":2}')
+    shown = json.loads(lines[1])["params"]["mcpServers"][0]["headers"]
+    assert shown == [{"name": "Authorization", "value": "[redacted]"}]
+    assert GH_TOKEN.encode() not in b"".join(lines)
+
+
+async def nowhere(_: object) -> None:
+    """Where a test's Watching sends nothing it is asked to."""
