@@ -37,8 +37,8 @@ MAX_SEQ = 2**53 - 1  # the largest integer every JSON parser reads exactly
 # (a week of grace keeps an agent through any weekend; a TiB window is past any box's memory).
 MAX_GRACE_SECONDS = 7 * 24 * 3600
 MAX_WINDOW = 2**40
-_NUMBER = rb"(0|[1-9][0-9]*)"  # a whole number as JSON spells it (fewer than 16 digits:
-# under MAX_SEQ, checked by the caller)
+_NUMBER = rb"(0|[1-9][0-9]{0,14})"  # a whole number as JSON spells it, up to 15 digits
+# (under MAX_SEQ); a longer one goes to the JSON reader, which checks it against MAX_SEQ
 _COMPACT = re.compile(
     rb'(?:\{"seq":%b(?:,"ack":%b)?\}\n|\{"ack":%b\}\Z)' % (_NUMBER, _NUMBER, _NUMBER)
 )  # the headers clients send: a message's (with its newline) or an acknowledgement alone
@@ -111,11 +111,10 @@ def parse_frame(data: bytes) -> Message | Ack:
     """
     compact = _COMPACT.match(data)
     if compact is not None:
-        seq, ack, alone = compact.group(1, 2, 3)
-        if seq is not None and len(seq) < 16 and (ack is None or len(ack) < 16):
+        seq, ack, alone = compact.groups()
+        if seq is not None:
             return Message(int(seq), data[compact.end() :], None if ack is None else int(ack))
-        if alone is not None and len(alone) < 16:
-            return Ack(int(alone))
+        return Ack(int(alone))
     head, body = _split(data)
     fields = _header(head)
     if body is not None:

@@ -83,7 +83,10 @@ class Outbox:
         if drop <= 0:
             return
         lines, head = self._lines, self._head
-        self.size -= sum(map(len, lines[head : head + drop]))
+        if drop == 1:  # an ack riding on each client message: nearly always one record
+            self.size -= len(lines[head])
+        else:
+            self.size -= sum(map(len, lines[head : head + drop]))
         self._head = head + drop
         self.first_seq += drop
         if self._head > len(lines) // 2:  # compact: the list never holds twice what is kept

@@ -172,8 +172,8 @@ async def _send(
 
     ``clean``: no verdict is Dropped (then the verdicts are the frames, not copied).
     """
-    if clean:
-        frames = cast(list[bytes], verdicts)
+    if clean:  # no call of cast per read: its alias would be made each time
+        frames: list[bytes] = verdicts  # type: ignore[assignment]  # every verdict a line
     else:
         frames = [line for line in verdicts if isinstance(line, bytes)]
     told: Sequence[AgentLine] = verdicts
