@@ -14,18 +14,22 @@ What it keeps, so that a line it takes comes out byte for byte as the full path 
   the full path's read (a key given twice anywhere, NaN, a number's spelling, invalid
   UTF-8 as strict as before); a line that read would check further (a surrogate escape,
   deep nesting) or that has anything around its object is not taken;
-- the writing: :func:`relay.core.strictjson.dumps` of the message translated. The full
-  path re-encodes the whole line (its whitespace, the escapes of every string), so a
-  splice into the original bytes would equal it only for lines already written as
-  ``dumps`` writes them, and proving that costs a second pass over the line;
+- the values written: each translated path spelled by :func:`relay.core.strictjson.dumps`,
+  as the full path spells it;
 - the places, their order and their names: those the table's rows for tool calls find
   (``params.update.locations[i].path``, then ``params.update.content[i].path`` of each
   diff), each translated by :func:`relay.acp.paths.to_editor` with the rules and the
   preferred rule the full path uses, reported and counted as it reports and counts them.
 
 What goes is the cost around them: the rows looked up and filtered by markers, the
-generic walk of each field path, and the translation of a path already translated on
-this connection under the same preferred rule (remembered, up to ``MEMO_MAX`` paths).
+generic walk of each field path, the translation of a path already translated on this
+connection under the same preferred rule (remembered, up to ``MEMO_MAX`` paths), and
+the writing of the whole line. The translated values are spliced into the agent's own
+bytes (:func:`splice`), which pass untouched around them, where the full path writes the
+whole line again (its whitespace, its escapes): the same values, spelled as the agent
+spelled them. A line where the splice cannot be sure of each place (an escape anywhere
+in it, a path that occurs elsewhere, a path without a ``/``) is written whole, by
+:func:`relay.core.strictjson.dumps`, as the full path writes it.
 
 A line is not taken (None) when its update has content the URI rows read (a
 ``resource_link`` or ``resource`` inside a ``content`` block), when its lists are long
@@ -84,7 +88,8 @@ class ToolCallPaths:
         if not report.translations:
             return line
         self.counts["translated_to_editor"] += len(report.translations)
-        return Rewritten(strictjson.dumps(message), report)
+        spliced = splice(line, report.translations)
+        return Rewritten(strictjson.dumps(message) if spliced is None else spliced, report)
 
     def _translate(self, places: list[Place], report: RewriteReport) -> None:
         prefer = self.sessions.last_rule
@@ -151,6 +156,40 @@ def path_places(update: dict[str, Any]) -> list[Place] | None:
         elif kind == "content" and _holds_uri_block(block.get("content")):
             return None
     return places
+
+
+def splice(line: bytes, translations: Sequence[Translation]) -> bytes | None:
+    """``line`` (read strictly already) with each translation's value written in place of
+    the string it translated, every other byte as it came; None when that cannot be sure.
+
+    It is sure when the line holds no backslash and each translated value holds a ``/``.
+    Without a backslash every string of the line is spelled as its bare UTF-8 between two
+    quotes, with no quote inside: a quote followed by a value with a ``/`` and a quote can
+    only be a string of that value, a ``/`` being nothing JSON has between two strings.
+    So the line holds the value quoted exactly once for each place that held it when no
+    other string (a title, a key, an unmapped path) is the same value: then every one of
+    those is a translated place, and each is replaced. Any other count, or a translated
+    value that is another's original (one replacement could be taken for the next), and
+    the caller writes the whole line instead.
+    """
+    if line.find(b"\\") != -1:
+        return None
+    places: dict[str, int] = {}
+    after: dict[str, str] = {}
+    for translation in translations:
+        before = translation.before
+        places[before] = places.get(before, 0) + 1
+        after[before] = translation.after
+    if not places.keys().isdisjoint(after.values()):
+        return None
+    for before, count in places.items():
+        if "/" not in before:
+            return None
+        quoted = b'"%b"' % before.encode()
+        if line.count(quoted) != count:
+            return None
+        line = line.replace(quoted, strictjson.dumps(after[before]))
+    return line
 
 
 def _holds_uri_block(inner: Any) -> bool:

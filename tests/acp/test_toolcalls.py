@@ -16,6 +16,7 @@ from relay.acp.paths import CwdPolicy, parse_rule
 from relay.acp.refusals import ToAgent
 from relay.acp.rewrite import Files, RewritePolicy, Rewritten
 from relay.acp.toolcalls import MEMO_MAX, ToolCallPaths
+from relay.core import strictjson
 from tests.bench.streamer import notification
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 
@@ -47,15 +48,44 @@ def outcome(boundary: Boundary, sent: bytes) -> tuple[Outcome, bool, dict[str, i
 
 
 def assert_same(sent: bytes, files: Files = Files.BOX) -> Outcome | None:
-    """The fast path gives None or the full path's outcome (bytes, report, counts); the
+    """The fast path gives None or the full path's outcome (report, counts, values), its
+    line spliced or written as the full path writes it (:func:`assert_spliced`); the
     boundary with it gives what the boundary without it gives. The fast path's result."""
     fast, full = both(files)
     taken = fast._tool_calls.line(sent) if fast._tool_calls is not None else None
     fast.counts.clear()
-    assert outcome(fast, sent) == outcome(full, sent)
+    (got, got_is_sent, got_counts), (want, want_is_sent, want_counts) = (
+        outcome(fast, sent),
+        outcome(full, sent),
+    )
+    assert (got_is_sent, got_counts) == (want_is_sent, want_counts)
+    assert_spliced(got, want, sent)
     if taken is not None:
-        assert taken == full.agent_line(sent)
+        assert_spliced(taken, full.agent_line(sent), sent)
     return taken
+
+
+def quoted(value: str) -> bytes:
+    return b'"%b"' % value.encode()
+
+
+def assert_spliced(got: Outcome, want: Outcome, sent: bytes) -> None:
+    """``got`` is ``want``, but that a translated line may be ``sent`` with the translated
+    values written in place (the splice): the same report, the same values read back, and
+    every byte but the translated strings' as the agent sent it."""
+    if not (isinstance(got, Rewritten) and isinstance(want, Rewritten)) or got == want:
+        assert got == want
+        return
+    assert got.report == want.report
+    assert strictjson.dumps(strictjson.loads(got.line, max_bytes=len(got.line))) == want.line
+    assert b"\\" not in sent
+
+    def bare(data: bytes) -> bytes:
+        for t in got.report.translations:
+            data = data.replace(quoted(t.before), b"").replace(strictjson.dumps(t.after), b"")
+        return data
+
+    assert bare(got.line) == bare(sent)
 
 
 def compact(message: dict[str, Any]) -> bytes:
@@ -117,6 +147,68 @@ def test_locations_and_diffs_are_reported_in_the_rows_order() -> None:
     ]
     assert taken.report.left == [("params.update.locations[1].path", "/elsewhere/b")]
     assert b'"line":3E0' in taken.line
+
+
+def spaced(update: dict[str, Any]) -> bytes:
+    """A ``session/update`` of ``update`` spelled with spaces, as Python's json writes it."""
+    message = {"jsonrpc": "2.0", "method": "session/update",
+               "params": {"sessionId": "s1", "update": update}}  # fmt: skip
+    return json.dumps(message, ensure_ascii=False).encode()
+
+
+UNESCAPED = LOCATED | {"content": [{"type": "diff", "path": "/workspace/p/a.py", "newText": "é"}]}
+
+
+def test_a_translated_path_is_spliced_into_the_agents_own_bytes() -> None:
+    """A tool call spelled with spaces: its paths are written in place and every other byte
+    passes as the agent sent it, where the full path writes the whole line again; the
+    values read back are the full path's."""
+    sent = spaced(UNESCAPED)
+    taken = assert_same(sent)
+    assert isinstance(taken, Rewritten)
+    assert taken.line == sent.replace(b'"/workspace/p/a.py"', b'"/Users/alice/p/a.py"')
+    assert b'"line": 3' in taken.line
+    assert b'"/elsewhere/b"' in taken.line
+    assert len(taken.report.translations) == 2
+
+
+SPLICE_REFUSED = {
+    "an escape elsewhere": (b'"toolCallId": "t1"', b'"toolCallId": "t\\u0031"'),
+    "the path in the title too": (b'"toolCallId": "t1"', b'"title": "/workspace/p/a.py"'),
+    "the path as a key": (b'"toolCallId": "t1"', b'"/workspace/p/a.py": 1'),
+    "a backslash in a path": (b'"/elsewhere/b"', b'"/elsewhere/b\\\\c"'),
+}
+
+
+@pytest.mark.parametrize("case", list(SPLICE_REFUSED))
+def test_a_line_the_splice_cannot_be_sure_of_is_written_whole(case: str) -> None:
+    """An escape anywhere, or the path's string elsewhere in the line (a title, a key): the
+    line is written whole, byte for byte as the full path writes it, where without that one
+    change it is spliced."""
+    plain, changed = SPLICE_REFUSED[case]
+    sent = spaced(UNESCAPED)
+    assert plain in sent
+    sent = sent.replace(plain, changed, 1)
+    fast, full = both()
+    taken = fast._tool_calls.line(sent) if fast._tool_calls is not None else None
+    assert isinstance(taken, Rewritten)
+    assert taken == full.agent_line(sent)
+    assert taken.line == strictjson.dumps(strictjson.loads(taken.line))
+
+
+def test_a_translation_that_is_another_places_original_is_written_whole() -> None:
+    """An editor folder inside the box's (``/w/e=/w``): ``/w/a`` becomes ``/w/e/a`` and
+    ``/w/e/a`` becomes ``/w/e/e/a`` in one line, which is written whole (one replacement
+    could be taken for the next), with both translated once."""
+    rewrite = RewritePolicy(CwdPolicy((parse_rule("/w/e=/w"),), "reject", "/s", False), McpPolicy())
+    update = {"sessionUpdate": "tool_call", "locations": [{"path": "/w/a"}, {"path": "/w/e/a"}]}
+    sent = spaced(update)
+    fast, full = Boundary(rewrite), FullBoundary(rewrite)
+    taken = fast.agent_line(sent)
+    assert isinstance(taken, Rewritten)
+    assert taken == full.agent_line(sent)
+    paths = json.loads(taken.line)["params"]["update"]["locations"]
+    assert paths == [{"path": "/w/e/a"}, {"path": "/w/e/e/a"}]
 
 
 def test_a_tool_call_with_nothing_to_translate_is_its_own_line() -> None:
@@ -308,5 +400,10 @@ def test_a_whole_read_gets_the_full_paths_outcome(picks: list[int], update: dict
     ]
     lines = [pool[i % len(pool)] for i in picks]
     fast, full = both()
-    assert fast.agent_lines(lines) == full.agent_lines(lines)
+    got, want = fast.agent_lines(lines), full.agent_lines(lines)
+    assert (got is None) == (want is None)
+    if got is not None and want is not None:
+        assert len(got) == len(want) == len(lines)
+        for each, wanted, sent in zip(got, want, lines, strict=True):
+            assert_spliced(each, wanted, sent)
     assert fast.summary() == full.summary()
