@@ -62,7 +62,8 @@ class Fixed:
 
 Tap = Callable[[list[Forward]], None]
 """Told the lines a frames-to-lines pump wrote to the pipe, a batch at a time (the
-watchers' history): once per batch, before the pump waits for anything."""
+watchers' history): once per batch, before the pump waits for anything. The list is the
+pump's, emptied for the next batch: a tap keeps what it needs, not the list."""
 if TYPE_CHECKING:  # connect never translates: it loads none of the boundary
     from relay.acp.refusals import ToAgent
     from relay.acp.rewrite import Rewritten
@@ -258,8 +259,7 @@ async def frames_to_lines(
                 if flushes and lines.batch_open:
                     lines.flush()  # nothing more is received yet: the batch ends first
                 if written:
-                    written = _told(tap, written)
-                    keep = written.append
+                    _told(tap, written)
                 frame = await receive()
             outcome = judging.now(frame)
         except ConnectionClosed:
@@ -271,8 +271,7 @@ async def frames_to_lines(
             if pipe_open and lines.put(outcome.line):
                 if lines.backed_up():
                     if written:  # the lines before this one, told before the wait
-                        written = _told(tap, written)
-                        keep = written.append
+                        _told(tap, written)
                     pipe_open = await lines.drained()
                 if pipe_open and keep is not None:
                     keep(outcome)
@@ -290,8 +289,7 @@ async def frames_to_lines(
         elif isinstance(outcome, Refuse):
             lines.flush()  # the lines before the refused frame go first
             if written:
-                written = _told(tap, written)
-                keep = written.append
+                _told(tap, written)
             if not await send_reply(outcome.reply):
                 observer.frame(outcome)
                 return Ended.SOCKET_CLOSED
@@ -305,11 +303,12 @@ async def frames_to_lines(
         observer.frame(outcome)
 
 
-def _told(tap: Tap | None, written: list[Forward]) -> list[Forward]:
-    """Tell ``tap`` the lines of a batch; the list for the next batch."""
+def _told(tap: Tap | None, written: list[Forward]) -> None:
+    """Tell ``tap`` the lines of a batch, then empty the list for the next batch (the tap
+    keeps none of it)."""
     assert tap is not None  # lines are kept only for a tap
     tap(written)
-    return []
+    written.clear()
 
 
 class PeerWatch:
