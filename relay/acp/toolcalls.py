@@ -8,7 +8,8 @@ gives None for any line it does not take, which the boundary then carries out as
 :class:`relay.acp.translating.MessageTranslator`, written by
 :func:`relay.core.strictjson.dumps`).
 
-What it keeps, so that a line it takes comes out byte for byte as the full path makes it:
+What it keeps, so that a line it takes comes out as the full path makes it (the same
+values, report and counts; spelled as the agent spelled it, but for the paths):
 
 - the read: :func:`relay.core.strictjson.object_or_none`, the same scanner and hooks as
   the full path's read (a key given twice anywhere, NaN, a number's spelling, invalid
@@ -73,7 +74,8 @@ class ToolCallPaths:
 
     def line(self, line: bytes) -> bytes | Rewritten | None:
         """The agent's ``line`` carried out as the full path carries it out (``line``
-        itself when nothing changed), or None when this does not take it."""
+        itself when nothing changed; a translated line spliced when :func:`splice` can
+        be sure, else written whole), or None when this does not take it."""
         message = strictjson.object_or_none(line, max_bytes=READ_MAX_BYTES)
         if message is None:
             return None

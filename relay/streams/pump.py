@@ -278,6 +278,8 @@ async def frames_to_lines(
             else:
                 pipe_open = False
             if not pipe_open:
+                if written:  # the lines of the batch that reached the pipe before it closed
+                    _told(tap, written)
                 if lines.peer_lost:
                     observer.peer_lost()
                     ws.transport.abort()
