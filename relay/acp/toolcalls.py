@@ -9,7 +9,8 @@ gives None for any line it does not take, which the boundary then carries out as
 :func:`relay.core.strictjson.dumps`).
 
 What it keeps, so that a line it takes comes out as the full path makes it (the same
-values, report and counts; spelled as the agent spelled it, but for the paths):
+values, report and counts; spelled as the agent spelled it but for the paths, when
+the splice can be sure of them):
 
 - the read: :func:`relay.core.strictjson.object_or_none`, the same scanner and hooks as
   the full path's read (a key given twice anywhere, NaN, a number's spelling, invalid
