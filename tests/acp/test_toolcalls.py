@@ -103,9 +103,22 @@ def recorded_tool_calls() -> list[bytes]:
     ]
 
 
-def update_line(update: dict[str, Any], **extra: Any) -> bytes:
+def spelled(message: dict[str, Any], how: str) -> bytes:
+    """``message`` compact as an agent writes it, escaped to ASCII, or spaced; a lone
+    surrogate written as its bytes (not UTF-8) where it is not escaped."""
+    if how == "compact":
+        return compact(message)
+    return json.dumps(message, ensure_ascii=how == "ascii").encode("utf-8", "surrogatepass")
+
+
+def update_message(update: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A ``session/update`` notification of ``update`` (``extra``: an ``id``, say)."""
     params = {"sessionId": "s1", "update": update}
-    return compact({"jsonrpc": "2.0", "method": "session/update", "params": params, **extra})
+    return {"jsonrpc": "2.0", "method": "session/update", "params": params, **extra}
+
+
+def update_line(update: dict[str, Any], **extra: Any) -> bytes:
+    return compact(update_message(update, **extra))
 
 
 LOCATED = {"sessionUpdate": "tool_call_update", "toolCallId": "t1",
@@ -151,9 +164,7 @@ def test_locations_and_diffs_are_reported_in_the_rows_order() -> None:
 
 def spaced(update: dict[str, Any]) -> bytes:
     """A ``session/update`` of ``update`` spelled with spaces, as Python's json writes it."""
-    message = {"jsonrpc": "2.0", "method": "session/update",
-               "params": {"sessionId": "s1", "update": update}}  # fmt: skip
-    return json.dumps(message, ensure_ascii=False).encode()
+    return spelled(update_message(update), "spaced")
 
 
 UNESCAPED = LOCATED | {"content": [{"type": "diff", "path": "/workspace/p/a.py", "newText": "é"}]}
@@ -337,14 +348,6 @@ UPDATE = st.fixed_dictionaries(
 SPELLINGS = st.sampled_from(["compact", "ascii", "spaced"])
 
 
-def spelled(message: dict[str, Any], how: str) -> bytes:
-    """``message`` compact as an agent writes it, escaped to ASCII, or spaced; a lone
-    surrogate written as its bytes (not UTF-8) where it is not escaped."""
-    if how == "compact":
-        return compact(message)
-    return json.dumps(message, ensure_ascii=how == "ascii").encode("utf-8", "surrogatepass")
-
-
 EDITS = [
     (b'"path"', b'"\\u0070ath"'),
     (b'"path":', b'"path":"/workspace/d","path":'),
@@ -365,11 +368,7 @@ def test_any_tool_call_line_gives_the_full_paths_outcome(
     """Hypothesis-made tool calls (hostile escapes and duplicate keys spliced in, odd
     whitespace, unknown fields, nested values, non-string paths, surrogates, long strings):
     the fast path gives None or exactly the full path's outcome."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": "session/update",
-                               "params": {"sessionId": "s1", "update": update}}  # fmt: skip
-    if with_id:
-        message["id"] = 1
-    sent = spelled(message, how)
+    sent = spelled(update_message(update, **({"id": 1} if with_id else {})), how)
     for old, new in edits:
         sent = sent.replace(old, new, 1)
     assert_same(sent)
