@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from relay.acp.changes import Option
 from relay.chat.access import Access
 from relay.chat.audit import matrix_link
-from relay.chat.permissions import Option, Request, request_text
+from relay.chat.permissions import Request, request_text
 from relay.chat.rules import Tally, approvers_text, is_reject, who_may_answer
 from relay.chat.text import safe_line, to_html
 

@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from relay.chat.permissions import Option, Request, ToolFacts
+from relay.acp.changes import Option
+from relay.chat.permissions import Request, ToolFacts
 
 CSV_COLUMNS = (
     "asked_at",

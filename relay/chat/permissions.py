@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay.acp.changes import Option
 from relay.acp.values import list_of, text_of
 from relay.chat.text import cut, safe, safe_line, to_html
 from relay.core import strictjson
@@ -27,15 +28,6 @@ MAX_DIFF_LINES = 40  # of the diff excerpt shown
 MAX_DETAIL_CHARS = 3000  # of a command or a diff excerpt shown
 MAX_PATHS = 16  # editor-side paths an audit keeps per tool call
 MAX_COMMAND_CHARS = 2000  # of a command an audit keeps
-
-
-@dataclass(frozen=True)
-class Option:
-    """One of the request's options: its id, name and kind, as the agent gave them."""
-
-    option_id: str
-    name: str
-    kind: str
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from relay.acp.changes import Option
 from relay.chat.access import Access, power_level
-from relay.chat.permissions import Option
 
 # ACP's ToolKind values (schema v1); "switch_mode" is the schema's too, though rarely asked.
 TOOL_KINDS = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.acp.changes import Option
 from relay.chat.access import Access
 from relay.chat.approvals import (
     MAX_LISTED,
@@ -21,7 +22,7 @@ from relay.chat.approvals import (
     reminder_text,
     timeout_words,
 )
-from relay.chat.permissions import Option, Request
+from relay.chat.permissions import Request
 from relay.chat.rules import Rule, Tally, judge
 
 BOT_ID, LEAD, OPS, OPS2, EVE = (

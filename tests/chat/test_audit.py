@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from relay.acp.changes import Option
 from relay.chat.audit import (
     CSV_COLUMNS,
     AuditRecord,
@@ -23,7 +24,7 @@ from relay.chat.audit import (
     since_time,
     tapped,
 )
-from relay.chat.permissions import Option, Request, ToolFacts
+from relay.chat.permissions import Request, ToolFacts
 
 ALLOW = Option("allow", "Allow", "allow_once")
 REJECT = Option("reject", "Reject", "reject_once")

@@ -3,9 +3,9 @@ from typing import Any
 
 import pytest
 
+from relay.acp.changes import Option
 from relay.chat.permissions import (
     KEYCAPS,
-    Option,
     Request,
     ToolFacts,
     answer,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.acp.changes import Option
 from relay.chat.access import Access
-from relay.chat.permissions import Option
 from relay.chat.rules import (
     Counted,
     Decided,

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from relay.acp.changes import Option
 from relay.chat.audit import CSV_COLUMNS, asked, decided
-from relay.chat.permissions import Option, Request, ToolFacts, request_state
+from relay.chat.permissions import Request, ToolFacts, request_state
 from relay.client.chatbot.store import State, ThreadKind
 from tests.support.cli import run_cli
 from tests.support.env import clean_env

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from relay.acp.changes import Option
 from relay.chat.audit import asked
-from relay.chat.permissions import Option, Request, request_state
+from relay.chat.permissions import Request, request_state
 from relay.chat.rules import Tally, tally_state
 from relay.client.chatbot.store import State
 from tests.support.env import secret_env

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from relay.acp.changes import Option
 from relay.acp.refusals import id_key
 from relay.chat.approvals import (
     Mentions,
@@ -35,15 +36,7 @@ from relay.chat.approvals import (
 )
 from relay.chat.audit import AuditTap, asked, decided, tapped
 from relay.chat.events import message, reaction, replacing
-from relay.chat.permissions import (
-    Option,
-    Request,
-    answer,
-    chosen,
-    decided_text,
-    request_of,
-    request_state,
-)
+from relay.chat.permissions import Request, answer, chosen, decided_text, request_of, request_state
 from relay.chat.rules import (
     Decided,
     NotCounted,
