@@ -26,6 +26,7 @@ from typing import Any
 
 from relay.acp.crossings import may_hold_too_many_values
 from relay.acp.outcome import Binary, Received
+from relay.acp.readsearch import holds_any
 from relay.acp.refusals import id_key
 from relay.core import strictjson
 from relay.core.framing import FrameRefused, error_reply, frame_to_line
@@ -99,14 +100,11 @@ class Answers:
         """Note the answerable requests among the agent's ``lines`` (the lines of one read:
         looked at together first, one search for all of them, nearly always the only one);
         whether any line was read (then :attr:`awaiting` may have changed)."""
-        joined = b"\n".join(lines)  # no marker spans a newline
-        if max(map(joined.find, _MARKERS)) == -1:  # one C-speed pass per marker
+        if not holds_any(b"\n".join(lines), _MARKERS):  # no marker spans a newline
             return False
         for line in lines:
-            for marker in _MARKERS:
-                if line.find(marker) != -1:
-                    self._note(line)
-                    break
+            if holds_any(line, _MARKERS):
+                self._note(line)
         return True
 
     def _note(self, line: bytes) -> None:
@@ -131,8 +129,8 @@ class Answers:
         Read only while an answer may come from the controller, when its bytes may hold a
         response (:func:`might_answer`) and within :data:`ANSWER_MAX_BYTES`; what cannot be
         read unambiguously then is refused, as the agent might read it as the answer."""
-        if not (self._pending or self._controller_late):
-            return None  # none awaited: the caller may even skip the call (``awaiting``)
+        if not self.awaiting:
+            return None  # the caller may even skip the call
         if len(line) > ANSWER_MAX_BYTES or not might_answer(line):
             return None
         try:

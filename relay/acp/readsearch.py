@@ -31,6 +31,12 @@ SHARED_MIN = 32
 _BACKSLASH = 0x5C  # by its code: ``b"\\" in data`` makes and drops a TypeError (CPython 3.11)
 
 
+def holds_any(data: bytes, markers: Sequence[bytes]) -> bool:
+    """Whether ``data`` holds any of ``markers``: one C-speed pass per marker, no generator
+    (``find``, not ``in``: on bytes ``in`` makes and drops a TypeError each time)."""
+    return bool(markers) and max(map(data.find, markers)) != -1
+
+
 def found_in(data: bytes, seek: re.Pattern[bytes], escape: re.Pattern[bytes] | None) -> bool:
     """Whether ``seek`` finds a marker in ``data``, or ``escape`` an escape (looked for only
     where ``data`` holds a backslash, which every escape begins with)."""

@@ -17,7 +17,7 @@ from relay.acp.crossings import CAPABILITIES, KEY_ESCAPE, KEY_ESCAPE_LONGEST
 from relay.acp.lineplan import LinePlan, plan_for, seeker
 from relay.acp.mcp import McpPolicy
 from relay.acp.paths import CwdPolicy, parse_rule
-from relay.acp.readsearch import SHARED_MIN, found_in_read, shared_start
+from relay.acp.readsearch import SHARED_MIN, found_in_read, holds_any, shared_start
 from relay.acp.rewrite import Files, RewritePolicy
 from tests.support.acpmessages import AGENT_MESSAGES, EDITOR_MESSAGES, line
 
@@ -201,3 +201,19 @@ def test_a_read_passes_whole_only_when_each_line_would(
     results = whole.agent_lines(read)
     passed = all(alone.agent_line(sent) is sent for sent in read)
     assert (results is None) == passed
+
+
+@pytest.mark.parametrize(
+    ("data", "markers", "held"),
+    [
+        (b'{"path":"/a"}', (b'"fs/', b'"path"'), True),
+        (b'{"uri":"/a"}', (b'"fs/', b'"path"'), False),
+        (b'"fs/', (b'"fs/',), True),
+        (b"anything", (), False),
+        (b"", (b"x",), False),
+    ],
+)
+def test_holds_any_is_any_marker_found(data: bytes, markers: tuple[bytes, ...], held: bool) -> None:
+    """holds_any says whether any marker occurs in the bytes (none given: never)."""
+    assert holds_any(data, markers) is held
+    assert held == any(marker in data for marker in markers)
